@@ -1,0 +1,63 @@
+"""What a target claims, so one model serves naive and prefix-caching allocators of either
+upstream generation."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+
+class Generation(enum.Enum):
+    """Which upstream API names the target offers (API.md section 12)."""
+
+    APHRODITE = "aphrodite"  # get_computed_block_ids, get_num_blocks_touched, no extra_hash
+    VLLM = "vllm"  # extra_hash, find_cached_blocks_prefix, reset_prefix_cache, full-touched
+    BOTH = "both"  # the bundled allocator
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """Declared or detected features of a target.
+
+    ``lru``: eviction claims exact LRU with the upstream tie rule. ``atomic``: failed
+    operations leave no trace. ``typed_errors``: misuse raises typed errors (not asserts), so
+    the suite may feed it misuse. ``introspection``: the adapter can read the cached and
+    evictable id sets, which resolves choices the model cannot observe otherwise.
+    """
+
+    prefix_caching: bool = True
+    lru: bool = True
+    swap: bool = True
+    extra_keys: bool = True
+    generation: Generation = Generation.BOTH
+    atomic: bool = True
+    typed_errors: bool = True
+    introspection: bool = True
+
+    @property
+    def aphrodite_api(self) -> bool:
+        return self.generation is not Generation.VLLM
+
+    @property
+    def vllm_api(self) -> bool:
+        return self.generation is not Generation.APHRODITE
+
+    def without(self, *names: str) -> Capabilities:
+        """A copy with the named boolean features turned off (``--disable-feature``)."""
+        known = {"prefix_caching", "lru", "swap", "extra_keys", "atomic", "typed_errors",
+                 "introspection"}
+        bad = set(names) - known
+        if bad:
+            raise ValueError(f"unknown feature(s) {sorted(bad)}; known: {sorted(known)}")
+        return replace(self, **dict.fromkeys(names, False))
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Pool shape of one run: ids ``0..num_gpu_blocks-1`` are GPU, the next ``num_cpu_blocks``
+    CPU."""
+
+    block_size: int
+    num_gpu_blocks: int
+    num_cpu_blocks: int
+    caps: Capabilities = Capabilities()

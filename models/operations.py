@@ -1,0 +1,431 @@
+"""The operation vocabulary, defined once for the model, the state machines, the fuzz decoder
+and trace replay.
+
+A *program* is a sequence of operations. Operations never name physical block ids: they name
+*handles*, small integers that the runner hands out in creation order, so the same program
+replays against any allocator.
+
+- A **block handle** names one block object. Handles are numbered from 0 across the whole
+  program; every operation that creates blocks (``AllocateMutable``, ``AllocateImmutable``,
+  ``AllocateImmutableChain``, ``Fork``) creates its handles, in chain order, only if it succeeds.
+- A **table handle** names one ``BlockTable``; ``TableAllocate`` and ``TableFork`` create them.
+
+After each operation the runner reports an :class:`Outcome` (what the call returned or raised)
+and a :class:`Snapshot` (what the allocator now shows); the model judges the pair.
+Everything here is plain data that round-trips through JSON (:func:`op_to_json`,
+:func:`op_from_json`), which is what traces, crash files and reproducers store.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, TypeAlias
+
+Tokens: TypeAlias = tuple[int, ...]
+JSON: TypeAlias = Any
+
+
+class Dev(enum.Enum):
+    """A device pool. GPU ids come first, then CPU ids (``CpuGpuBlockAllocator.create``)."""
+
+    GPU = "gpu"
+    CPU = "cpu"
+
+
+class ErrorKind(enum.Enum):
+    """How a target call failed, as classified by the adapter."""
+
+    NO_FREE_BLOCKS = "no_free_blocks"  # BlockAllocator.NoFreeBlocksError
+    MISUSE = "misuse"  # a typed, documented error for bad input
+    ASSERTION = "assertion"  # upstream-style ``assert`` (vanishes under ``python -O``)
+    UNEXPECTED = "unexpected"  # anything else: the target crashed
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """Base of every operation. ``kind`` is the stable name used in JSON and reports."""
+
+    kind: ClassVar[str] = ""
+    mutates: ClassVar[bool] = True
+
+
+# --------------------------------------------------------------------------- block level
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateMutable(Op):
+    """``allocate_mutable_block(prev, device)``: one empty block chained to ``prev``."""
+
+    kind: ClassVar[str] = "allocate_mutable"
+    prev: int | None
+    device: Dev = Dev.GPU
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateImmutable(Op):
+    """``allocate_immutable_block(prev, tokens, device, extra_hash)``: one full block."""
+
+    kind: ClassVar[str] = "allocate_immutable"
+    prev: int | None
+    tokens: Tokens
+    device: Dev = Dev.GPU
+    extra_hash: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateImmutableChain(Op):
+    """``allocate_immutable_blocks(prev, chunks, device, extra_hash)``: all or nothing."""
+
+    kind: ClassVar[str] = "allocate_immutable_chain"
+    prev: int | None
+    chunks: tuple[Tokens, ...]
+    device: Dev = Dev.GPU
+    extra_hash: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Append(Op):
+    """``block.append_token_ids(tokens)``: copy-on-write if shared, promotion once full."""
+
+    kind: ClassVar[str] = "append"
+    block: int
+    tokens: Tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Fork(Op):
+    """``fork(block)``: new handles sharing every id of the chain ending at ``block``."""
+
+    kind: ClassVar[str] = "fork"
+    block: int
+
+
+@dataclass(frozen=True, slots=True)
+class Free(Op):
+    """``free(block)``."""
+
+    kind: ClassVar[str] = "free"
+    block: int
+
+
+@dataclass(frozen=True, slots=True)
+class Swap(Op):
+    """``swap(blocks, src, dst)``: swap out of ``src`` then in to ``dst``.
+
+    Value: the returned mapping as ``[src_id, dst_id]`` pairs in the mapping's order."""
+
+    kind: ClassVar[str] = "swap"
+    blocks: tuple[int, ...]
+    src: Dev
+    dst: Dev
+
+
+@dataclass(frozen=True, slots=True)
+class MarkAccessed(Op):
+    """``mark_blocks_as_accessed(ids of blocks, now)``."""
+
+    kind: ClassVar[str] = "mark_accessed"
+    blocks: tuple[int, ...]
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class MarkComputed(Op):
+    """``mark_blocks_as_computed(ids)``: marks every block touched since the last call."""
+
+    kind: ClassVar[str] = "mark_computed"
+    blocks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ComputedBlockIds(Op):
+    """Aphrodite ``get_computed_block_ids([], ids of blocks, skip_last)``; value: list of ids."""
+
+    kind: ClassVar[str] = "computed_block_ids"
+    mutates: ClassVar[bool] = False
+    blocks: tuple[int, ...]
+    skip_last: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CachedPrefix(Op):
+    """vLLM ``find_cached_blocks_prefix(hashes of blocks, device)``; value: list of hashes."""
+
+    kind: ClassVar[str] = "cached_prefix"
+    mutates: ClassVar[bool] = False
+    blocks: tuple[int, ...]
+    device: Dev = Dev.GPU
+
+
+@dataclass(frozen=True, slots=True)
+class CountTouched(Op):
+    """Aphrodite ``get_num_blocks_touched(blocks, device, lookahead)``; value: int."""
+
+    kind: ClassVar[str] = "count_touched"
+    mutates: ClassVar[bool] = False
+    blocks: tuple[int, ...]
+    device: Dev = Dev.GPU
+    lookahead: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CountFullTouched(Op):
+    """vLLM ``get_num_full_blocks_touched(blocks, device)``; value: int."""
+
+    kind: ClassVar[str] = "count_full_touched"
+    mutates: ClassVar[bool] = False
+    blocks: tuple[int, ...]
+    device: Dev = Dev.GPU
+
+
+@dataclass(frozen=True, slots=True)
+class ClearCopyOnWrites(Op):
+    """``clear_copy_on_writes()``; value: the (src, dst) pairs recorded since the last drain."""
+
+    kind: ClassVar[str] = "clear_cows"
+
+
+@dataclass(frozen=True, slots=True)
+class HitRate(Op):
+    """``get_prefix_cache_hit_rate(device)``; value: float."""
+
+    kind: ClassVar[str] = "hit_rate"
+    mutates: ClassVar[bool] = False
+    device: Dev = Dev.GPU
+
+
+@dataclass(frozen=True, slots=True)
+class ResetPrefixCache(Op):
+    """vLLM ``reset_prefix_cache(device)``; value: bool (False while any block is in use)."""
+
+    kind: ClassVar[str] = "reset_prefix_cache"
+    device: Dev | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GetNullBlock(Op):
+    """``allocate_or_get_null_block()``: the first call takes one GPU block forever."""
+
+    kind: ClassVar[str] = "null_block"
+
+
+# --------------------------------------------------------------------------- sequence level
+
+
+@dataclass(frozen=True, slots=True)
+class TableAllocate(Op):
+    """New ``BlockTable``; ``allocate(tokens, device, extra_hash)``: full chunks immutable, tail
+    mutable."""
+
+    kind: ClassVar[str] = "table_allocate"
+    tokens: Tokens
+    device: Dev = Dev.GPU
+    extra_hash: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TableAppend(Op):
+    """``append_token_ids(tokens, num_lookahead_slots=lookahead)`` with the table's extra_hash."""
+
+    kind: ClassVar[str] = "table_append"
+    table: int
+    tokens: Tokens
+    lookahead: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TableEnsureSlots(Op):
+    """``ensure_num_empty_slots(slots)``."""
+
+    kind: ClassVar[str] = "table_ensure_slots"
+    table: int
+    slots: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableFork(Op):
+    """``fork()``: a new table sharing every block."""
+
+    kind: ClassVar[str] = "table_fork"
+    table: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableFree(Op):
+    """``free()``."""
+
+    kind: ClassVar[str] = "table_free"
+    table: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableSwap(Op):
+    """Engine swap of a whole sequence: admission check with the allocator's touched count,
+    then ``swap(table.blocks, src, dst)`` and ``table.update(blocks)``; value as for ``Swap``."""
+
+    kind: ClassVar[str] = "table_swap"
+    table: int
+    src: Dev
+    dst: Dev
+
+
+@dataclass(frozen=True, slots=True)
+class TableMarkAccessed(Op):
+    """``mark_blocks_as_accessed(table.physical_block_ids, now)``."""
+
+    kind: ClassVar[str] = "table_mark_accessed"
+    table: int
+    now: float
+
+
+BLOCK_OPS: tuple[type[Op], ...] = (
+    AllocateMutable,
+    AllocateImmutable,
+    AllocateImmutableChain,
+    Append,
+    Fork,
+    Free,
+    Swap,
+    MarkAccessed,
+    MarkComputed,
+    ComputedBlockIds,
+    CachedPrefix,
+    CountTouched,
+    CountFullTouched,
+    ClearCopyOnWrites,
+    HitRate,
+    ResetPrefixCache,
+    GetNullBlock,
+)
+TABLE_OPS: tuple[type[Op], ...] = (
+    TableAllocate,
+    TableAppend,
+    TableEnsureSlots,
+    TableFork,
+    TableFree,
+    TableSwap,
+    TableMarkAccessed,
+    MarkComputed,
+    ClearCopyOnWrites,
+    HitRate,
+    ResetPrefixCache,
+)
+OPS_BY_KIND: dict[str, type[Op]] = {cls.kind: cls for cls in (*BLOCK_OPS, *TABLE_OPS)}
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the target did for one operation.
+
+    ``new_blocks``/``new_table`` are the handles the runner created (empty on failure);
+    ``cows`` are the copy-on-write pairs drained right after the call, as an engine does every
+    scheduling step; ``admitted`` is the allocator's own admission verdict for ``TableSwap``.
+    """
+
+    error: ErrorKind | None = None
+    detail: str = ""
+    value: JSON = None
+    new_blocks: tuple[int, ...] = ()
+    new_table: int | None = None
+    cows: tuple[tuple[int, int], ...] = ()
+    admitted: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the allocator shows after an operation.
+
+    ``blocks`` covers every block handle live before or after the operation (a freed handle
+    reports ``None``); ``tables`` every table live before or after it. ``cached``,
+    ``evictable`` (ids per device) and ``refcounts`` (id -> count, every id of both devices)
+    are present only for targets whose adapter can introspect them.
+    """
+
+    free: Mapping[Dev, int]
+    blocks: Mapping[int, int | None] = field(default_factory=dict)
+    block_tokens: Mapping[int, Tokens] = field(default_factory=dict)
+    block_hashes: Mapping[int, int | None] = field(default_factory=dict)
+    tables: Mapping[int, tuple[int | None, ...]] = field(default_factory=dict)
+    table_tokens: Mapping[int, Tokens] = field(default_factory=dict)
+    cached: Mapping[Dev, frozenset[int]] | None = None
+    evictable: Mapping[Dev, frozenset[int]] | None = None
+    refcounts: Mapping[int, int] | None = None
+
+
+# --------------------------------------------------------------------------- JSON codec
+
+
+def _encode(value: Any) -> JSON:
+    if isinstance(value, Dev):
+        return value.value
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    return value
+
+
+_DEVICE_FIELDS = frozenset({"device", "src", "dst"})
+_TOKEN_FIELDS = frozenset({"tokens", "blocks"})
+
+
+def _decode(name: str, value: JSON) -> Any:
+    if name in _DEVICE_FIELDS:
+        return None if value is None else Dev(value)
+    if name in _TOKEN_FIELDS:
+        return tuple(int(v) for v in value)
+    if name == "chunks":
+        return tuple(tuple(int(v) for v in chunk) for chunk in value)
+    return value
+
+
+def op_to_json(op: Op) -> dict[str, JSON]:
+    """``{"op": kind, field: value, ...}``; devices as strings, tuples as lists."""
+    out: dict[str, JSON] = {"op": op.kind}
+    for f in fields(op):
+        out[f.name] = _encode(getattr(op, f.name))
+    return out
+
+
+def op_from_json(data: Mapping[str, JSON]) -> Op:
+    """Inverse of :func:`op_to_json`; raises ``ValueError`` on an unknown kind or field."""
+    kind = data.get("op")
+    cls = OPS_BY_KIND.get(str(kind))
+    if cls is None:
+        raise ValueError(f"unknown operation kind {kind!r}")
+    names = {f.name for f in fields(cls)}
+    unknown = set(data) - names - {"op"}
+    if unknown:
+        raise ValueError(f"{kind}: unknown fields {sorted(unknown)}")
+    return cls(**{k: _decode(k, v) for k, v in data.items() if k != "op"})
+
+
+def outcome_to_json(outcome: Outcome) -> dict[str, JSON]:
+    """Outcomes in traces: error kinds as strings, pairs as lists."""
+    return {
+        "error": None if outcome.error is None else outcome.error.value,
+        "detail": outcome.detail,
+        "value": outcome.value,
+        "new_blocks": list(outcome.new_blocks),
+        "new_table": outcome.new_table,
+        "cows": [list(p) for p in outcome.cows],
+        "admitted": outcome.admitted,
+    }
+
+
+def outcome_from_json(data: Mapping[str, JSON]) -> Outcome:
+    """Inverse of :func:`outcome_to_json`."""
+    err = data.get("error")
+    value = data.get("value")
+    return Outcome(
+        error=None if err is None else ErrorKind(err),
+        detail=str(data.get("detail", "")),
+        value=value,
+        new_blocks=tuple(data.get("new_blocks", ())),
+        new_table=data.get("new_table"),
+        cows=tuple((int(a), int(b)) for a, b in data.get("cows", ())),
+        admitted=data.get("admitted"),
+    )
