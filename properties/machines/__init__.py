@@ -1,0 +1,1 @@
+"""Hypothesis state machines: block level and sequence level."""

@@ -1,0 +1,44 @@
+"""Hypothesis strategies that reach the hard states: tiny pools, block sizes 1..16, token
+alphabets small enough that prefixes are shared and content collides."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from models.capabilities import Capabilities, Config
+
+BLOCK_SIZES = (1, 2, 3, 4, 8, 16)
+
+
+def configs(caps: Capabilities) -> st.SearchStrategy[Config]:
+    """Small pools (forcing eviction and NoFreeBlocksError) with and without a CPU pool."""
+    cpu = st.integers(1, 6) if caps.swap else st.just(0)
+    return st.builds(
+        Config,
+        block_size=st.sampled_from(BLOCK_SIZES),
+        num_gpu_blocks=st.integers(1, 10),
+        num_cpu_blocks=st.one_of(st.just(0), cpu) if caps.swap else st.just(0),
+        caps=st.just(caps),
+    )
+
+
+_WILD = (-1, -2, 2**61 - 1, 2**61, 2**63 - 1, 50_000)
+
+
+def _token(i: int) -> int:
+    return i & 3 if i < 28 else _WILD[i - 28]
+
+
+def tokens(min_size: int, max_size: int) -> st.SearchStrategy[tuple[int, ...]]:
+    """Token ids from a tiny alphabet, so equal blocks (cache hits) are common; occasionally
+    extreme values that a weak encoding would confuse (negatives, -1 vs -2, 2**61-1 + k).
+    One integer draw per token keeps generation cheap; values shrink towards 0."""
+    return st.lists(st.integers(0, 27 + len(_WILD)).map(_token), min_size=min_size,
+                    max_size=max_size).map(tuple)
+
+
+def extra_hashes(caps: Capabilities) -> st.SearchStrategy[int | None]:
+    """Extra keys (LoRA id, cache salt, multimodal hash) when the target takes them."""
+    if not caps.extra_keys:
+        return st.none()
+    return st.one_of(st.none(), st.none(), st.sampled_from((0, 1, 7, -1)))
