@@ -1,0 +1,89 @@
+"""Argument checks shared by the allocators (explicit raises; safe under ``python -O``)."""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Iterable, Mapping, Set
+
+from prefixcache.errors import InvalidArgumentError
+
+__all__ = [
+    "check_block_size",
+    "check_count",
+    "check_device_none",
+    "check_extra_hash",
+    "check_time",
+    "checked_block_ids",
+    "checked_tokens",
+]
+
+
+def check_count(value: object, what: str) -> int:
+    """A non-negative int (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"{what} must be a non-negative int, got {value!r}")
+    return value
+
+
+def check_block_size(value: object) -> int:
+    """A positive int (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidArgumentError(f"block_size must be a positive int, got {value!r}")
+    return value
+
+
+def checked_tokens(token_ids: object) -> list[int]:
+    """A fresh list of the token ids, each an int (``operator.index``-convertible)."""
+    if isinstance(token_ids, str | bytes | Mapping | Set) or not isinstance(token_ids, Iterable):
+        raise InvalidArgumentError(
+            f"token_ids must be a sequence of ints, got {type(token_ids).__name__}"
+        )
+    try:
+        return [operator.index(t) for t in token_ids]
+    except TypeError:
+        raise InvalidArgumentError("token_ids must contain only ints") from None
+
+
+MAX_BLOCK_ID = 1 << 64
+
+
+def checked_block_ids(block_ids: Iterable[int], expected: int) -> list[int]:
+    """``expected`` distinct ids in ``[0, 2**64)``, in the given order."""
+    if isinstance(block_ids, str | bytes):
+        raise InvalidArgumentError("block_ids must be an iterable of ints")
+    ids = list(block_ids)
+    for block_id in ids:
+        if (
+            isinstance(block_id, bool)
+            or not isinstance(block_id, int)
+            or not (0 <= block_id < MAX_BLOCK_ID)
+        ):
+            raise InvalidArgumentError(f"block ids must be ints in [0, 2**64), got {block_id!r}")
+    if len(ids) != expected:
+        raise InvalidArgumentError(f"expected {expected} block ids, got {len(ids)}")
+    if len(set(ids)) != len(ids):
+        raise InvalidArgumentError("block ids must be unique")
+    return ids
+
+
+def check_extra_hash(extra_hash: object) -> None:
+    if extra_hash is not None and (isinstance(extra_hash, bool) or not isinstance(extra_hash, int)):
+        raise InvalidArgumentError(f"extra_hash must be an int or None, got {extra_hash!r}")
+
+
+def check_device_none(device: object) -> None:
+    """Single-device allocators take no device argument."""
+    if device is not None:
+        raise InvalidArgumentError(
+            f"this allocator manages one device; device must be None, got {device!r}"
+        )
+
+
+def check_time(now: object) -> float:
+    """A real, non-NaN time stamp that a float represents exactly (ints up to 2**53)."""
+    if isinstance(now, bool) or not isinstance(now, int | float) or math.isnan(now):
+        raise InvalidArgumentError(f"a time stamp must be a real number, got {now!r}")
+    if isinstance(now, int) and float(now) != now:
+        raise InvalidArgumentError(f"time stamp {now!r} is not exact as a float")
+    return now

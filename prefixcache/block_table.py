@@ -1,0 +1,305 @@
+"""A sequence's block table: the blocks holding its tokens, in order.
+
+Operations that take blocks (``allocate``, ``append_token_ids``,
+``ensure_num_empty_slots``) first work out exactly how many free blocks they consume
+(fresh blocks plus copy-on-write copies; a promotion onto a duplicate is counted as
+free-count-neutral) and raise :class:`NoFreeBlocksError` before changing anything if
+the device cannot supply them. On failure the table's blocks, ``num_full_slots`` and
+the allocator are unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+
+from prefixcache._validation import check_block_size, check_count, checked_tokens
+from prefixcache.common import BlockList
+from prefixcache.errors import InvalidArgumentError, NoFreeBlocksError
+from prefixcache.interfaces import Block, DeviceAwareBlockAllocator
+from prefixcache.utils import Device, cdiv, chunk_list
+
+__all__ = ["BlockTable"]
+
+
+class BlockTable:
+    """Maps a sequence's token positions to blocks of a device-aware allocator.
+
+    ``num_full_slots`` counts the tokens written; the table is *allocated* when it holds
+    at least one block. With ``max_block_sliding_window`` set, ``append_token_ids`` swaps
+    blocks that fell out of the window for the allocator's null block.
+    """
+
+    def __init__(
+        self,
+        block_size: int,
+        block_allocator: DeviceAwareBlockAllocator,
+        _blocks: list[Block] | None = None,
+        max_block_sliding_window: int | None = None,
+    ) -> None:
+        check_block_size(block_size)
+        if max_block_sliding_window is not None:
+            check_count(max_block_sliding_window, "max_block_sliding_window")
+        self._block_size = block_size
+        self._allocator = block_allocator
+        self._blocks = BlockList(_blocks if _blocks is not None else [])
+        self._max_block_sliding_window = max_block_sliding_window
+        self._num_full_slots = self._get_num_token_ids()
+
+    @staticmethod
+    def get_num_required_blocks(
+        token_ids: list[int], block_size: int, num_lookahead_slots: int = 0
+    ) -> int:
+        """Blocks needed to hold ``token_ids`` plus ``num_lookahead_slots``."""
+        return cdiv(len(token_ids) + num_lookahead_slots, block_size)
+
+    # -- allocation ------------------------------------------------------------------------
+
+    def allocate(
+        self, token_ids: list[int], device: Device = Device.GPU, extra_hash: int | None = None
+    ) -> None:
+        """Fill a fresh table: full chunks as immutable (shareable) blocks, a partial
+        tail as one mutable block. All or nothing."""
+        if self._is_allocated:
+            raise InvalidArgumentError("the block table is already allocated")
+        tokens = checked_tokens(token_ids)
+        if not tokens:
+            raise InvalidArgumentError("cannot allocate a block table for no tokens")
+        chunks = chunk_list(tokens, self._block_size)
+        full = [chunk for chunk in chunks if len(chunk) == self._block_size]
+        has_tail = len(full) != len(chunks)
+        needed = self._needed_for_immutable(full, device, extra_hash)
+        if needed is not None and needed + has_tail > self._allocator.get_num_free_blocks(device):
+            raise NoFreeBlocksError()
+        blocks = self._allocate_blocks_for_token_ids(None, tokens, device, extra_hash)
+        self.update(blocks)
+        self._num_full_slots = len(tokens)
+
+    def _needed_for_immutable(
+        self, full_chunks: list[list[int]], device: Device, extra_hash: int | None
+    ) -> int | None:
+        try:
+            return self._allocator.get_num_free_blocks_needed(None, full_chunks, device, extra_hash)
+        except NotImplementedError:  # a third-party allocator without admission support
+            return None
+
+    def _allocate_blocks_for_token_ids(
+        self,
+        prev_block: Block | None,
+        token_ids: list[int],
+        device: Device,
+        extra_hash: int | None = None,
+    ) -> list[Block]:
+        blocks: list[Block] = []
+        full: list[list[int]] = []
+        tail: list[int] = []
+        for chunk in chunk_list(token_ids, self._block_size):
+            if len(chunk) == self._block_size:
+                full.append(chunk)
+            else:
+                tail = chunk
+        if full:
+            blocks.extend(
+                self._allocator.allocate_immutable_blocks(
+                    prev_block, full, device=device, extra_hash=extra_hash
+                )
+            )
+            prev_block = blocks[-1]
+        if tail:
+            block = self._allocator.allocate_mutable_block(
+                prev_block, device=device, extra_hash=extra_hash
+            )
+            block.append_token_ids(tail)
+            blocks.append(block)
+        return blocks
+
+    def update(self, blocks: list[Block]) -> None:
+        """Replace the blocks (``num_full_slots`` is left as is)."""
+        self._blocks.update(blocks)
+
+    # -- appending -------------------------------------------------------------------------
+
+    def append_token_ids(
+        self,
+        token_ids: list[int],
+        num_lookahead_slots: int = 0,
+        num_computed_slots: int | None = None,
+        extra_hash: int | None = None,
+    ) -> None:
+        """Write tokens after the last one, growing the table for them plus
+        ``num_lookahead_slots``; shared blocks are copied on write and filled blocks
+        promoted. With a sliding window, blocks below ``num_computed_slots // block_size
+        - window`` are freed and replaced by the null block first. All or nothing."""
+        if not self._is_allocated:
+            raise InvalidArgumentError("the block table has no blocks; allocate it first")
+        tokens = checked_tokens(token_ids)
+        check_count(num_lookahead_slots, "num_lookahead_slots")
+        drop_end = self._sliding_window_end(num_computed_slots)
+        chunks = self._chunk_token_blocks_for_append(tokens)
+        # A third-party allocator without the admission extensions skips the check.
+        with contextlib.suppress(NotImplementedError):
+            self._check_append_fits(drop_end, chunks, len(tokens) + num_lookahead_slots)
+
+        if self._max_block_sliding_window is not None:
+            null_block = self._allocator.allocate_or_get_null_block()
+            for index in range(drop_end):
+                block = self._blocks[index]
+                if block is not null_block:
+                    self._allocator.free(block)
+                    self._blocks[index] = null_block
+
+        self.ensure_num_empty_slots(len(tokens) + num_lookahead_slots, extra_hash=extra_hash)
+        first_block_index = self._num_full_slots // self._block_size
+        for offset, chunk in enumerate(chunks):
+            self._blocks.append_token_ids(first_block_index + offset, chunk)
+        self._num_full_slots += len(tokens)
+
+    def _sliding_window_end(self, num_computed_slots: int | None) -> int:
+        window = self._max_block_sliding_window
+        if window is None:
+            return 0
+        if num_computed_slots is None:
+            raise InvalidArgumentError("a sliding-window table needs num_computed_slots")
+        check_count(num_computed_slots, "num_computed_slots")
+        end = num_computed_slots // self._block_size - window
+        if end > len(self._blocks):
+            raise InvalidArgumentError("num_computed_slots lies beyond the table's blocks")
+        return max(end, 0)
+
+    def _check_append_fits(self, drop_end: int, chunks: list[list[int]], num_slots: int) -> None:
+        """Raise :class:`NoFreeBlocksError` unless the GPU can supply every block the
+        append takes: the null block (first use), new blocks, and copy-on-write copies,
+        counting the ids that dropping window blocks gives back."""
+        allocator = self._allocator
+        gpu = Device.GPU
+        null_block = allocator.null_block
+        needs_null = self._max_block_sliding_window is not None and null_block is None
+
+        returned = 0
+        dropped = [
+            block.block_id
+            for block in self._blocks.list()[:drop_end]
+            if block is not null_block and block.block_id is not None
+        ]
+        for block_id, handles in Counter(dropped).items():
+            if (
+                allocator.get_block_device(block_id) is gpu
+                and allocator.get_block_refcount(block_id) == handles
+            ):
+                returned += 1
+
+        new_blocks = max(0, cdiv(num_slots - self._num_empty_slots, self._block_size))
+        copies = 0
+        first_block_index = self._num_full_slots // self._block_size
+        for offset in range(len(chunks)):
+            index = first_block_index + offset
+            if index >= len(self._blocks):
+                break
+            if index < drop_end:
+                raise InvalidArgumentError("cannot write into a block the window drops")
+            target_id = self._blocks[index].block_id
+            if target_id is not None and allocator.get_block_refcount(target_id) > 1:
+                copies += 1
+
+        free = allocator.get_num_free_blocks(gpu)
+        if needs_null and free < 1:
+            raise NoFreeBlocksError()
+        if needs_null + new_blocks + copies > free + returned:
+            raise NoFreeBlocksError()
+
+    def ensure_num_empty_slots(self, num_empty_slots: int, extra_hash: int | None = None) -> None:
+        """Append empty GPU blocks until at least ``num_empty_slots`` slots are free
+        (all or nothing)."""
+        if not self._is_allocated:
+            raise InvalidArgumentError("the block table has no blocks; allocate it first")
+        check_count(num_empty_slots, "num_empty_slots")
+        missing = num_empty_slots - self._num_empty_slots
+        if missing <= 0:
+            return
+        count = cdiv(missing, self._block_size)
+        if count > self._allocator.get_num_free_blocks(Device.GPU):
+            raise NoFreeBlocksError()
+        for _ in range(count):
+            self._blocks.append(
+                self._allocator.allocate_mutable_block(
+                    prev_block=self._blocks[-1], device=Device.GPU, extra_hash=extra_hash
+                )
+            )
+
+    def _chunk_token_blocks_for_append(self, token_ids: list[int]) -> list[list[int]]:
+        """Split tokens so the first piece fills the current block exactly."""
+        if not token_ids:
+            return []
+        first_chunk_size = self._block_size - (self._num_full_slots % self._block_size)
+        chunks = [token_ids[:first_chunk_size]]
+        chunks.extend(chunk_list(token_ids[first_chunk_size:], self._block_size))
+        return chunks
+
+    # -- fork and free -----------------------------------------------------------------------
+
+    def fork(self) -> BlockTable:
+        """A new table sharing every block (all refcounts +1, free count unchanged)."""
+        if not self._is_allocated:
+            raise InvalidArgumentError("cannot fork a block table with no blocks")
+        forked = self._allocator.fork(self._blocks[-1])
+        return BlockTable(
+            block_size=self._block_size,
+            block_allocator=self._allocator,
+            _blocks=forked,
+            max_block_sliding_window=self._max_block_sliding_window,
+        )
+
+    def free(self) -> None:
+        """Free every block and empty the table (``num_full_slots`` is kept)."""
+        blocks = self._blocks.list()
+        null_block = self._allocator.null_block
+        real = [block for block in blocks if block is not null_block]
+        if len({id(block) for block in real}) != len(real):
+            raise InvalidArgumentError("the table holds the same block object twice")
+        for block in blocks:
+            self._allocator.free(block)
+        self._blocks.reset()
+
+    # -- queries -------------------------------------------------------------------------------
+
+    @property
+    def physical_block_ids(self) -> list[int]:
+        """The internal id list itself (empty when not allocated)."""
+        return self._blocks.ids()
+
+    def get_unseen_token_ids(self, sequence_token_ids: list[int]) -> list[int]:
+        return sequence_token_ids[self._num_full_slots :]
+
+    def get_num_blocks_touched_by_append_slots(
+        self, token_ids: list[int], num_lookahead_slots: int
+    ) -> int:
+        """Worst case: blocks an append of ``token_ids`` plus lookahead touches,
+        assuming every touched block needs a new id."""
+        num_token_ids = len(token_ids) + num_lookahead_slots
+        first_chunk_size = self._block_size - (self._num_full_slots % self._block_size)
+        return 1 + cdiv(num_token_ids - first_chunk_size, self._block_size)
+
+    @property
+    def blocks(self) -> list[Block]:
+        return self._blocks.list()
+
+    @property
+    def num_full_slots(self) -> int:
+        return self._num_full_slots
+
+    @property
+    def _is_allocated(self) -> bool:
+        return len(self._blocks) > 0
+
+    @property
+    def _num_empty_slots(self) -> int:
+        return len(self._blocks) * self._block_size - self._num_full_slots
+
+    def _get_num_token_ids(self) -> int:
+        return sum(len(block.token_ids) for block in self._blocks.list())
+
+    def _get_all_token_ids(self) -> list[int]:
+        token_ids: list[int] = []
+        for block in self._blocks.list():
+            token_ids.extend(block.token_ids)
+        return token_ids

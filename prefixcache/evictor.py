@@ -1,0 +1,228 @@
+"""Eviction policy for cached blocks whose refcount dropped to zero.
+
+``LRUEvictor`` is exact: the victim is the candidate with the smallest
+``last_accessed``; ties go to the largest ``num_hashed_tokens`` (the deepest block of a
+chain goes first); remaining ties go to the earliest ``add`` (Aphrodite's rule;
+``update`` keeps a candidate's add position). This holds for any insertion order of
+timestamps and after any number of updates.
+
+Implementation: a binary heap of keys ordered by ``(last_accessed, -num_hashed_tokens,
+add_order)`` (packed into one int per entry, see :class:`LRUEvictor`) with lazy
+invalidation: each candidate's metadata holds its one live heap key; any other heap key
+for that id is stale and skipped when popped.
+When stale entries outnumber live ones (plus a small slack) the heap is rebuilt from the
+live entries. Costs, n = candidates: ``add``/``update`` O(log n); ``remove`` O(1) plus
+amortized O(1) compaction; ``evict`` amortized O(log n) (each stale entry is popped at
+most once); ``__contains__``/``num_blocks`` O(1). No operation scans all candidates
+except a compaction, which is paid for by the stale entries that triggered it.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import struct
+from abc import ABC, abstractmethod
+
+from prefixcache._validation import check_time
+from prefixcache.errors import InvalidArgumentError, NoFreeBlocksError, UnknownBlockIdError
+
+__all__ = ["BlockMetaData", "EvictionPolicy", "Evictor", "LRUEvictor", "make_evictor"]
+
+
+class EvictionPolicy(enum.Enum):
+    """Eviction policies; LRU is the only one."""
+
+    LRU = enum.auto()
+
+
+class BlockMetaData:
+    """What the evictor knows about one candidate block."""
+
+    __slots__ = ("_key", "content_hash", "last_accessed", "num_hashed_tokens")
+
+    def __init__(self, content_hash: int, num_hashed_tokens: int, last_accessed: float) -> None:
+        self.content_hash = content_hash
+        self.num_hashed_tokens = num_hashed_tokens
+        self.last_accessed = last_accessed
+        self._key = -1  # the evictor's live heap key for this candidate
+
+    def __repr__(self) -> str:
+        return (
+            f"BlockMetaData(content_hash={self.content_hash}, "
+            f"num_hashed_tokens={self.num_hashed_tokens}, last_accessed={self.last_accessed})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BlockMetaData):
+            return NotImplemented
+        return (self.content_hash, self.num_hashed_tokens, self.last_accessed) == (
+            other.content_hash,
+            other.num_hashed_tokens,
+            other.last_accessed,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Evictor(ABC):
+    """Holds cached blocks with refcount 0 and picks which one to reuse."""
+
+    @abstractmethod
+    def __contains__(self, block_id: object) -> bool:
+        """Whether ``block_id`` is a candidate."""
+
+    @abstractmethod
+    def evict(self) -> tuple[int, int]:
+        """Remove and return ``(block_id, content_hash)`` of the victim.
+
+        Raises :class:`NoFreeBlocksError` (a ``ValueError``) when empty.
+        """
+
+    @abstractmethod
+    def add(
+        self, block_id: int, content_hash: int, num_hashed_tokens: int, last_accessed: float
+    ) -> None:
+        """Add a candidate; adding an id twice is an :class:`InvalidArgumentError`."""
+
+    @abstractmethod
+    def update(self, block_id: int, last_accessed: float) -> None:
+        """Set a candidate's access time; absent id -> :class:`UnknownBlockIdError`."""
+
+    @abstractmethod
+    def remove(self, block_id: int) -> None:
+        """Drop a candidate; absent id -> :class:`UnknownBlockIdError`."""
+
+    @property
+    @abstractmethod
+    def num_blocks(self) -> int:
+        """Number of candidates."""
+
+
+_FIELD_BITS = 64
+_FIELD_MASK = (1 << _FIELD_BITS) - 1
+_SIGN_BIT = 1 << 63
+_MAX_TOKENS = (1 << 63) - 1
+
+
+def _time_field(last_accessed: float) -> int:
+    """A non-negative 64-bit int that orders like ``last_accessed`` (IEEE-754 trick).
+
+    Requires a value exactly representable as a float (any float, or an int of at most
+    53 significant bits), so the order is exact.
+    """
+    check_time(last_accessed)
+    as_float = float(last_accessed) + 0.0  # + 0.0 folds -0.0 into 0.0
+    bits: int = struct.unpack("<q", struct.pack("<d", as_float))[0]
+    ordered = bits if bits >= 0 else -(bits & ~_SIGN_BIT & _FIELD_MASK) - 1
+    return ordered + _SIGN_BIT
+
+
+class LRUEvictor(Evictor):
+    """Exact LRU with the upstream tie rules (see module docstring for costs).
+
+    ``free_table`` maps candidate id -> :class:`BlockMetaData` in ``add`` order.
+
+    Each candidate has one live heap key, a single int packing four 64-bit fields,
+    most significant first: access time (order-preserving), ``2**63 - 1 -
+    num_hashed_tokens``, add order, block id. The smallest key is the victim; the add
+    order is unique, so the id never decides. Int keys keep the heap compact (one object
+    per entry), which is what makes large heaps fast. Block ids must be in
+    ``[0, 2**64)`` and token counts in ``[0, 2**63)``.
+    """
+
+    _COMPACT_SLACK = 64
+
+    def __init__(self) -> None:
+        self.free_table: dict[int, BlockMetaData] = {}
+        self._heap: list[int] = []
+        self._next_order = 0
+
+    def __contains__(self, block_id: object) -> bool:
+        return block_id in self.free_table
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.free_table)
+
+    def add(
+        self, block_id: int, content_hash: int, num_hashed_tokens: int, last_accessed: float
+    ) -> None:
+        if block_id in self.free_table:
+            raise InvalidArgumentError(f"block {block_id} is already an eviction candidate")
+        if (
+            isinstance(block_id, bool)
+            or not isinstance(block_id, int)
+            or not (0 <= block_id <= _FIELD_MASK)
+        ):
+            raise InvalidArgumentError(f"block id {block_id!r} must be an int in [0, 2**64)")
+        if (
+            isinstance(num_hashed_tokens, bool)
+            or not isinstance(num_hashed_tokens, int)
+            or not (0 <= num_hashed_tokens <= _MAX_TOKENS)
+        ):
+            raise InvalidArgumentError(f"num_hashed_tokens {num_hashed_tokens!r} is out of range")
+        time_field = _time_field(last_accessed)
+        key = (
+            time_field << 192
+            | (_MAX_TOKENS - num_hashed_tokens) << 128
+            | self._next_order << 64
+            | block_id
+        )
+        self._next_order += 1
+        meta = BlockMetaData(content_hash, num_hashed_tokens, last_accessed)
+        meta._key = key
+        self.free_table[block_id] = meta
+        heapq.heappush(self._heap, key)
+
+    def update(self, block_id: int, last_accessed: float) -> None:
+        meta = self.free_table.get(block_id)
+        if meta is None:
+            raise UnknownBlockIdError(f"block {block_id} is not an eviction candidate")
+        time_field = _time_field(last_accessed)
+        key = time_field << 192 | (meta._key & ((1 << 192) - 1))
+        meta.last_accessed = last_accessed
+        meta._key = key
+        heapq.heappush(self._heap, key)
+        self._maybe_compact()
+
+    def remove(self, block_id: int) -> None:
+        if block_id not in self.free_table:
+            raise UnknownBlockIdError(f"block {block_id} is not an eviction candidate")
+        del self.free_table[block_id]
+        self._maybe_compact()
+
+    def evict(self) -> tuple[int, int]:
+        if not self.free_table:
+            raise NoFreeBlocksError("no evictable block")
+        heap = self._heap
+        free_table = self.free_table
+        while True:
+            key = heapq.heappop(heap)
+            block_id = key & _FIELD_MASK
+            meta = free_table.get(block_id)
+            if meta is not None and meta._key is key:
+                break
+        del free_table[block_id]
+        if not free_table:
+            heap.clear()
+        return block_id, meta.content_hash
+
+    def peek_order(self) -> list[int]:
+        """Candidate ids in the order they would be evicted (O(n log n); for tests)."""
+        return [key & _FIELD_MASK for key in sorted(m._key for m in self.free_table.values())]
+
+    def _maybe_compact(self) -> None:
+        live = len(self.free_table)
+        if live == 0:
+            self._heap.clear()
+        elif len(self._heap) > 2 * live + self._COMPACT_SLACK:
+            self._heap = [meta._key for meta in self.free_table.values()]
+            heapq.heapify(self._heap)
+
+
+def make_evictor(eviction_policy: EvictionPolicy) -> Evictor:
+    """Build the evictor for ``eviction_policy``; unknown -> :class:`InvalidArgumentError`."""
+    if eviction_policy is EvictionPolicy.LRU:
+        return LRUEvictor()
+    raise InvalidArgumentError(f"unknown eviction policy {eviction_policy!r}")

@@ -1,0 +1,179 @@
+"""Content hashing for prefix-cache blocks.
+
+A block's key is a 128-bit BLAKE2b digest (``person=`` domain tag) over a canonical,
+uniquely decodable encoding of::
+
+    is-first flag | previous block's hash (absent for a first block)
+                  | the block's token ids | the extra key (absent when ``None``)
+
+Every field is fixed-width or length-prefixed, so two different inputs never encode to
+the same bytes; integers of any size or sign are encoded as minimal two's-complement
+big-endian bytes behind a varint length. Nothing depends on Python's ``hash()`` or
+``PYTHONHASHSEED``: the value is identical across processes, hosts and versions.
+
+``make_extra_hash`` folds request-level keys (LoRA adapter id, cache salt, multimodal
+input hashes) into one int for ``extra_hash`` under its own domain tag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+import sys
+from array import array
+from collections.abc import Callable, Sequence
+
+from prefixcache.errors import InvalidArgumentError
+
+__all__ = [
+    "DIGEST_SIZE",
+    "HashFunction",
+    "default_hash_function",
+    "hash_block_tokens",
+    "make_extra_hash",
+]
+
+#: Signature of an injectable block hash:
+#: ``(is_first_block, prev_block_hash, token_ids, extra_hash) -> int``.
+#: ``prev_block_hash`` is ``None`` exactly when ``is_first_block`` is true.
+HashFunction = Callable[[bool, int | None, Sequence[int], int | None], int]
+
+DIGEST_SIZE = 16
+_BLOCK_PERSON = b"prefixcache.blk1"
+_EXTRA_PERSON = b"prefixcache.xtr1"
+
+_TOKENS_FIXED = b"\x01"  # every token fits in a signed 64-bit integer
+_TOKENS_VARIABLE = b"\x02"  # at least one token does not: each is length-prefixed
+_ABSENT = b"\x00"
+_PRESENT = b"\x01"
+_BIG_ENDIAN_HOST = sys.byteorder == "big"
+
+
+def _varint(n: int) -> bytes:
+    """Unsigned LEB128 encoding of a non-negative length."""
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _encode_int(value: object, what: str) -> bytes:
+    """Length-prefixed minimal two's-complement encoding of an int of any size."""
+    try:
+        n = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidArgumentError(f"{what} must be an int, got {type(value).__name__}") from None
+    length = (n.bit_length() + 8) // 8
+    return _varint(length) + n.to_bytes(length, "big", signed=True)
+
+
+def _encode_bytes(data: bytes) -> bytes:
+    return _varint(len(data)) + data
+
+
+def _encode_tokens(token_ids: Sequence[int]) -> bytes:
+    try:
+        count = len(token_ids)
+    except TypeError:
+        raise InvalidArgumentError("token_ids must be a sequence of ints") from None
+    try:
+        packed = array("q", token_ids)
+    except (OverflowError, TypeError):
+        parts = [_encode_int(t, "token id") for t in token_ids]
+        return _TOKENS_VARIABLE + _varint(count) + b"".join(parts)
+    if _BIG_ENDIAN_HOST:  # pragma: no cover - depends on the host
+        packed.byteswap()
+    return _TOKENS_FIXED + _varint(count) + packed.tobytes()
+
+
+def hash_block_tokens(
+    is_first_block: bool,
+    prev_block_hash: int | None,
+    token_ids: Sequence[int],
+    extra_hash: int | None = None,
+) -> int:
+    """Return the 128-bit content key of one block as a non-negative int.
+
+    Contract: ``prev_block_hash`` is ``None`` if and only if ``is_first_block``;
+    otherwise :class:`InvalidArgumentError`. Distinct arguments give distinct encodings,
+    so equal results imply equal inputs up to a BLAKE2b collision.
+    """
+    if not isinstance(is_first_block, bool):
+        raise InvalidArgumentError("is_first_block must be a bool")
+    digest = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_BLOCK_PERSON)
+    if is_first_block:
+        if prev_block_hash is not None:
+            raise InvalidArgumentError("a first block has no previous block hash")
+        digest.update(_ABSENT)
+    else:
+        if prev_block_hash is None:
+            raise InvalidArgumentError("a non-first block needs its predecessor's hash")
+        digest.update(_PRESENT + _encode_int(prev_block_hash, "prev_block_hash"))
+    digest.update(_encode_tokens(token_ids))
+    if extra_hash is None:
+        digest.update(_ABSENT)
+    else:
+        digest.update(_PRESENT + _encode_int(extra_hash, "extra_hash"))
+    return int.from_bytes(digest.digest(), "big")
+
+
+#: The hash every allocator uses unless another is injected.
+default_hash_function: HashFunction = hash_block_tokens
+
+
+def _encode_mm_item(item: object) -> bytes:
+    if isinstance(item, bool):
+        raise InvalidArgumentError("multimodal hashes must be str, bytes or int")
+    if isinstance(item, int):
+        return b"i" + _encode_int(item, "multimodal hash")
+    if isinstance(item, str):
+        return b"s" + _encode_bytes(item.encode("utf-8"))
+    if isinstance(item, bytes | bytearray | memoryview):
+        return b"b" + _encode_bytes(bytes(item))
+    raise InvalidArgumentError(
+        f"multimodal hashes must be str, bytes or int, got {type(item).__name__}"
+    )
+
+
+def make_extra_hash(
+    *,
+    lora_id: int | None = None,
+    cache_salt: str | bytes | None = None,
+    mm_hashes: Sequence[str | bytes | int] = (),
+) -> int | None:
+    """Fold request-level cache keys into one ``extra_hash`` value.
+
+    Returns ``None`` when no key is given, so plain requests share cache entries with
+    callers that pass no ``extra_hash`` at all. Otherwise returns a 128-bit int under a
+    domain tag distinct from block hashes; every field is tagged and length-prefixed, so
+    e.g. ``lora_id=1`` never equals ``cache_salt="1"`` and ``mm_hashes=("ab",)`` never
+    equals ``mm_hashes=("a", "b")``. A ``str`` salt is its UTF-8 bytes.
+    """
+    if isinstance(mm_hashes, str | bytes):
+        raise InvalidArgumentError("mm_hashes must be a sequence of hashes, not one string")
+    if lora_id is None and cache_salt is None and len(mm_hashes) == 0:
+        return None
+    digest = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_EXTRA_PERSON)
+    if lora_id is None:
+        digest.update(_ABSENT)
+    else:
+        if isinstance(lora_id, bool):
+            raise InvalidArgumentError("lora_id must be an int")
+        digest.update(_PRESENT + _encode_int(lora_id, "lora_id"))
+    if cache_salt is None:
+        digest.update(_ABSENT)
+    elif isinstance(cache_salt, str):
+        digest.update(_PRESENT + _encode_bytes(cache_salt.encode("utf-8")))
+    elif isinstance(cache_salt, bytes):
+        digest.update(_PRESENT + _encode_bytes(cache_salt))
+    else:
+        raise InvalidArgumentError("cache_salt must be str or bytes")
+    digest.update(_varint(len(mm_hashes)))
+    for item in mm_hashes:
+        digest.update(_encode_mm_item(item))
+    return int.from_bytes(digest.digest(), "big")

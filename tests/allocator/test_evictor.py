@@ -1,0 +1,229 @@
+"""LRUEvictor: exact victim order, error paths, bounded heap, brute-force comparison."""
+
+from __future__ import annotations
+
+import enum
+import math
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from prefixcache import (
+    BlockMetaData,
+    EvictionPolicy,
+    InvalidArgumentError,
+    LRUEvictor,
+    NoFreeBlocksError,
+    UnknownBlockIdError,
+    make_evictor,
+)
+
+
+def drain(evictor: LRUEvictor) -> list[int]:
+    order = []
+    while evictor.num_blocks:
+        order.append(evictor.evict()[0])
+    return order
+
+
+def test_add_records_metadata_in_insertion_order() -> None:
+    evictor = LRUEvictor()
+    evictor.add(5, 50, 16, 2.0)
+    evictor.add(1, 10, 32, 1.0)
+    assert list(evictor.free_table) == [5, 1]
+    assert evictor.free_table[1] == BlockMetaData(10, 32, 1.0)
+    assert evictor.free_table[1] != BlockMetaData(10, 32, 2.0)
+    assert BlockMetaData(1, 2, 3) != (1, 2, 3)
+    assert "num_hashed_tokens=32" in repr(evictor.free_table[1])
+    assert 5 in evictor and 2 not in evictor
+    assert evictor.num_blocks == 2
+
+
+def test_victim_is_oldest_then_most_tokens_then_earliest_added() -> None:
+    evictor = LRUEvictor()
+    evictor.add(0, 100, 16, 5)  # newest
+    evictor.add(1, 101, 16, 1)
+    evictor.add(2, 102, 48, 1)  # oldest, most tokens
+    evictor.add(3, 103, 32, 1)
+    evictor.add(4, 104, 32, 1)  # tie with 3 on time and tokens: 3 was added first
+    evictor.add(5, 105, 64, 3)
+    assert evictor.peek_order() == [2, 3, 4, 1, 5, 0]
+    assert evictor.evict() == (2, 102)
+    assert drain(evictor) == [3, 4, 1, 5, 0]
+
+
+def test_out_of_order_times_and_updates_are_respected() -> None:
+    evictor = LRUEvictor()
+    for block_id, time in [(0, 9.0), (1, 3.0), (2, 7.0), (3, 1.0)]:
+        evictor.add(block_id, block_id, 16, time)
+    evictor.update(3, 10.0)  # was the oldest, now the newest
+    evictor.update(2, 0.5)
+    assert evictor.free_table[3].last_accessed == 10.0
+    assert drain(evictor) == [2, 1, 0, 3]
+
+
+def test_update_keeps_the_add_position_for_ties() -> None:
+    evictor = LRUEvictor()
+    evictor.add(7, 0, 16, 4)
+    evictor.add(8, 0, 16, 2)
+    evictor.update(7, 2)  # now ties with 8 on time and tokens; 7 was added first
+    assert drain(evictor) == [7, 8]
+
+
+def test_remove_and_readd_moves_the_add_position() -> None:
+    evictor = LRUEvictor()
+    evictor.add(1, 0, 16, 0)
+    evictor.add(2, 0, 16, 0)
+    evictor.remove(1)
+    evictor.add(1, 0, 16, 0)
+    assert drain(evictor) == [2, 1]
+
+
+def test_error_paths_leave_the_evictor_unchanged() -> None:
+    evictor = LRUEvictor()
+    with pytest.raises(ValueError):
+        evictor.evict()
+    with pytest.raises(NoFreeBlocksError):
+        evictor.evict()
+    evictor.add(1, 11, 16, 1.0)
+    before = (list(evictor.free_table.items()), evictor.peek_order())
+    with pytest.raises(KeyError):
+        evictor.update(2, 3.0)
+    with pytest.raises(ValueError):
+        evictor.remove(2)
+    with pytest.raises(UnknownBlockIdError):
+        evictor.remove(2)
+    with pytest.raises(InvalidArgumentError):
+        evictor.add(1, 12, 16, 2.0)
+    for bad_time in (math.nan, "soon", True):
+        with pytest.raises(InvalidArgumentError):
+            evictor.add(3, 13, 16, bad_time)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError):
+            evictor.update(1, bad_time)  # type: ignore[arg-type]
+    assert (list(evictor.free_table.items()), evictor.peek_order()) == before
+
+
+def test_heap_stays_bounded_under_many_updates_and_removals() -> None:
+    evictor = LRUEvictor()
+    for block_id in range(100):
+        evictor.add(block_id, block_id, 16, block_id)
+    for step in range(10_000):
+        evictor.update(step % 100, 1000 + step)
+        assert len(evictor._heap) <= 2 * evictor.num_blocks + LRUEvictor._COMPACT_SLACK + 1
+    for block_id in range(0, 100, 2):
+        evictor.remove(block_id)
+    assert len(evictor._heap) <= 2 * evictor.num_blocks + LRUEvictor._COMPACT_SLACK + 1
+    assert drain(evictor) == sorted(range(1, 100, 2), key=lambda b: 1000 + 9900 + b)
+    assert evictor._heap == []
+
+
+def test_make_evictor() -> None:
+    assert isinstance(make_evictor(EvictionPolicy.LRU), LRUEvictor)
+
+    class Other(enum.Enum):
+        FIFO = 1
+
+    with pytest.raises(ValueError):
+        make_evictor(Other.FIFO)  # type: ignore[arg-type]
+
+
+class EvictorVersusBruteForce(RuleBasedStateMachine):
+    """The heap evictor against a list-scanning reference with the same rule."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.evictor = LRUEvictor()
+        self.model: dict[int, tuple[float, int, int, int]] = {}  # id -> (time, tokens, order, hash)
+        self.order = 0
+
+    ids = st.integers(0, 12)
+    times = st.integers(0, 6).map(float)
+
+    @rule(block_id=ids, time=times, tokens=st.sampled_from([16, 32, 48]))
+    def add(self, block_id: int, time: float, tokens: int) -> None:
+        if block_id in self.model:
+            with pytest.raises(InvalidArgumentError):
+                self.evictor.add(block_id, block_id * 7, tokens, time)
+            return
+        self.evictor.add(block_id, block_id * 7, tokens, time)
+        self.model[block_id] = (time, tokens, self.order, block_id * 7)
+        self.order += 1
+
+    @rule(block_id=ids, time=times)
+    def update(self, block_id: int, time: float) -> None:
+        if block_id not in self.model:
+            with pytest.raises(KeyError):
+                self.evictor.update(block_id, time)
+            return
+        self.evictor.update(block_id, time)
+        _, tokens, order, content_hash = self.model[block_id]
+        self.model[block_id] = (time, tokens, order, content_hash)
+
+    @rule(block_id=ids)
+    def remove(self, block_id: int) -> None:
+        if block_id not in self.model:
+            with pytest.raises(ValueError):
+                self.evictor.remove(block_id)
+            return
+        self.evictor.remove(block_id)
+        del self.model[block_id]
+
+    @precondition(lambda self: bool(self.model))
+    @rule()
+    def evict(self) -> None:
+        expected = None
+        for block_id, (time, tokens, order, _) in self.model.items():
+            key = (time, -tokens, order)
+            if expected is None or key < expected[0]:
+                expected = (key, block_id)
+        assert expected is not None
+        victim = expected[1]
+        assert self.evictor.evict() == (victim, self.model[victim][3])
+        del self.model[victim]
+
+    @invariant()
+    def same_candidates(self) -> None:
+        assert set(self.evictor.free_table) == set(self.model)
+        assert self.evictor.num_blocks == len(self.model)
+        for block_id, (time, tokens, _, content_hash) in self.model.items():
+            meta = self.evictor.free_table[block_id]
+            assert (meta.last_accessed, meta.num_hashed_tokens, meta.content_hash) == (
+                time,
+                tokens,
+                content_hash,
+            )
+
+
+EvictorVersusBruteForce.TestCase.settings = settings(
+    max_examples=200, stateful_step_count=60, derandomize=True, deadline=None
+)
+TestEvictorVersusBruteForce = EvictorVersusBruteForce.TestCase
+
+
+def test_time_keys_order_exactly_like_the_numbers() -> None:
+    times = [-math.inf, -1e300, -2.5, -1, -0.0, 0, 1e-300, 0.5, 1, 2**53, 1e300, math.inf]
+    evictor = LRUEvictor()
+    for block_id, time in reversed(list(enumerate(times))):
+        evictor.add(block_id, block_id, 16, time)
+    # -0.0 and 0 tie on time and tokens, so the earlier add (id 5, added first) goes first
+    assert drain(evictor) == [0, 1, 2, 3, 5, 4, 6, 7, 8, 9, 10, 11]
+
+
+@pytest.mark.parametrize(
+    ("block_id", "tokens", "time"),
+    [
+        (-1, 16, 0.0),
+        (2**64, 16, 0.0),
+        (True, 16, 0.0),
+        (1, -1, 0.0),
+        (1, 2**63, 0.0),
+        (1, 16, 2**53 + 1),
+    ],
+)
+def test_out_of_range_keys_are_rejected(block_id: int, tokens: int, time: float) -> None:
+    evictor = LRUEvictor()
+    with pytest.raises(InvalidArgumentError):
+        evictor.add(block_id, 0, tokens, time)
+    assert evictor.num_blocks == 0 and evictor._heap == []
