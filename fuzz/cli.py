@@ -1,0 +1,311 @@
+"""``python -m fuzz``: run harnesses, turn crashes into regression tests, replay traces,
+measure the zoo, regenerate seed corpora and traces.
+
+    python -m fuzz run NAME [--allocator SPEC] [--time SECONDS] [--seed N] [--corpus DIR]
+                            [--engine auto|builtin|atheris] [--runs N] [--artifacts DIR]
+                            [--weak-hash] [--stop-on-failure]
+    python -m fuzz regress INPUT --name NAME [--harness NAME] [--allocator SPEC]
+                            [--block-size N --gpu N --cpu N] [--out-dir DIR] [--minimize]
+    python -m fuzz replay TRACE.jsonl [--allocator SPEC]
+    python -m fuzz zoo [--seconds 60] [--seed N] [--only NAME ...]
+    python -m fuzz corpus | traces      (regenerate fuzz/corpus, fuzz/*.dict | fuzz/traces)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from fuzz.decoder import Level
+from fuzz.engine import Engine, Failure, minimize
+from fuzz.harness import (
+    ARTIFACTS_VAR,
+    HASH_MODE_VAR,
+    Harness,
+    harness_for,
+    quiet_target_logs,
+)
+from fuzz.instrumentation import atheris_module
+from fuzz.listing import format_program
+from fuzz.progress import Progress
+from fuzz.regress import Regression
+from properties.targets import ENV_VAR, Target, load_target
+
+FUZZ_DIR = Path(__file__).resolve().parent
+REPO_DIR = FUZZ_DIR.parent
+HARNESS_NAMES = [level.value for level in Level]
+
+
+def corpus_dir(name: str) -> Path:
+    return FUZZ_DIR / "corpus" / name
+
+
+def dict_path(name: str) -> Path:
+    return FUZZ_DIR / f"{name}.dict"
+
+
+def read_corpus(*dirs: Path) -> list[bytes]:
+    """Every file of ``dirs``, in name order (deterministic)."""
+    out = []
+    for d in dirs:
+        if d.is_dir():
+            out += [p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()]
+    return out
+
+
+def read_dict(path: Path) -> list[bytes]:
+    """Entries of a libFuzzer dictionary (``name="..."`` lines with ``\\xNN`` escapes)."""
+    if not path.is_file():
+        return []
+    words = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or '"' not in line:
+            continue
+        body = line[line.index('"') + 1:line.rindex('"')]
+        words.append(body.encode("latin-1").decode("unicode_escape").encode("latin-1"))
+    return words
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _report_failure(harness: Harness, artifacts: Path, failure: Failure) -> Path:
+    path = harness.write_crash(failure.data, failure.result, artifacts)
+    result = failure.result
+    print(f"\n[{harness.name}] VIOLATION after {failure.execs} executions "
+          f"({failure.seconds:.1f}s)\n{result.violation}\n\n"
+          f"{format_program(result.config, result.program, result.outcomes)}\n\n"
+          f"crash input: {path}  (sidecar {path.with_suffix('.json').name})\n"
+          f"regression test: python -m fuzz regress {path} --name <name>\n", flush=True)
+    return path
+
+
+def run_builtin(harness: Harness, *, seconds: float | None, runs: int | None, seed: int,
+                corpus: Path | None, artifacts: Path, stop_on_failure: bool,
+                progress: Progress | None) -> Engine:
+    seeds = read_corpus(corpus_dir(harness.name), *([corpus] if corpus else []))
+    engine = Engine(harness.run, seeds, seed=seed, dictionary=read_dict(dict_path(harness.name)),
+                    corpus_dir=corpus,
+                    on_failure=lambda f: _report_failure(harness, artifacts, f),
+                    progress=progress)
+    engine.fuzz(seconds=seconds, max_execs=runs, stop_on_failure=stop_on_failure)
+    return engine
+
+
+def run_atheris(name: str, args: argparse.Namespace, artifacts: Path) -> int:
+    """The harness script under libFuzzer, in a child process (atheris owns the process)."""
+    work = Path(args.corpus) if args.corpus else Path(tempfile.mkdtemp(prefix=f"fuzz-{name}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, str(FUZZ_DIR / f"fuzz_{name}.py"), str(work), str(corpus_dir(name)),
+           f"-seed={args.seed + 1}", f"-artifact_prefix={artifacts}/",
+           f"-dict={dict_path(name)}", "-print_final_stats=1"]
+    if args.time:
+        cmd.append(f"-max_total_time={int(args.time)}")
+    if args.runs:
+        cmd.append(f"-runs={args.runs}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO_DIR), os.environ.get("PYTHONPATH", "")) if p))
+    env[ARTIFACTS_VAR] = str(artifacts)
+    if args.allocator:
+        env[ENV_VAR] = args.allocator
+    if args.weak_hash:
+        env[HASH_MODE_VAR] = "weak"
+    print(f"[{name}] atheris: {' '.join(cmd)}", flush=True)
+    return subprocess.call(cmd, env=env)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    quiet_target_logs()
+    harness = harness_for(args.name, weak_hash=args.weak_hash, spec=args.allocator)
+    artifacts = Path(args.artifacts)
+    engine = args.engine
+    if engine == "auto":
+        engine = "atheris" if atheris_module() is not None else "builtin"
+    if engine == "atheris":
+        if atheris_module() is None:
+            print("atheris is not installed (pip install 'prefixcache[fuzz]')", file=sys.stderr)
+            return 2
+        return run_atheris(args.name, args, artifacts)
+    weak = " with the weak hash injected" if harness.weak_hash else ""
+    print(f"[{harness.name}] engine: built-in (seed {args.seed}); target: "
+          f"{harness.target.describe()}{weak}", flush=True)
+    result = run_builtin(harness, seconds=args.time, runs=args.runs, seed=args.seed,
+                         corpus=Path(args.corpus) if args.corpus else None,
+                         artifacts=artifacts, stop_on_failure=args.stop_on_failure,
+                         progress=Progress(harness.name, interval=args.report_every))
+    stats = result.stats
+    print(f"[{harness.name}] {stats.execs} executions in {stats.seconds:.1f}s "
+          f"({stats.execs / max(stats.seconds, 1e-9):.1f}/s), corpus {stats.corpus}, "
+          f"features {stats.features}, failures {len(stats.failures)} "
+          f"({len(result.signatures)} distinct), programs ended early {stats.stopped_early}")
+    return 1 if stats.failures else 0
+
+
+# --------------------------------------------------------------------------- regress
+
+
+def cmd_regress(args: argparse.Namespace) -> int:
+    from fuzz.regress import harness_from_name, load, write_test
+
+    quiet_target_logs()
+    target = load_target(args.allocator)
+    path = Path(args.input)
+    shape = {"block_size": args.block_size, "num_gpu_blocks": args.gpu,
+             "num_cpu_blocks": args.cpu}
+    reg = load(path, target, harness=args.harness, shape=shape)
+    if args.minimize and reg.violation and path.suffix != ".json":
+        reg = _minimized(path, target, harness_from_name(path, args.harness or "block_level"),
+                         reg)
+    cfg = reg.config
+    from models.capabilities import Config
+
+    print(format_program(Config(cfg["block_size"], cfg["num_gpu_blocks"], cfg["num_cpu_blocks"]),
+                         reg.program, reg.outcomes))
+    print(f"\nagainst {target.describe()}:\n{reg.violation or 'no violation'}\n")
+    out = write_test(args.name, reg, Path(args.out_dir))
+    print(f"wrote {out}")
+    return 0
+
+
+def _minimized(path: Path, target: Target, name: str, reg: Regression) -> Regression:
+    """The crash input shrunk (same family), decoded again into a shorter program."""
+    harness = Harness(Level(name)).bind(target)
+    first = harness.run(path.read_bytes())
+    if first.violation is None:
+        return reg
+    family = first.violation.family
+
+    def still_fails(data: bytes) -> bool:
+        v = harness.run(data).violation
+        return v is not None and v.family is family
+
+    small = minimize(path.read_bytes(), still_fails)
+    result = harness.run(small)
+    cfg = result.config
+    return Regression({"block_size": cfg.block_size, "num_gpu_blocks": cfg.num_gpu_blocks,
+                       "num_cpu_blocks": cfg.num_cpu_blocks}, result.program,
+                      f"{reg.source}, minimized to {len(small)} bytes", result.outcomes,
+                      None if result.violation is None else str(result.violation))
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from fuzz.trace import read_trace, replay
+
+    quiet_target_logs()
+    target = load_target(args.allocator)
+    failed = 0
+    for name in args.trace:
+        trace = read_trace(Path(name))
+        result = replay(trace, target)
+        verdict = "ok" if result.ok else "FAILED"
+        print(f"{name}: {verdict}: {result.steps}/{len(trace.entries)} steps against "
+              f"{target.describe()}")
+        for problem in (result.violation, result.divergence, result.out_of_contract):
+            if problem is not None:
+                print(f"  {problem}")
+        failed += not result.ok
+    return 1 if failed else 0
+
+
+# --------------------------------------------------------------------------- zoo, corpus
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    from fuzz.zoo_bench import run_zoo
+
+    quiet_target_logs()
+    return run_zoo(seconds=args.seconds, seed=args.seed, only=args.only, harness=args.harness)
+
+
+def cmd_corpus(args: argparse.Namespace) -> int:
+    from fuzz.corpus_gen import regenerate
+
+    quiet_target_logs()
+    regenerate(FUZZ_DIR, seed=args.seed)
+    return 0
+
+
+def cmd_traces(args: argparse.Namespace) -> int:
+    from fuzz.trace import write_trace
+    from fuzz.workloads import WORKLOADS, record
+
+    quiet_target_logs()
+    out = FUZZ_DIR / "traces"
+    out.mkdir(exist_ok=True)
+    for w in WORKLOADS:
+        recorder = record(w)
+        write_trace(out / f"{w.name}.jsonl", recorder)
+        print(f"{out / w.name}.jsonl: {len(recorder.entries)} steps")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m fuzz", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="fuzz one harness")
+    run.add_argument("name", choices=HARNESS_NAMES)
+    run.add_argument("--allocator", default=None, help="target spec module:callable")
+    run.add_argument("--time", type=float, default=60.0, help="seconds (0: no limit)")
+    run.add_argument("--runs", type=int, default=None, help="stop after N executions")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--corpus", default=None, help="directory to keep new inputs in")
+    run.add_argument("--engine", choices=("auto", "builtin", "atheris"), default="auto")
+    run.add_argument("--artifacts", default="fuzz-artifacts", help="crash file directory")
+    run.add_argument("--weak-hash", action="store_true",
+                     help="hashing harness only: inject a weak hash into the bundled allocator")
+    run.add_argument("--stop-on-failure", action="store_true")
+    run.add_argument("--report-every", type=float, default=5.0, help="seconds between lines")
+    run.set_defaults(func=cmd_run)
+
+    reg = sub.add_parser("regress", help="crash file or program JSON -> regression test")
+    reg.add_argument("input")
+    reg.add_argument("--name", required=True)
+    reg.add_argument("--harness", choices=HARNESS_NAMES, default=None)
+    reg.add_argument("--allocator", default=None,
+                     help="the target the input failed on (decoding follows its responses)")
+    reg.add_argument("--block-size", type=int, default=4)
+    reg.add_argument("--gpu", type=int, default=8)
+    reg.add_argument("--cpu", type=int, default=4)
+    reg.add_argument("--out-dir", default=str(REPO_DIR / "tests" / "regressions"))
+    reg.add_argument("--minimize", action="store_true", help="shrink a crash input first")
+    reg.set_defaults(func=cmd_regress)
+
+    rep = sub.add_parser("replay", help="replay traces against the model and a target")
+    rep.add_argument("trace", nargs="+")
+    rep.add_argument("--allocator", default=None)
+    rep.set_defaults(func=cmd_replay)
+
+    zoo = sub.add_parser("zoo", help="time to first failure for every zoo mutant")
+    zoo.add_argument("--seconds", type=float, default=60.0)
+    zoo.add_argument("--seed", type=int, default=0)
+    zoo.add_argument("--harness", choices=HARNESS_NAMES, default="block_level")
+    zoo.add_argument("--only", nargs="*", default=None)
+    zoo.set_defaults(func=cmd_zoo)
+
+    cor = sub.add_parser("corpus", help="regenerate seed corpora and dictionaries")
+    cor.add_argument("--seed", type=int, default=0)
+    cor.set_defaults(func=cmd_corpus)
+
+    tr = sub.add_parser("traces", help="re-record the shipped traces")
+    tr.set_defaults(func=cmd_traces)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if getattr(args, "time", None) == 0:
+        args.time = None
+    code: int = args.func(args)
+    return code

@@ -1,0 +1,432 @@
+"""Bytes to programs of the shared operation vocabulary (``models.operations``).
+
+A :class:`Decoder` reads its pool shape from the first bytes, then produces one operation at a
+time from the bytes that follow, asking the oracle (the model of the program so far) which
+choices exist: live handles, blocks that may be appended to, contents already cached (so
+allocations hit), chains that may be swapped or forked, tables running on the GPU. Every
+operation it returns is in contract for the target's capabilities:
+
+- nothing the model calls out of contract (``Oracle.contract_error``);
+- misuse (double free, over-append, ...) only for targets claiming typed errors and atomicity;
+- for a target that does not claim atomicity, nothing the model says would run out of free
+  blocks half way (``Oracle.would_fail_no_free``).
+
+Byte layout: ``[block size] [GPU blocks] [CPU blocks] [prompts (sequence level)]`` then per
+operation an opcode byte (``byte % len(table)`` over a fixed weighted table of generators) and
+the generator's own choices. A generator that finds nothing to act on, or whose operation is
+not admissible, is skipped; decoding stops at ``max_ops`` operations or when the bytes run
+out, so every input terminates after at most ``len(data)`` generator calls.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fuzz.alphabet import (
+    ADVERSARIAL_EXTRAS,
+    MERSENNE_61,
+    PLAIN_EXTRAS,
+    adversarial_token,
+    plain_token,
+)
+from fuzz.bytesource import ByteSource
+from models import operations as ops
+from models.capabilities import Capabilities, Config
+from models.operations import Dev, Op, Tokens
+from models.oracle import Oracle
+
+MAX_OPS = 48
+MAX_BLOCK_SIZE = 16
+MAX_GPU_BLOCKS = 12
+MAX_CPU_BLOCKS = 6
+
+
+#: Misuse the model asks a typed error for, but that a pooled-block allocator cannot always
+#: detect: a fork of a chain holding a freed block whose object the block pool has already
+#: handed out again, and a second ``free()`` of an (empty) block table. Not generated until
+#: the contract settles them.
+DISPUTED_MISUSE: tuple[type[Op], ...] = (ops.Fork, ops.TableFree)
+
+
+class Level(enum.Enum):
+    """Which part of the vocabulary a harness exercises; the value is the harness name."""
+
+    BLOCK = "block_level"
+    SEQUENCE = "sequence_level"
+    HASHING = "hashing"
+
+
+ALL_KINDS = frozenset(ops.OPS_BY_KIND)
+LEVEL_KINDS: dict[Level, frozenset[str]] = {
+    Level.BLOCK: frozenset(cls.kind for cls in ops.BLOCK_OPS),
+    Level.SEQUENCE: frozenset(cls.kind for cls in ops.TABLE_OPS),
+    Level.HASHING: frozenset({"allocate_immutable", "allocate_immutable_chain", "table_allocate",
+                              "append", "allocate_mutable", "free", "table_free", "fork",
+                              "cached_prefix", "reset_prefix_cache", "mark_computed"}),
+}
+
+
+def decode_config(src: ByteSource, caps: Capabilities) -> Config:
+    """Block size 1..16, 1..12 GPU blocks, 0..6 CPU blocks (0 without swap)."""
+    block_size = 1 + src.below(MAX_BLOCK_SIZE)
+    gpu = 1 + src.below(MAX_GPU_BLOCKS)
+    cpu = src.below(MAX_CPU_BLOCKS + 1)
+    return Config(block_size, gpu, cpu if caps.swap else 0, caps)
+
+
+Generator = Callable[[Oracle], Op | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    weight: int
+    make: Generator
+
+
+class Decoder:
+    """Decodes ``data`` for ``level`` against the capabilities ``caps``; feed it the oracle
+    that judges the program after each step (``next_op``)."""
+
+    def __init__(self, data: bytes, level: Level, caps: Capabilities, *,
+                 max_ops: int = MAX_OPS) -> None:
+        self.src = ByteSource(data)
+        self.level = level
+        self.caps = caps
+        self.max_ops = max_ops
+        self.config = decode_config(self.src, caps)
+        self.bs = self.config.block_size
+        self.devices = (Dev.GPU, Dev.CPU) if self.config.num_cpu_blocks else (Dev.GPU,)
+        self.adversarial = level is Level.HASHING
+        self.misuse_allowed = caps.typed_errors and caps.atomic
+        self.clock = 0.0
+        self.emitted = 0
+        self.seen_blocks: set[int] = set()
+        self.seen_tables: set[int] = set()
+        self.prompts: list[Tokens] = []
+        self.op_starts: list[int] = []  # byte offset where each emitted operation began
+        if level is Level.SEQUENCE:
+            for _ in range(1 + self.src.below(3)):
+                self.prompts.append(self._tokens(self.src.int_in(self.bs, 3 * self.bs)))
+        self.table = self._opcode_table()
+
+    # ------------------------------------------------------------------ driving
+
+    def next_op(self, oracle: Oracle) -> Op | None:
+        """The next admissible operation, or None when the program ends."""
+        self.seen_blocks.update(oracle.live_blocks())
+        self.seen_tables.update(oracle.live_tables())
+        while self.emitted < self.max_ops and not self.src.exhausted:
+            start = self.src.consumed
+            op = self.src.pick(self.table)(oracle)
+            if op is not None and self.admissible(oracle, op):
+                self.emitted += 1
+                self.op_starts.append(start)
+                return op
+        return None
+
+    def kinds(self) -> frozenset[str]:
+        """The operation kinds this decoder can produce (its opcode table's generators may
+        each produce a few kinds; this is what a seed corpus should cover)."""
+        return LEVEL_KINDS[self.level] & self.available_kinds()
+
+    def available_kinds(self) -> frozenset[str]:
+        caps = self.caps
+        out = set(ALL_KINDS)
+        if not caps.vllm_api:
+            out -= {"cached_prefix", "count_full_touched", "reset_prefix_cache"}
+        if not caps.aphrodite_api:
+            out -= {"computed_block_ids", "count_touched"}
+        if len(self.devices) < 2:
+            out -= {"swap", "table_swap"}
+        return frozenset(out)
+
+    def admissible(self, oracle: Oracle, op: Op) -> bool:
+        if oracle.contract_error(op) is not None:
+            return False
+        if oracle.is_misuse(op):
+            return self.misuse_allowed and not isinstance(op, DISPUTED_MISUSE)
+        return self.caps.atomic or not oracle.would_fail_no_free(op)
+
+    def _opcode_table(self) -> tuple[Generator, ...]:
+        caps, swap = self.caps, len(self.devices) > 1
+        pc = caps.prefix_caching
+        if self.level is Level.SEQUENCE:
+            entries = [
+                _Entry(3, self._table_allocate), _Entry(4, self._table_append),
+                _Entry(1, self._table_ensure_slots), _Entry(2, self._table_fork),
+                _Entry(2, self._table_free), _Entry(2 if swap else 0, self._table_swap),
+                _Entry(1, self._table_mark_accessed), _Entry(1, self._mark_computed),
+                _Entry(1, self._hit_rate), _Entry(1, self._clear_cows),
+                _Entry(1 if caps.vllm_api else 0, self._reset_prefix_cache),
+                _Entry(1 if self.misuse_allowed else 0, self._table_misuse),
+            ]
+        elif self.level is Level.HASHING:
+            entries = [
+                _Entry(4, self._allocate_immutable), _Entry(3 if pc else 0, self._near_miss),
+                _Entry(2, self._allocate_chain), _Entry(2, self._table_allocate),
+                _Entry(2, self._append), _Entry(1, self._allocate_mutable),
+                _Entry(3, self._free), _Entry(1, self._table_free), _Entry(1, self._fork),
+                _Entry(1 if caps.vllm_api else 0, self._cached_prefix),
+                _Entry(1 if caps.vllm_api else 0, self._reset_prefix_cache),
+                _Entry(1, self._mark_computed),
+            ]
+        else:
+            entries = [
+                _Entry(2, self._allocate_mutable), _Entry(3, self._allocate_immutable),
+                _Entry(2, self._allocate_chain), _Entry(3, self._append), _Entry(2, self._fork),
+                _Entry(3, self._free), _Entry(2 if swap else 0, self._swap),
+                _Entry(1, self._mark_accessed), _Entry(1, self._mark_computed),
+                _Entry(1 if caps.aphrodite_api else 0, self._computed_block_ids),
+                _Entry(1 if caps.vllm_api else 0, self._cached_prefix),
+                _Entry(1 if caps.aphrodite_api else 0, self._count_touched),
+                _Entry(1 if caps.vllm_api else 0, self._count_full_touched),
+                _Entry(1, self._clear_cows), _Entry(1, self._hit_rate),
+                _Entry(1 if caps.vllm_api else 0, self._reset_prefix_cache),
+                _Entry(1, self._null_block), _Entry(1 if self.misuse_allowed else 0, self._misuse),
+            ]
+        return tuple(e.make for e in entries for _ in range(e.weight))
+
+    # ------------------------------------------------------------------ values
+
+    def _token(self) -> int:
+        return adversarial_token(self.src) if self.adversarial else plain_token(self.src)
+
+    def _tokens(self, n: int) -> Tokens:
+        return tuple(self._token() for _ in range(n))
+
+    def _extra(self) -> int | None:
+        if not (self.caps.extra_keys and self.caps.vllm_api):
+            return None
+        return self.src.pick(ADVERSARIAL_EXTRAS if self.adversarial else PLAIN_EXTRAS)
+
+    def _device(self, oracle: Oracle, prev: int | None) -> Dev:
+        return oracle.device_of(prev) if prev is not None else self.src.pick(self.devices)
+
+    def _tick(self, steps: tuple[float, ...]) -> float:
+        self.clock += self.src.pick(steps)
+        return self.clock
+
+    def _gpu_blocks(self, oracle: Oracle) -> list[int]:
+        return [h for h in oracle.live_blocks() if oracle.device_of(h) is Dev.GPU]
+
+    def _chain_end(self, oracle: Oracle, *, hashed: bool) -> int | None:
+        """None or a live block that may be extended: last of its chain, and hashed (for an
+        immutable successor) or full (for a mutable one)."""
+        ends = [h for h in oracle.live_blocks() if oracle.last_in_chain(h)
+                and (oracle.is_hashed(h) if hashed else oracle.is_full(h))]
+        return self.src.pick([None, *ends])
+
+    def _full_tokens(self, oracle: Oracle, prev: int | None, dev: Dev,
+                     extra: int | None) -> Tokens:
+        """A full block's tokens; with a flag, content already cached after ``prev``."""
+        hit = self.src.flag(40)
+        known = oracle.hit_candidates(prev, dev, extra) if self.caps.prefix_caching else []
+        if hit and known:
+            return self.src.pick(known)
+        return self._tokens(self.bs)
+
+    # ------------------------------------------------------------------ block level
+
+    def _allocate_mutable(self, oracle: Oracle) -> Op | None:
+        prev = self._chain_end(oracle, hashed=False)
+        return ops.AllocateMutable(prev, self._device(oracle, prev))
+
+    def _prev_and_extra(self, oracle: Oracle) -> tuple[int | None, Dev, int | None]:
+        prev = self._chain_end(oracle, hashed=True)
+        dev = self._device(oracle, prev)
+        extra = oracle.extra_of(prev) if prev is not None else self._extra()
+        return prev, dev, extra
+
+    def _allocate_immutable(self, oracle: Oracle) -> Op | None:
+        prev, dev, extra = self._prev_and_extra(oracle)
+        return ops.AllocateImmutable(prev, self._full_tokens(oracle, prev, dev, extra), dev,
+                                     extra)
+
+    def _allocate_chain(self, oracle: Oracle) -> Op | None:
+        prev, dev, extra = self._prev_and_extra(oracle)
+        count = self.src.int_in(1, 4)
+        first = self._full_tokens(oracle, prev, dev, extra)
+        chunks = (first, *(self._tokens(self.bs) for _ in range(count - 1)))
+        return ops.AllocateImmutableChain(prev, chunks, dev, extra)
+
+    def _near_miss(self, oracle: Oracle) -> Op | None:
+        """Cached content with one token, or the extra key, swapped for a value that weak
+        hashes confuse with it: a different block that must not hit."""
+        prev, dev, extra = self._prev_and_extra(oracle)
+        known = oracle.hit_candidates(prev, dev, extra)
+        if not known:
+            return None
+        tokens = list(self.src.pick(known))
+        if prev is None and self.src.flag(30):
+            other = self._extra()
+            return ops.AllocateImmutable(None, tuple(tokens), dev, other)
+        i = self.src.below(len(tokens))
+        tokens[i] = _partner(tokens[i], self.src.below(4))
+        return ops.AllocateImmutable(prev, tuple(tokens), dev, extra)
+
+    def _append(self, oracle: Oracle) -> Op | None:
+        open_blocks = [h for h in oracle.live_blocks() if oracle.appendable(h)]
+        if not open_blocks:
+            return None
+        h = self.src.pick(open_blocks)
+        room = self.bs - len(oracle.tokens_of(h))
+        return ops.Append(h, self._tokens(self.src.int_in(1, room)))
+
+    def _fork(self, oracle: Oracle) -> Op | None:
+        live = oracle.live_blocks()
+        return ops.Fork(self.src.pick(live)) if live else None
+
+    def _free(self, oracle: Oracle) -> Op | None:
+        live = oracle.live_blocks()
+        return ops.Free(self.src.pick(live)) if live else None
+
+    def _swap(self, oracle: Oracle) -> Op | None:
+        live = oracle.live_blocks()
+        if not live or len(self.devices) < 2:
+            return None
+        h = self.src.pick(live)
+        src = oracle.device_of(h)
+        return ops.Swap(tuple(oracle.chain_of(h)), src, Dev.CPU if src is Dev.GPU else Dev.GPU)
+
+    def _mark_accessed(self, oracle: Oracle) -> Op | None:
+        gpu = self._gpu_blocks(oracle)
+        if not gpu:
+            return None
+        chosen = self.src.subset(gpu, 4, min_size=1)
+        return ops.MarkAccessed(chosen, self._tick((0.0, 1.0, 2.5)))
+
+    def _mark_computed(self, oracle: Oracle) -> Op | None:
+        return ops.MarkComputed()
+
+    def _gpu_chain(self, oracle: Oracle) -> tuple[int, ...] | None:
+        gpu = self._gpu_blocks(oracle)
+        return tuple(oracle.chain_of(self.src.pick(gpu))) if gpu else None
+
+    def _computed_block_ids(self, oracle: Oracle) -> Op | None:
+        chain = self._gpu_chain(oracle)
+        skip_last = not self.src.flag(30)
+        return None if chain is None else ops.ComputedBlockIds(chain, skip_last)
+
+    def _cached_prefix(self, oracle: Oracle) -> Op | None:
+        chain = self._gpu_chain(oracle)
+        return None if chain is None else ops.CachedPrefix(chain, Dev.GPU)
+
+    def _count_touched(self, oracle: Oracle) -> Op | None:
+        blocks = self.src.subset(oracle.live_blocks(), 4)
+        return ops.CountTouched(blocks, self.src.pick(self.devices), self.src.int_in(0, 9))
+
+    def _count_full_touched(self, oracle: Oracle) -> Op | None:
+        blocks = self.src.subset(oracle.live_blocks(), 4)
+        return ops.CountFullTouched(blocks, self.src.pick(self.devices))
+
+    def _clear_cows(self, oracle: Oracle) -> Op | None:
+        return ops.ClearCopyOnWrites()
+
+    def _hit_rate(self, oracle: Oracle) -> Op | None:
+        return ops.HitRate(self.src.pick(self.devices))
+
+    def _reset_prefix_cache(self, oracle: Oracle) -> Op | None:
+        return ops.ResetPrefixCache(self.src.pick((None, *self.devices)))
+
+    def _null_block(self, oracle: Oracle) -> Op | None:
+        return ops.GetNullBlock()
+
+    def _misuse(self, oracle: Oracle) -> Op | None:
+        """A call the contract says must be refused with a typed error, state unchanged."""
+        live = oracle.live_blocks()
+        dead = sorted(self.seen_blocks - set(live))
+        kind = self.src.below(6)
+        h = self.src.pick(live) if live else None
+        if kind == 0 and dead:
+            return ops.Free(self.src.pick(dead))
+        if kind == 1 and h is not None:  # over-append, or append to a hashed block
+            room = self.bs - len(oracle.tokens_of(h))
+            return ops.Append(h, self._tokens(self.src.int_in(min(room + 1, self.bs + 1),
+                                                              self.bs + 1)))
+        if kind == 2:  # an immutable block of the wrong length
+            size = self.src.pick((self.bs + 1, max(self.bs - 1, 0)))
+            return ops.AllocateImmutable(None, self._tokens(size), self.src.pick(self.devices))
+        if kind == 3 and h is not None:  # swap from the wrong device, or twice the same block
+            dev = oracle.device_of(h)
+            if self.src.flag(50) or len(self.devices) < 2:
+                other = Dev.CPU if dev is Dev.GPU else Dev.GPU
+                return ops.Swap((h, h), dev, other)
+            return ops.Swap((h,), Dev.CPU if dev is Dev.GPU else Dev.GPU, dev)
+        if kind == 4:  # computed ids of no blocks with skip_last
+            return ops.ComputedBlockIds((), True) if self.caps.aphrodite_api else None
+        if kind == 5 and h is not None:  # CPU blocks where only GPU blocks are allowed
+            return ops.MarkAccessed((h,), self._tick((0.0, 1.0)))
+        return None
+
+    # ------------------------------------------------------------------ sequence level
+
+    def _running(self, oracle: Oracle) -> list[int]:
+        return [t for t in oracle.live_tables() if oracle.table_device(t) is Dev.GPU]
+
+    def _table_allocate(self, oracle: Oracle) -> Op | None:
+        prefix: Tokens = self.src.pick([(), *self.prompts]) if self.prompts else ()
+        size = self.src.int_in(0 if prefix else 1, 2 * self.bs)
+        if self.adversarial and prefix == () and self.src.flag(40):
+            cached = oracle.cached_contents(Dev.GPU)
+            if cached:  # a cached prefix (so the table hits) plus a tail
+                prefix = self.src.pick(cached)[0]
+        return ops.TableAllocate(prefix + self._tokens(size), Dev.GPU, self._extra())
+
+    def _table_append(self, oracle: Oracle) -> Op | None:
+        running = self._running(oracle)
+        if not running:
+            return None
+        t = self.src.pick(running)
+        tokens = self._tokens(self.src.int_in(1, 2 * self.bs))
+        return ops.TableAppend(t, tokens, self.src.int_in(0, self.bs))
+
+    def _table_ensure_slots(self, oracle: Oracle) -> Op | None:
+        running = self._running(oracle)
+        if not running:
+            return None
+        return ops.TableEnsureSlots(self.src.pick(running), self.src.int_in(0, 2 * self.bs))
+
+    def _table_fork(self, oracle: Oracle) -> Op | None:
+        running = self._running(oracle)
+        return ops.TableFork(self.src.pick(running)) if running else None
+
+    def _table_free(self, oracle: Oracle) -> Op | None:
+        live = oracle.live_tables()
+        return ops.TableFree(self.src.pick(live)) if live else None
+
+    def _table_swap(self, oracle: Oracle) -> Op | None:
+        live = oracle.live_tables()
+        if not live or len(self.devices) < 2:
+            return None
+        t = self.src.pick(live)
+        src = oracle.table_device(t)
+        return ops.TableSwap(t, src, Dev.CPU if src is Dev.GPU else Dev.GPU)
+
+    def _table_mark_accessed(self, oracle: Oracle) -> Op | None:
+        running = self._running(oracle)
+        if not running:
+            return None
+        return ops.TableMarkAccessed(self.src.pick(running), self._tick((0.0, 1.0)))
+
+    def _table_misuse(self, oracle: Oracle) -> Op | None:
+        dead = sorted(self.seen_tables - set(oracle.live_tables()))
+        kind = self.src.below(3)
+        if kind == 0 or not dead:
+            return ops.TableAllocate((), Dev.GPU, None)
+        t = self.src.pick(dead)
+        if kind == 1:
+            return ops.TableEnsureSlots(t, self.src.int_in(0, self.bs))
+        return ops.TableAppend(t, self._tokens(1), 0)
+
+
+def _partner(token: int, which: int) -> int:
+    """A different id that weak hashes confuse with ``token``."""
+    if which == 0:
+        return {-1: -2, -2: -1}.get(token, -1 if token != -1 else -2)
+    if which == 1:
+        return token + MERSENNE_61
+    if which == 2:
+        return token - MERSENNE_61
+    return token + 2**64

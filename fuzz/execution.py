@@ -1,0 +1,101 @@
+"""One fuzz input, end to end: decode it against a target one operation at a time, run each
+operation through the runner, and judge it with the oracle.
+
+Contract: :func:`execute` never raises for anything the target does; a broken invariant comes
+back as ``Execution.violation`` (located at its step), and a program the oracle can no longer
+judge (``OutOfContract``, including ``Inconclusive``) ends early with the reason in
+``stopped``. Exceptions that escape are bugs of the suite itself (model, runner, decoder).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fuzz.decoder import MAX_OPS, Decoder, Level
+from models.capabilities import Config
+from models.families import Violation
+from models.operations import Dev, Op, Outcome, Snapshot
+from models.oracle import Oracle, OutOfContract
+from properties.runner import Runner
+from properties.targets import Target
+
+Feature = tuple[object, ...]
+
+
+@dataclass
+class Execution:
+    """What happened to one input: the program run, its outcomes, and the verdict."""
+
+    level: Level
+    config: Config
+    program: list[Op] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    violation: Violation | None = None
+    stopped: str | None = None
+    features: set[Feature] = field(default_factory=set)
+    op_starts: list[int] = field(default_factory=list)
+    consumed: int = 0
+    runner: Runner | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.violation is not None
+
+
+def execute(data: bytes, target: Target, level: Level, *, max_ops: int = MAX_OPS) -> Execution:
+    """Decode ``data`` against ``target`` and judge every step."""
+    decoder = Decoder(data, level, target.caps, max_ops=max_ops)
+    config = decoder.config
+    result = Execution(level, config)
+    runner = result.runner = Runner(target, config)
+    oracle = Oracle(config)
+    try:
+        oracle.initial_check(runner.snapshot())
+    except Violation as violation:
+        result.violation = violation
+        return result
+    previous = "start"
+    while (op := decoder.next_op(oracle)) is not None:
+        outcome, snapshot = runner.execute(op)
+        result.program.append(op)
+        result.outcomes.append(outcome)
+        _note_features(result.features, previous, op, outcome, snapshot, len(oracle.worlds))
+        previous = op.kind
+        try:
+            oracle.step(op, outcome, snapshot)
+        except Violation as violation:
+            result.violation = violation.at(op, len(result.program) - 1)
+            result.features.add(("violation", violation.family.value, op.kind))
+            break
+        except OutOfContract as why:
+            result.stopped = f"{type(why).__name__}: {why}"
+            break
+    result.op_starts = decoder.op_starts
+    result.consumed = decoder.src.consumed
+    return result
+
+
+def _note_features(out: set[Feature], previous: str, op: Op, outcome: Outcome,
+                   snapshot: Snapshot, worlds: int) -> None:
+    """Behavioural coverage for the built-in engine: what each step did, not which lines ran
+    (an input that makes a step behave in a new way is kept)."""
+    err = outcome.error.value if outcome.error is not None else "ok"
+    out.add((op.kind, err))
+    out.add((previous, op.kind))
+    if outcome.cows:
+        out.add((op.kind, "cow", min(len(outcome.cows), 3)))
+    if outcome.new_blocks:
+        out.add((op.kind, "new", min(len(outcome.new_blocks), 4)))
+    value = outcome.value
+    if isinstance(value, list):
+        out.add((op.kind, "len", min(len(value), 4)))
+    elif isinstance(value, bool | int | float):
+        out.add((op.kind, "value", round(float(value), 1)))
+    if outcome.admitted is not None:
+        out.add((op.kind, "admitted", outcome.admitted))
+    for dev in Dev:
+        out.add((op.kind, dev.value, "free0", snapshot.free.get(dev) == 0))
+    if snapshot.evictable is not None:
+        out.add((op.kind, "evictable", min(len(snapshot.evictable.get(Dev.GPU, ())), 3)))
+    if worlds > 1:
+        out.add((op.kind, "hidden-choice"))
