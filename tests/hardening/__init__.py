@@ -1,0 +1,1 @@
+"""Hardening tests: misuse of every public operation, and cache isolation by extra keys."""
