@@ -49,7 +49,7 @@ class Capabilities:
         bad = set(names) - known
         if bad:
             raise ValueError(f"unknown feature(s) {sorted(bad)}; known: {sorted(known)}")
-        return replace(self, **dict.fromkeys(names, False))
+        return replace(self, **dict.fromkeys(names, False))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,157 @@
+"""Judging a snapshot against the model, after the step functions ran.
+
+Free counts (FREE, or LEAK when the difference is not explained by the evictor), every live
+handle's id and tokens and every table's ids and tokens (TABLE; LEAK for an id outside its
+device or shared by two model ids; SWAP for the wrong device right after a swap), hashes
+(CACHE: present iff the block is hashed; HASH: equal hash iff equal content across live
+handles), and, when the adapter can introspect, the cached and evictable sets (CACHE) and every
+refcount (RC).
+"""
+
+from __future__ import annotations
+
+from models.allocator_model import Model
+from models.blocks import BlockRec
+from models.context import Context
+from models.families import Family
+
+F = Family
+
+
+def check_snapshot(m: Model, c: Context) -> None:
+    for t in (getattr(c.op, "table", None), c.outcome.new_table):
+        if t in m.tables:  # only the step's own tables can have changed ids
+            m.table_ids[t] = tuple(m.blocks[k].id for k in m.tables[t].blocks)
+    _free(m, c)
+    if not _ids_match(m, c):  # rare: classify every difference, with the owners of each id
+        owners: dict[int, int] = {} if m.null_id is None else {m.null_id: m.null_id}
+        _blocks_ids(m, c, owners)
+        _tables_ids(m, c, owners)
+    _blocks(m, c)
+    _tables(m, c)
+    _introspection(m, c)
+
+
+def _table_ids(m: Model, t: int) -> tuple[int | None, ...]:
+    return m.table_ids[t]
+
+
+def _ids_match(m: Model, c: Context) -> bool:
+    """Fast path: every live handle and table shows exactly the model's ids."""
+    blocks, tables = c.after.blocks, c.after.tables
+    return all(blocks.get(h, "missing") == m.blocks[h].id for h in m.handles) and \
+        all(tables.get(t) == _table_ids(m, t) for t in m.live_tables)
+
+
+def _free(m: Model, c: Context) -> None:
+    for dev, pool in m.pools.items():
+        got = c.after.free.get(dev)
+        if got == pool.free:
+            continue
+        ev = len(pool.evictor)
+        family = F.FREE
+        if isinstance(got, int) and (not ev or abs(got - pool.free) != ev):
+            family = F.LEAK  # not an evictor miscount: ids lost or duplicated
+        c.flag(family, f"free count on {dev.value} (hashless {len(pool.hashless)} + "
+               f"evictable {ev})", expected=pool.free, observed=got)
+
+
+def _check_id(m: Model, c: Context, rec: BlockRec, got: object, where: str,
+              owners: dict[int, int]) -> None:
+    want = rec.id
+    if got == want:
+        if want is not None:
+            owners.setdefault(want, want)
+        return
+    if not isinstance(got, int) or want is None:
+        c.flag(F.TABLE, f"{where}: id", expected=want, observed=got)
+        return
+    pool = m.pools[rec.device]
+    if got not in pool.ids:
+        other = m.pool_of(got)
+        family = F.SWAP if c.swapping and other is not None else F.LEAK
+        c.flag(family, f"{where}: id {got} is not a {rec.device.value} id", expected=want,
+               observed=got)
+        return
+    first = owners.setdefault(got, want)
+    if first != want:
+        if rec.content is not None:  # a full block placed on another content's id
+            c.flag(F.CONTENT, f"{where}: shares id {got} with different content", expected=want,
+                   observed=got)
+        else:
+            c.flag(F.LEAK, f"{where}: id {got} handed to two owners (model ids {first} and "
+                   f"{want})", expected=want, observed=got, root_cause=True)
+        return
+    c.flag(F.TABLE, f"{where}: id", expected=want, observed=got)
+
+
+def _blocks_ids(m: Model, c: Context, owners: dict[int, int]) -> None:
+    for h in sorted(m.handles):
+        _check_id(m, c, m.blocks[h], c.after.blocks.get(h, "missing"), f"block {h}", owners)
+
+
+def _tables_ids(m: Model, c: Context, owners: dict[int, int]) -> None:
+    for t in sorted(m.live_tables):
+        got, want = c.after.tables.get(t), _table_ids(m, t)
+        if got is None or len(got) != len(want):
+            c.flag(F.TABLE, f"table {t}: ids", expected=want, observed=got)
+            continue
+        for i, key in enumerate(m.tables[t].blocks):
+            _check_id(m, c, m.blocks[key], got[i], f"table {t}[{i}]", owners)
+
+
+def _blocks(m: Model, c: Context) -> None:
+    after = c.after
+    for h in c.ended_blocks:
+        got = after.blocks.get(h, "missing")
+        if got is not None:
+            c.flag(F.TABLE, f"freed block {h} still shows an id", expected=None, observed=got)
+    for h in m.handles:
+        rec = m.blocks[h]
+        tokens = after.block_tokens.get(h)
+        if tokens != tuple(rec.tokens):
+            c.flag(F.TABLE, f"block {h}: tokens", expected=tuple(rec.tokens), observed=tokens)
+            continue  # its hash says nothing about the content the model knows
+        hv = after.block_hashes.get(h)
+        if (hv is None) != (rec.content is None):
+            what = "hashed although not hashable (not full, or unhashed prefix)" \
+                if rec.content is None else "full block with hashed prefix has no hash"
+            c.flag(F.CACHE, f"block {h}: {what}", expected=rec.content is not None,
+                   observed=hv)
+        elif hv is not None and rec.content is not None:
+            m.hashes.check(c, f"block {h}", rec.content, hv)
+
+
+def _tables(m: Model, c: Context) -> None:
+    after = c.after
+    for t in c.ended_tables:
+        got = after.tables.get(t)
+        if got is None or any(i is not None for i in got):
+            c.flag(F.TABLE, f"freed table {t} still shows ids", expected=(), observed=got)
+    for t in m.live_tables:
+        want = m.tables[t].tokens
+        tokens = after.table_tokens.get(t)
+        if tokens != want:
+            c.flag(F.TABLE, f"table {t}: tokens", expected=want, observed=tokens)
+
+
+def _introspection(m: Model, c: Context) -> None:
+    after = c.after
+    for dev, pool in m.pools.items():
+        if after.cached is not None:
+            got = after.cached.get(dev, frozenset())
+            want = frozenset(pool.content_of)
+            if got != want:
+                c.flag(F.CACHE, f"cached ids on {dev.value}", expected=sorted(want),
+                       observed=sorted(got))
+        if after.evictable is not None:
+            got = after.evictable.get(dev, frozenset())
+            want = frozenset(pool.evictor)
+            if got != want:
+                c.flag(F.CACHE, f"evictable ids on {dev.value}", expected=sorted(want),
+                       observed=sorted(got))
+    if after.refcounts is not None and dict(after.refcounts) != m.refcount:
+        diff = {i: (m.refcount.get(i), after.refcounts.get(i))
+                for i in sorted(set(m.refcount) | set(after.refcounts))
+                if m.refcount.get(i) != after.refcounts.get(i)}
+        c.flag(F.RC, "refcounts (id: (model, target))", expected="equal", observed=diff)

@@ -1,0 +1,242 @@
+"""What a program may ask, judged before the target is blamed for anything.
+
+Three verdicts for an operation in the model's current state:
+
+- *out of contract* (:class:`OutOfContract`): the program itself left the contract (a handle
+  that never existed, appending to a block that is not the last of its chain, an API the target
+  does not have, ...). Whatever the target does is acceptable; generators learn to avoid it.
+- *misuse*: the contract says the target must refuse it with a typed error and change nothing
+  (double free, over-append, a partial immutable block, ...). Fed only to targets claiming
+  ``typed_errors``; for others it is out of contract too.
+- *shortfall*: it is valid but needs more free ids than the device has, so it must fail with
+  ``NoFreeBlocksError`` (and, for atomic targets, change nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from models import operations as ops
+from models.allocator_model import Model
+from models.blocks import BlockRec
+from models.content import ROOT
+from models.operations import Dev, Op
+from models.table_model import allocate_cost, append_cost, new_blocks_needed
+
+
+class OutOfContract(Exception):
+    """The program left the contract; the target cannot be blamed for what follows."""
+
+
+class Inconclusive(OutOfContract):
+    """The model's search over unobservable choices was pruned and no branch survived: no
+    false alarm is raised, the example is discarded."""
+
+
+class _Out(Exception):
+    pass
+
+
+def _block(m: Model, h: int) -> BlockRec:
+    if h < 0 or h not in m.blocks:
+        raise _Out(f"block handle {h} never existed")
+    return m.blocks[h]
+
+
+def _live(m: Model, h: int) -> BlockRec:
+    rec = _block(m, h)
+    if not rec.live:
+        raise _Out(f"block handle {h} was freed")
+    return rec
+
+
+def _prev(m: Model, prev: int | None, dev: Dev) -> BlockRec | None:
+    if prev is None:
+        return None
+    rec = _live(m, prev)
+    if rec.device is not dev:
+        raise _Out(f"prev block {prev} is on {rec.device.value}, not {dev.value}")
+    return rec
+
+
+def _extra(m: Model, extra: int | None) -> None:
+    if extra is not None and not (m.caps.extra_keys and m.caps.vllm_api):
+        raise _Out("extra_hash given to a target without extra keys")
+
+
+def _api(ok: bool, name: str) -> None:
+    if not ok:
+        raise _Out(f"{name} is not in this target's API generation")
+
+
+def _full_blocks(m: Model, prev: BlockRec | None, chunks: Iterable[tuple[int, ...]]) -> str | None:
+    for chunk in chunks:
+        if len(chunk) > m.bs or (m.pc and len(chunk) != m.bs):
+            return f"immutable block of {len(chunk)} tokens (block size {m.bs})"
+        if len(chunk) != m.bs:
+            raise _Out("naive allocator: partial immutable block")
+    if prev is not None and len(prev.tokens) != m.bs:
+        if m.pc:
+            return f"immutable block after unhashed block {prev.key}"
+        raise _Out("naive allocator: immutable block after a partial block")
+    return None
+
+
+def misuse_or_out(m: Model, op: Op) -> str | None:
+    """The misuse in ``op`` (None if it is valid); raises :class:`OutOfContract`."""
+    try:
+        return _check(m, op)
+    except _Out as why:
+        raise OutOfContract(f"{op.kind}: {why}") from None
+
+
+def _check(m: Model, op: Op) -> str | None:
+    c = m.caps
+    if isinstance(op, ops.AllocateMutable):
+        prev = _prev(m, op.prev, op.device)
+        if prev is not None and len(prev.tokens) != m.bs:
+            raise _Out(f"prev block {op.prev} is not full")
+        return None
+    if isinstance(op, ops.AllocateImmutable | ops.AllocateImmutableChain):
+        _extra(m, op.extra_hash)
+        prev = _prev(m, op.prev, op.device)
+        chunks = (op.tokens,) if isinstance(op, ops.AllocateImmutable) else op.chunks
+        return _full_blocks(m, prev, chunks)
+    if isinstance(op, ops.Append):
+        rec = _block(m, op.block)
+        if not rec.live:
+            return f"append to freed block {op.block}"
+        if rec.device is Dev.CPU:
+            raise _Out("append to a swapped-out (CPU) block")
+        if not m.blocks.is_last(op.block):
+            raise _Out(f"block {op.block} is not the last of its chain")
+        if any(not m.blocks[k].live for k in m.blocks.chain(op.block)):
+            raise _Out(f"block {op.block} follows a freed block")
+        if m.pc and rec.content is not None:
+            return f"append to immutable (hashed) block {op.block}"
+        if len(rec.tokens) + len(op.tokens) > m.bs:
+            return f"append overflows block {op.block}"
+        return None
+    if isinstance(op, ops.Fork):
+        _block(m, op.block)
+        chain = [m.blocks[k] for k in m.blocks.chain(op.block)]
+        if any(not r.live for r in chain):
+            return f"fork of a chain holding a freed block ({op.block})"
+        if len({r.device for r in chain}) > 1:
+            raise _Out("fork of a chain spanning both devices")
+        return None
+    if isinstance(op, ops.Free):
+        return None if _block(m, op.block).live else f"double free of block {op.block}"
+    if isinstance(op, ops.Swap):
+        _api(c.swap, "swap")
+        if op.src is op.dst:
+            raise _Out("swap within one device")
+        recs = [_block(m, h) for h in op.blocks]
+        if len(set(op.blocks)) != len(op.blocks):
+            return "the same block swapped twice"
+        for rec in recs:
+            if not rec.live or rec.device is not op.src:
+                return f"block {rec.key} is not live on {op.src.value}"
+        return None
+    if isinstance(op, ops.MarkAccessed):
+        recs = [_live(m, h) for h in op.blocks]
+        if m.pc and any(r.device is Dev.CPU for r in recs):
+            return "mark_blocks_as_accessed with a CPU block"
+        return None
+    if isinstance(op, ops.MarkComputed):
+        for h in op.blocks:
+            _block(m, h)
+        return None
+    if isinstance(op, ops.ComputedBlockIds):
+        _api(c.aphrodite_api, "get_computed_block_ids")
+        recs = [_live(m, h) for h in op.blocks]
+        if m.pc and any(r.device is Dev.CPU for r in recs):
+            return "get_computed_block_ids with a CPU block"
+        if m.pc and op.skip_last and not recs:
+            return "get_computed_block_ids of no blocks with skip_last"
+        return None
+    if isinstance(op, ops.CachedPrefix | ops.CountFullTouched):
+        _api(c.vllm_api, op.kind)
+        for h in op.blocks:
+            _live(m, h)
+        return None
+    if isinstance(op, ops.CountTouched):
+        _api(c.aphrodite_api, op.kind)
+        if op.lookahead < 0:
+            raise _Out("negative lookahead")
+        for h in op.blocks:
+            _live(m, h)
+        return None
+    if isinstance(op, ops.ResetPrefixCache):
+        _api(c.vllm_api, op.kind)
+        return None
+    if isinstance(op, ops.ClearCopyOnWrites | ops.HitRate | ops.GetNullBlock):
+        return None
+    return _check_table(m, op)
+
+
+def _check_table(m: Model, op: Op) -> str | None:
+    if isinstance(op, ops.TableAllocate):
+        _extra(m, op.extra_hash)
+        return None if op.tokens else "allocate of an empty table"
+    table = getattr(op, "table", None)
+    if not isinstance(table, int) or table not in m.tables:
+        raise _Out(f"table handle {table} never existed")
+    t = m.tables[table]
+    if not t.live:
+        return f"{op.kind} on freed table {table}"
+    if isinstance(op, ops.TableAppend | ops.TableEnsureSlots):
+        if t.device is Dev.CPU:
+            raise _Out("appending to a swapped-out (CPU) table")
+        if min(getattr(op, "lookahead", 0), getattr(op, "slots", 0)) < 0:
+            raise _Out("negative slot count")
+        return None
+    if isinstance(op, ops.TableSwap):
+        _api(m.caps.swap, "swap")
+        if op.src is op.dst:
+            raise _Out("swap within one device")
+        return None if t.device is op.src else f"table {table} is not on {op.src.value}"
+    if isinstance(op, ops.TableMarkAccessed):
+        return "mark_blocks_as_accessed with CPU blocks" if m.pc and t.device is Dev.CPU else None
+    if isinstance(op, ops.TableFork | ops.TableFree):
+        return None
+    raise _Out(f"unknown operation {op.kind}")
+
+
+def shortfall(m: Model, op: Op) -> bool:
+    """Whether the (valid) operation needs more free ids than its device has."""
+    need, dev = _need(m, op)
+    return need > m.pools[dev].free
+
+
+def _need(m: Model, op: Op) -> tuple[int, Dev]:
+    if isinstance(op, ops.AllocateMutable):
+        return 1, op.device
+    if isinstance(op, ops.AllocateImmutable):
+        return m.chain_cost(op.device, [m.content_of(op.prev, op.tokens, op.extra_hash)]), op.device
+    if isinstance(op, ops.AllocateImmutableChain):
+        contents = []
+        node = ROOT if op.prev is None else m.blocks[op.prev].end
+        for chunk in op.chunks:
+            for tok in chunk:
+                node = m.trie.step(node, tok, op.extra_hash)
+            contents.append(node)
+        return m.chain_cost(op.device, contents), op.device
+    if isinstance(op, ops.Append):
+        rec = m.blocks[op.block]
+        copies = m.shared(rec) and (bool(op.tokens) or not m.pc)
+        return int(copies), rec.device
+    if isinstance(op, ops.Swap):
+        return m.swap_cost([m.blocks[h] for h in op.blocks], op.dst), op.dst
+    if isinstance(op, ops.GetNullBlock):
+        return int(m.null_id is None), Dev.GPU
+    if isinstance(op, ops.TableAllocate):
+        return allocate_cost(m, op), op.device
+    if isinstance(op, ops.TableAppend):
+        return append_cost(m, m.tables[op.table], op), Dev.GPU
+    if isinstance(op, ops.TableEnsureSlots):
+        return new_blocks_needed(m, m.tables[op.table], op.slots), Dev.GPU
+    if isinstance(op, ops.TableSwap):
+        t = m.tables[op.table]
+        return m.swap_cost([m.blocks[k] for k in t.blocks], op.dst), op.dst
+    return 0, Dev.GPU

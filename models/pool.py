@@ -1,0 +1,148 @@
+"""One device's physical ids, as the contract says they must be.
+
+Every id is in exactly one state: *hashless-free*, *active* (refcount > 0, cached or not) or
+*evictable* (refcount 0, still cached). Refcounts count live holders. Cached ids map to exact
+content keys (see ``content``), both ways. Active ids carry the tracker fields
+(``last_accessed``, ``computed``); evictable ids carry their eviction rank. ``touched`` holds
+ids promoted since the last ``mark_blocks_as_computed``, kept only while they stay active
+(upstream keeps an id there after it is freed and even re-issued, and would then mark a fresh
+mutable block computed; the model does not sanction that).
+"""
+
+from __future__ import annotations
+
+from models.content import ContentTrie
+from models.lru import LruIndex
+from models.operations import Dev
+
+NEVER = -1.0  # upstream's default last_accessed
+
+
+class Pool:
+    __slots__ = (
+        "accessed",
+        "computed",
+        "content_of",
+        "dev",
+        "evictor",
+        "hashless",
+        "hits",
+        "id_of",
+        "ids",
+        "queries",
+        "refcount",
+        "touched",
+        "trie",
+    )
+
+    def __init__(self, dev: Dev, ids: range, trie: ContentTrie, refcount: dict[int, int]) -> None:
+        self.dev = dev
+        self.ids = ids
+        self.trie = trie
+        self.refcount = refcount  # shared by both devices: the snapshot's id -> count
+        for i in ids:
+            refcount[i] = 0
+        self.hashless: set[int] = set(ids)
+        self.content_of: dict[int, int] = {}  # cached id -> content key
+        self.id_of: dict[int, int] = {}  # content key -> cached id
+        self.evictor = LruIndex()
+        self.accessed: dict[int, float] = {}  # active id -> tracker.last_accessed
+        self.computed: set[int] = set()  # active ids whose tracker says computed
+        self.touched: set[int] = set()
+        self.hits = 0
+        self.queries = 0
+
+    def clone(self, refcount: dict[int, int]) -> Pool:
+        other = Pool.__new__(Pool)
+        other.dev, other.ids, other.trie, other.refcount = self.dev, self.ids, self.trie, refcount
+        other.hashless = set(self.hashless)
+        other.content_of, other.id_of = dict(self.content_of), dict(self.id_of)
+        other.evictor = self.evictor.clone()
+        other.accessed, other.computed = dict(self.accessed), set(self.computed)
+        other.touched, other.hits, other.queries = set(self.touched), self.hits, self.queries
+        return other
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def free(self) -> int:
+        return len(self.hashless) + len(self.evictor)
+
+    def is_active(self, block_id: int) -> bool:
+        return self.refcount.get(block_id, 0) > 0
+
+    def is_computed(self, block_id: int) -> bool:
+        """``block_is_computed``: the tracker flag when active, else "is it evictable"."""
+        if self.is_active(block_id):
+            return block_id in self.computed
+        return block_id in self.evictor
+
+    def cached_active(self, content: int) -> bool:
+        block_id = self.id_of.get(content)
+        return block_id is not None and self.is_active(block_id)
+
+    def hit_rate(self) -> float:
+        return self.hits / self.queries if self.queries else 0.0
+
+    # ------------------------------------------------------------------ transitions
+
+    def _activate(self, block_id: int, computed: bool) -> None:
+        self.refcount[block_id] = 1
+        self.accessed[block_id] = NEVER
+        if computed:
+            self.computed.add(block_id)
+        else:
+            self.computed.discard(block_id)
+
+    def take_hashless(self, block_id: int) -> None:
+        self.hashless.remove(block_id)
+        self._activate(block_id, computed=False)
+
+    def evict(self, block_id: int) -> None:
+        """Hand out an evictable id: its content is forgotten."""
+        self.evictor.remove(block_id)
+        del self.id_of[self.content_of.pop(block_id)]
+        self.touched.discard(block_id)
+        self._activate(block_id, computed=False)
+
+    def hit(self, block_id: int) -> None:
+        """One more holder of a cached id; an evictable one is revived as computed."""
+        if self.is_active(block_id):
+            self.refcount[block_id] += 1
+        else:
+            self.evictor.remove(block_id)
+            self._activate(block_id, computed=True)
+
+    def incref(self, block_id: int) -> None:
+        self.refcount[block_id] += 1
+
+    def cache(self, block_id: int, content: int) -> None:
+        """Promotion of new content: cached under this id and touched."""
+        self.content_of[block_id] = content
+        self.id_of[content] = block_id
+        self.touched.add(block_id)
+
+    def release(self, block_id: int) -> None:
+        """Drop one holder; at zero a cached id becomes evictable, any other one hashless."""
+        count = self.refcount[block_id] - 1
+        self.refcount[block_id] = count
+        if count:
+            return
+        last = self.accessed.pop(block_id)
+        self.computed.discard(block_id)
+        self.touched.discard(block_id)
+        content = self.content_of.get(block_id)
+        if content is None:
+            self.hashless.add(block_id)
+        else:
+            self.evictor.add(block_id, last, self.trie.depth(content))
+
+    def reset(self) -> None:
+        """``reset_prefix_cache`` once nothing is held: every cached id back to hashless."""
+        for block_id in list(self.evictor):
+            self.hashless.add(block_id)
+        self.evictor.clear()
+        self.content_of.clear()
+        self.id_of.clear()
+        self.touched.clear()
+        self.hits = self.queries = 0

@@ -1,0 +1,172 @@
+"""Sequence-level operations (``BlockTable``), composed from the block-level model.
+
+A table is a chain of block records (negative keys) plus its token list, extra key and device.
+``append_token_ids`` = ``ensure_num_empty_slots(len + lookahead)``, then the tokens fill the
+current partial block first and whole blocks after it; every written block that is shared is
+copied on write and every block that fills is promoted. It fits iff new blocks + shared
+written blocks <= free (a promotion onto a cached id never costs more).
+
+Hidden choices: a new block that fills and is promoted onto an already cached id gives its
+fresh id back, so the target never shows it. When that id came from an eviction (no hashless
+id left) the victim is unobservable; the model explores every permitted victim (see
+``choice``), pruning with the evictable set when the target can be introspected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from models import operations as ops
+from models.allocator_model import Model
+from models.block_ops import check_mapping, mark_ids
+from models.blocks import TableRec
+from models.content import ROOT
+from models.families import Family
+from models.operations import Dev
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def new_blocks_needed(m: Model, t: TableRec, slots: int) -> int:
+    empty = len(t.blocks) * m.bs - len(t.tokens)
+    return cdiv(slots - empty, m.bs) if slots > empty else 0
+
+
+def written_indices(m: Model, t: TableRec, count: int) -> range:
+    if not count:
+        return range(0)
+    first = len(t.tokens) // m.bs
+    return range(first, (len(t.tokens) + count - 1) // m.bs + 1)
+
+
+def append_cost(m: Model, t: TableRec, op: ops.TableAppend) -> int:
+    new = new_blocks_needed(m, t, len(op.tokens) + op.lookahead)
+    shared = sum(1 for i in written_indices(m, t, len(op.tokens))
+                 if i < len(t.blocks) and m.shared(m.blocks[t.blocks[i]]))
+    return new + shared
+
+
+def allocate_cost(m: Model, op: ops.TableAllocate) -> int:
+    full = len(op.tokens) // m.bs
+    contents = []
+    node = ROOT
+    for i in range(full):
+        for tok in op.tokens[i * m.bs:(i + 1) * m.bs]:
+            node = m.trie.step(node, tok, op.extra_hash)
+        contents.append(node)
+    return m.chain_cost(op.device, contents) + (1 if len(op.tokens) % m.bs else 0)
+
+
+def _ensure(m: Model, t: TableRec, slots: int, fill_to: int) -> None:
+    """Add mutable blocks until ``slots`` are empty; a block that ``fill_to`` tokens will fill
+    may be promoted away, so its fresh id may stay hidden."""
+    for _ in range(new_blocks_needed(m, t, slots)):
+        index = len(t.blocks)
+        hint = m.c.table_hint(t.key, index)
+        may_hide = m.pc and (index + 1) * m.bs <= fill_to
+        rec = m.alloc_mutable(m.blocks.internal_key(), Dev.GPU, t.blocks[-1], t.extra, hint,
+                              may_hide=may_hide)
+        t.blocks.append(rec.key)
+        m.c.write(rec.key, hint, None)
+
+
+def table_allocate(m: Model, op: ops.TableAllocate) -> None:
+    key = m.c.outcome.new_table
+    if key is None:
+        m.c.flag(Family.TABLE, "no table handle reported for a successful allocate")
+        return
+    t = m.tables[key] = TableRec(key, op.device, op.extra_hash)
+    m.live_tables.add(key)
+    prev: int | None = None
+    bs = m.bs
+    for i in range(0, len(op.tokens), bs):
+        chunk = op.tokens[i:i + bs]
+        hint = m.c.table_hint(key, len(t.blocks))
+        if len(chunk) == bs:
+            rec = m.alloc_immutable(m.blocks.internal_key(), op.device, prev, chunk,
+                                    op.extra_hash, hint)
+        else:
+            rec = m.alloc_mutable(m.blocks.internal_key(), op.device, prev, op.extra_hash, hint)
+            m.extend(rec, chunk)
+        t.blocks.append(rec.key)
+        m.c.write(rec.key, hint, 0)
+        prev = rec.key
+    t.tokens += tuple(op.tokens)
+
+
+def table_append(m: Model, op: ops.TableAppend) -> None:
+    t = m.tables[op.table]
+    total = len(t.tokens) + len(op.tokens)
+    _ensure(m, t, len(op.tokens) + op.lookahead, total)
+    pos = 0
+    for index in written_indices(m, t, len(op.tokens)):
+        rec = m.blocks[t.blocks[index]]
+        room = m.bs - len(rec.tokens)
+        chunk = op.tokens[pos:pos + room]
+        pos += len(chunk)
+        first = len(rec.tokens)
+        hint = m.c.table_hint(t.key, index)
+        m.append(rec, chunk, hint)
+        m.c.write(rec.key, hint, first)
+    t.tokens += tuple(op.tokens)
+
+
+def table_ensure_slots(m: Model, op: ops.TableEnsureSlots) -> None:
+    t = m.tables[op.table]
+    _ensure(m, t, op.slots, len(t.tokens))
+
+
+def table_fork(m: Model, op: ops.TableFork) -> None:
+    src = m.tables[op.table]
+    key = m.c.outcome.new_table
+    if key is None:
+        m.c.flag(Family.TABLE, "no table handle reported for a successful fork")
+        return
+    t = m.tables[key] = TableRec(key, src.device, src.extra, tokens=src.tokens)
+    m.live_tables.add(key)
+    keys = [m.blocks.internal_key() for _ in src.blocks]
+    m.fork(src.blocks, keys)
+    t.blocks = keys
+    for i, k in enumerate(keys):
+        m.c.write(k, m.c.table_hint(key, i), None)
+
+
+def table_free(m: Model, op: ops.TableFree) -> None:
+    t = m.tables[op.table]
+    for k in t.blocks:
+        m.free(m.blocks[k])
+        m.c.write(k, None, None)
+    m.c.forget.extend(t.blocks)  # dropped once the step is judged
+    t.blocks = []
+    t.live = False
+    m.live_tables.discard(op.table)
+    m.c.ended_tables.append(op.table)
+
+
+def table_swap(m: Model, op: ops.TableSwap) -> None:
+    m.c.swapping = True
+    t = m.tables[op.table]
+    recs = [m.blocks[k] for k in t.blocks]
+    hints = [m.c.table_hint(t.key, i) for i in range(len(recs))]
+    check_mapping(m, m.swap(recs, op.src, op.dst, hints))
+    t.device = op.dst
+    for k, hint in zip(t.blocks, hints, strict=True):
+        m.c.write(k, hint, None)
+
+
+def table_mark_accessed(m: Model, op: ops.TableMarkAccessed) -> None:
+    mark_ids(m, [m.blocks[k].id for k in m.tables[op.table].blocks], op.now)
+
+
+TABLE_STEPS: dict[type[ops.Op], Callable[[Model, Any], None]] = {
+    ops.TableAllocate: table_allocate,
+    ops.TableAppend: table_append,
+    ops.TableEnsureSlots: table_ensure_slots,
+    ops.TableFork: table_fork,
+    ops.TableFree: table_free,
+    ops.TableSwap: table_swap,
+    ops.TableMarkAccessed: table_mark_accessed,
+}
