@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
+from typing import Any
 
-from prefixcache.errors import InvalidArgumentError
+from prefixcache.errors import InvalidArgumentError, UnknownBlockIdError
+from prefixcache.interfaces import Block
 
 __all__ = [
+    "check_block",
+    "check_block_id",
     "check_block_size",
     "check_count",
     "check_device_none",
     "check_extra_hash",
+    "check_positive",
     "check_time",
     "checked_block_ids",
+    "checked_blocks",
+    "checked_list",
     "checked_tokens",
 ]
 
@@ -26,23 +33,73 @@ def check_count(value: object, what: str) -> int:
     return value
 
 
-def check_block_size(value: object) -> int:
+def check_positive(value: object, what: str) -> int:
     """A positive int (bools rejected)."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidArgumentError(f"block_size must be a positive int, got {value!r}")
+        raise InvalidArgumentError(f"{what} must be a positive int, got {value!r}")
     return value
 
 
+def check_block_size(value: object) -> int:
+    """A positive int (bools rejected)."""
+    return check_positive(value, "block_size")
+
+
 def checked_tokens(token_ids: object) -> list[int]:
-    """A fresh list of the token ids, each an int (``operator.index``-convertible)."""
+    """A fresh list of the token ids, each an int (``operator.index``-convertible) and
+    not a bool: ``True`` would otherwise alias token 1."""
     if isinstance(token_ids, str | bytes | Mapping | Set) or not isinstance(token_ids, Iterable):
         raise InvalidArgumentError(
             f"token_ids must be a sequence of ints, got {type(token_ids).__name__}"
         )
+    tokens: list[int] = []
+    append = tokens.append
     try:
-        return [operator.index(t) for t in token_ids]
+        for token in token_ids:
+            if token.__class__ is bool:
+                raise InvalidArgumentError("token_ids must contain ints, not bools")
+            append(operator.index(token))
     except TypeError:
         raise InvalidArgumentError("token_ids must contain only ints") from None
+    return tokens
+
+
+def checked_list(value: object, what: str) -> list[Any]:
+    """``value`` itself if it is a list (so a caller may extend and return the caller's
+    own list), else a list copy of any other non-string sequence; anything else
+    (``None``, a number, a block, a mapping) is an :class:`InvalidArgumentError`."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
+        return list(value)
+    raise InvalidArgumentError(f"{what} must be a list, got {type(value).__name__}")
+
+
+def check_block(value: object, what: str = "block") -> Block:
+    """``value`` if it is a :class:`Block` (spec'd mocks of a block class pass)."""
+    if not isinstance(value, Block):
+        raise InvalidArgumentError(f"{what} must be a Block, got {type(value).__name__}")
+    return value
+
+
+def checked_blocks(value: object, what: str = "blocks") -> list[Block]:
+    """A list of :class:`Block` objects (see :func:`checked_list`); a single block where a
+    list is expected is rejected too."""
+    blocks = checked_list(value, what)
+    for block in blocks:
+        if not isinstance(block, Block):
+            raise InvalidArgumentError(
+                f"{what} must contain only Blocks, got {type(block).__name__}"
+            )
+    return blocks
+
+
+def check_block_id(block_id: object) -> int:
+    """``block_id`` if it is an int; anything else (a bool or float that would alias an
+    int id in a dict lookup, an unhashable value) is an :class:`UnknownBlockIdError`."""
+    if block_id.__class__ is bool or not isinstance(block_id, int):
+        raise UnknownBlockIdError(f"block id {block_id!r} is not an int")
+    return block_id
 
 
 MAX_BLOCK_ID = 1 << 64
@@ -68,6 +125,7 @@ def checked_block_ids(block_ids: Iterable[int], expected: int) -> list[int]:
 
 
 def check_extra_hash(extra_hash: object) -> None:
+    """``None`` or an int (bools rejected)."""
     if extra_hash is not None and (isinstance(extra_hash, bool) or not isinstance(extra_hash, int)):
         raise InvalidArgumentError(f"extra_hash must be an int or None, got {extra_hash!r}")
 

@@ -4,8 +4,10 @@ Operations that take blocks (``allocate``, ``append_token_ids``,
 ``ensure_num_empty_slots``) first work out exactly how many free blocks they consume
 (fresh blocks plus copy-on-write copies; a promotion onto a duplicate is counted as
 free-count-neutral) and raise :class:`NoFreeBlocksError` before changing anything if
-the device cannot supply them. On failure the table's blocks, ``num_full_slots`` and
-the allocator are unchanged.
+the device cannot supply them. Every argument (tokens, counts, ``extra_hash``, the
+window's ``num_computed_slots``) is validated before that, and ``free`` and the window
+drop check that every block they release is still held. On failure the table's
+blocks, ``num_full_slots`` and the allocator are unchanged.
 """
 
 from __future__ import annotations
@@ -13,9 +15,20 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 
-from prefixcache._validation import check_block_size, check_count, checked_tokens
+from prefixcache._validation import (
+    check_block_size,
+    check_count,
+    check_extra_hash,
+    check_positive,
+    checked_tokens,
+)
 from prefixcache.common import BlockList
-from prefixcache.errors import InvalidArgumentError, NoFreeBlocksError
+from prefixcache.errors import (
+    DoubleFreeError,
+    InvalidArgumentError,
+    InvalidBlockError,
+    NoFreeBlocksError,
+)
 from prefixcache.interfaces import Block, DeviceAwareBlockAllocator
 from prefixcache.utils import Device, cdiv, chunk_list
 
@@ -26,8 +39,10 @@ class BlockTable:
     """Maps a sequence's token positions to blocks of a device-aware allocator.
 
     ``num_full_slots`` counts the tokens written; the table is *allocated* when it holds
-    at least one block. With ``max_block_sliding_window`` set, ``append_token_ids`` swaps
-    blocks that fell out of the window for the allocator's null block.
+    at least one block. With ``max_block_sliding_window`` set (a positive int),
+    ``append_token_ids`` swaps blocks that fell out of the window for the allocator's
+    null block; the last block is never dropped, so a new block is never chained to the
+    null block.
     """
 
     def __init__(
@@ -39,7 +54,7 @@ class BlockTable:
     ) -> None:
         check_block_size(block_size)
         if max_block_sliding_window is not None:
-            check_count(max_block_sliding_window, "max_block_sliding_window")
+            check_positive(max_block_sliding_window, "max_block_sliding_window")
         self._block_size = block_size
         self._allocator = block_allocator
         self._blocks = BlockList(_blocks if _blocks is not None else [])
@@ -62,6 +77,7 @@ class BlockTable:
         tail as one mutable block. All or nothing."""
         if self._is_allocated:
             raise InvalidArgumentError("the block table is already allocated")
+        check_extra_hash(extra_hash)
         tokens = checked_tokens(token_ids)
         if not tokens:
             raise InvalidArgumentError("cannot allocate a block table for no tokens")
@@ -134,6 +150,7 @@ class BlockTable:
             raise InvalidArgumentError("the block table has no blocks; allocate it first")
         tokens = checked_tokens(token_ids)
         check_count(num_lookahead_slots, "num_lookahead_slots")
+        check_extra_hash(extra_hash)
         drop_end = self._sliding_window_end(num_computed_slots)
         chunks = self._chunk_token_blocks_for_append(tokens)
         # A third-party allocator without the admission extensions skips the check.
@@ -162,8 +179,10 @@ class BlockTable:
             raise InvalidArgumentError("a sliding-window table needs num_computed_slots")
         check_count(num_computed_slots, "num_computed_slots")
         end = num_computed_slots // self._block_size - window
-        if end > len(self._blocks):
-            raise InvalidArgumentError("num_computed_slots lies beyond the table's blocks")
+        if end >= len(self._blocks):
+            raise InvalidArgumentError(
+                "num_computed_slots would move the window past the table's last block"
+            )
         return max(end, 0)
 
     def _check_append_fits(self, drop_end: int, chunks: list[list[int]], num_slots: int) -> None:
@@ -176,12 +195,8 @@ class BlockTable:
         needs_null = self._max_block_sliding_window is not None and null_block is None
 
         returned = 0
-        dropped = [
-            block.block_id
-            for block in self._blocks.list()[:drop_end]
-            if block is not null_block and block.block_id is not None
-        ]
-        for block_id, handles in Counter(dropped).items():
+        dropped = [block for block in self._blocks.list()[:drop_end] if block is not null_block]
+        for block_id, handles in self._held_handles(dropped).items():
             if (
                 allocator.get_block_device(block_id) is gpu
                 and allocator.get_block_refcount(block_id) == handles
@@ -195,10 +210,16 @@ class BlockTable:
             index = first_block_index + offset
             if index >= len(self._blocks):
                 break
-            if index < drop_end:
+            target = self._blocks[index]
+            if index < drop_end or (null_block is not None and target is null_block):
                 raise InvalidArgumentError("cannot write into a block the window drops")
-            target_id = self._blocks[index].block_id
-            if target_id is not None and allocator.get_block_refcount(target_id) > 1:
+            target_id = target.block_id
+            if target_id is None:
+                raise DoubleFreeError("a block to write into was freed behind the table")
+            refcount = allocator.get_block_refcount(target_id)
+            if refcount == 0:
+                raise InvalidBlockError(f"a block to write into is stale (id {target_id} is free)")
+            if refcount > 1:
                 copies += 1
 
         free = allocator.get_num_free_blocks(gpu)
@@ -213,6 +234,7 @@ class BlockTable:
         if not self._is_allocated:
             raise InvalidArgumentError("the block table has no blocks; allocate it first")
         check_count(num_empty_slots, "num_empty_slots")
+        check_extra_hash(extra_hash)
         missing = num_empty_slots - self._num_empty_slots
         if missing <= 0:
             return
@@ -250,15 +272,39 @@ class BlockTable:
         )
 
     def free(self) -> None:
-        """Free every block and empty the table (``num_full_slots`` is kept)."""
+        """Free every block and empty the table (``num_full_slots`` is kept).
+
+        All or nothing: a block object held twice is an :class:`InvalidArgumentError`, a
+        block already freed behind the table's back a :class:`DoubleFreeError`, both
+        raised before any block is freed."""
         blocks = self._blocks.list()
         null_block = self._allocator.null_block
         real = [block for block in blocks if block is not null_block]
         if len({id(block) for block in real}) != len(real):
             raise InvalidArgumentError("the table holds the same block object twice")
+        # A third-party allocator without refcount queries frees unchecked (upstream).
+        with contextlib.suppress(NotImplementedError):
+            self._held_handles(real)
         for block in blocks:
             self._allocator.free(block)
         self._blocks.reset()
+
+    def _held_handles(self, blocks: list[Block]) -> Counter[int]:
+        """Handles per id of ``blocks`` (the null block excluded by the caller).
+
+        Raises :class:`DoubleFreeError` unless each block still holds an id whose
+        refcount covers every handle given, so freeing them one by one cannot fail part
+        way for lack of references (ownership is left to the allocator's ``free``)."""
+        handles: Counter[int] = Counter()
+        for block in blocks:
+            block_id = block.block_id
+            if block_id is None:
+                raise DoubleFreeError("a block of the table was already freed")
+            handles[block_id] += 1
+        for block_id, count in handles.items():
+            if self._allocator.get_block_refcount(block_id) < count:
+                raise DoubleFreeError(f"block id {block_id} has fewer references than handles")
+        return handles
 
     # -- queries -------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from prefixcache._validation import check_block_id
 from prefixcache.errors import (
     DoubleFreeError,
     InvalidArgumentError,
@@ -35,7 +36,8 @@ class RefCounter:
     """Reference count per physical block id; every known id starts at 0.
 
     Invariant: counts never go below 0 (``decr`` at 0 raises :class:`DoubleFreeError`,
-    an ``AssertionError``); unknown ids raise :class:`UnknownBlockIdError`.
+    an ``AssertionError``); unknown ids, and non-int ids that would alias one (``True``,
+    ``0.0``), raise :class:`UnknownBlockIdError`.
     """
 
     __slots__ = ("_refcounts",)
@@ -44,7 +46,7 @@ class RefCounter:
         self._refcounts: dict[int, int] = dict.fromkeys(all_block_indices, 0)
 
     def _current(self, block_id: int) -> int:
-        count = self._refcounts.get(block_id)
+        count = self._refcounts.get(check_block_id(block_id))
         if count is None:
             raise UnknownBlockIdError(f"block id {block_id!r} is not counted here")
         return count

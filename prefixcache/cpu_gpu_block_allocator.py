@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prefixcache._validation import check_block_size, check_count
+from prefixcache._validation import (
+    check_block,
+    check_block_id,
+    check_block_size,
+    check_count,
+    checked_blocks,
+)
 from prefixcache.errors import (
     DoubleFreeError,
     ForkError,
@@ -174,7 +180,7 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
         return allocator
 
     def _allocator_of_id(self, block_id: BlockId) -> BlockAllocator:
-        allocator = self._block_ids_to_allocator.get(block_id)
+        allocator = self._block_ids_to_allocator.get(check_block_id(block_id))
         if allocator is None:
             raise UnknownBlockIdError(f"block id {block_id} belongs to no device")
         return allocator
@@ -225,7 +231,7 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
     # -- by block id -----------------------------------------------------------------------
 
     def free(self, block: Block) -> None:
-        if isinstance(block, NullBlock):
+        if isinstance(check_block(block), NullBlock):
             return
         block_id = block.block_id
         if block_id is None:
@@ -236,7 +242,7 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
         self._allocator_of_id(block_id).free(block)
 
     def fork(self, last_block: Block) -> list[Block]:
-        if isinstance(last_block, NullBlock):
+        if isinstance(check_block(last_block, "last_block"), NullBlock):
             raise ForkError("the null block cannot be forked")
         block_id = last_block.block_id
         if block_id is None:
@@ -247,7 +253,7 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
         return self._allocator_of_id(block_id).get_block_refcount(block_id)
 
     def get_block_device(self, block_id: int) -> Device:
-        device = self._block_ids_to_device.get(block_id)
+        device = self._block_ids_to_device.get(check_block_id(block_id))
         if device is None:
             raise UnknownBlockIdError(f"block id {block_id} belongs to no device")
         return device
@@ -342,6 +348,7 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
         dst = self._allocator_for(dst_device)
         if src is dst:
             raise SwapError("source and destination device are the same")
+        blocks = checked_blocks(blocks)
         check_no_duplicate_objects(blocks)
         representative: dict[BlockId, Block] = {}
         src_ids: list[BlockId] = []

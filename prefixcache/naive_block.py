@@ -11,11 +11,14 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 
 from prefixcache._validation import (
+    check_block,
     check_block_size,
     check_count,
     check_device_none,
     check_extra_hash,
     checked_block_ids,
+    checked_blocks,
+    checked_list,
     checked_tokens,
 )
 from prefixcache.common import (
@@ -160,8 +163,10 @@ def check_no_duplicate_objects(blocks: Sequence[Block]) -> None:
 def held_block_id(owner: object, block: Block, refcounts: dict[BlockId, int]) -> BlockId:
     """The id of ``block`` if ``owner`` holds it: ``owner`` gave it its id (``_owner``),
     the id is set, known and has a positive refcount. Otherwise a typed error:
-    :class:`InvalidBlockError` (foreign, never allocated, stale), :class:`DoubleFreeError`
-    (already freed), :class:`UnknownBlockIdError` (an id ``owner`` does not own)."""
+    :class:`InvalidArgumentError` (not a block at all), :class:`InvalidBlockError`
+    (foreign, never allocated, stale), :class:`DoubleFreeError` (already freed),
+    :class:`UnknownBlockIdError` (an id ``owner`` does not own)."""
+    check_block(block)
     block_owner = getattr(block, "_owner", None)
     block_id = block.block_id
     if block_owner is not owner:
@@ -198,6 +203,9 @@ class NaiveBlockAllocator(BlockAllocator):
     A block handle is *held* by this allocator when this allocator gave it its id
     (``_owner``), its id is set, and the id's refcount is positive; every operation on
     an existing block checks that first and raises a typed error otherwise.
+
+    ``prev_block`` must be ``None`` or an instance of the block class this allocator
+    builds (``create_block`` when it is a :class:`Block` subclass, else any block).
     """
 
     def __init__(
@@ -217,6 +225,11 @@ class NaiveBlockAllocator(BlockAllocator):
         )
         self._block_size = block_size
         self._create_block = create_block
+        self._prev_block_type: type[Block] = (
+            create_block
+            if isinstance(create_block, type) and issubclass(create_block, Block)
+            else Block
+        )
         self._free_block_indices: deque[BlockId] = deque(ids)
         self._all_block_indices: frozenset[BlockId] = frozenset(ids)
         ordered = sorted(ids)
@@ -270,6 +283,13 @@ class NaiveBlockAllocator(BlockAllocator):
         block._owner = self  # type: ignore[attr-defined]
         return block
 
+    def _check_prev(self, prev_block: object) -> None:
+        if prev_block is not None and not isinstance(prev_block, self._prev_block_type):
+            raise InvalidArgumentError(
+                f"prev_block must be a {self._prev_block_type.__name__} or None, "
+                f"got {type(prev_block).__name__}"
+            )
+
     def _check_fits(self, tokens: list[int]) -> None:
         if len(tokens) > self._block_size:
             raise BlockFullError(
@@ -283,6 +303,7 @@ class NaiveBlockAllocator(BlockAllocator):
     ) -> Block:
         check_device_none(device)
         check_extra_hash(extra_hash)
+        self._check_prev(prev_block)
         if not self._free_block_indices:
             raise NoFreeBlocksError()
         block = self._new_block(prev_block, [], None, extra_hash)
@@ -298,6 +319,7 @@ class NaiveBlockAllocator(BlockAllocator):
     ) -> Block:
         check_device_none(device)
         check_extra_hash(extra_hash)
+        self._check_prev(prev_block)
         tokens = checked_tokens(token_ids)
         self._check_fits(tokens)
         if not self._free_block_indices:
@@ -316,7 +338,10 @@ class NaiveBlockAllocator(BlockAllocator):
         """All or nothing: checks every chunk and the free count before taking an id."""
         check_device_none(device)
         check_extra_hash(extra_hash)
-        chunks = [checked_tokens(tokens) for tokens in block_token_ids]
+        self._check_prev(prev_block)
+        chunks = [
+            checked_tokens(tokens) for tokens in checked_list(block_token_ids, "block_token_ids")
+        ]
         for tokens in chunks:
             self._check_fits(tokens)
         if len(chunks) > len(self._free_block_indices):
@@ -348,7 +373,7 @@ class NaiveBlockAllocator(BlockAllocator):
         Iterative (any chain length). Checks the whole chain first: a block of another
         allocator raises :class:`InvalidBlockError`, a freed one :class:`ForkError`.
         """
-        chain = get_all_blocks_recursively(last_block)
+        chain = get_all_blocks_recursively(check_block(last_block, "last_block"))
         ids = [forkable_block_id(self, block, self._refcounter._refcounts) for block in chain]
         forked: list[Block] = []
         prev: Block | None = None
@@ -446,6 +471,7 @@ class NaiveBlockAllocator(BlockAllocator):
     def get_num_blocks_touched(self, blocks: list[Block], num_lookahead_slots: int = 0) -> int:
         """Upstream's estimate: with lookahead, a non-full block costs 1 plus the blocks
         its lookahead overflows into; every other block counts once per distinct id."""
+        blocks = checked_blocks(blocks)
         check_count(num_lookahead_slots, "num_lookahead_slots")
         distinct_ids: set[int | None] = set()
         new_blocks = 0
@@ -462,7 +488,7 @@ class NaiveBlockAllocator(BlockAllocator):
 
     def get_num_full_blocks_touched(self, blocks: list[Block]) -> int:
         """Full blocks, each block object counted once."""
-        return len({id(block) for block in blocks if block.is_full})
+        return len({id(block) for block in checked_blocks(blocks) if block.is_full})
 
     def get_num_free_blocks_needed(
         self,
@@ -470,12 +496,13 @@ class NaiveBlockAllocator(BlockAllocator):
         block_token_ids: Sequence[Sequence[int]],
         extra_hash: int | None = None,
     ) -> int:
-        return len(block_token_ids)
+        return len(checked_list(block_token_ids, "block_token_ids"))
 
     def get_num_free_blocks_needed_for_swap_in(self, blocks: Sequence[Block]) -> int:
         return len(blocks)
 
     def _check_swap_out(self, blocks: Sequence[Block]) -> list[BlockId]:
+        blocks = checked_blocks(blocks)
         check_no_duplicate_objects(blocks)
         ids = [self._check_held(block) for block in blocks]
         for block_id, handles in Counter(ids).items():
@@ -491,6 +518,7 @@ class NaiveBlockAllocator(BlockAllocator):
             block.block_id = None
 
     def _check_swap_in(self, blocks: Sequence[Block]) -> None:
+        blocks = checked_blocks(blocks)
         check_no_duplicate_objects(blocks)
         for block in blocks:
             if block.block_id is not None:

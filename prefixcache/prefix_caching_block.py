@@ -28,12 +28,16 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Protocol, cast
 
 from prefixcache._validation import (
+    check_block,
+    check_block_id,
     check_block_size,
     check_count,
     check_device_none,
     check_extra_hash,
     check_time,
     checked_block_ids,
+    checked_blocks,
+    checked_list,
     checked_tokens,
 )
 from prefixcache.common import (
@@ -612,7 +616,9 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         check_device_none(device)
         check_extra_hash(extra_hash)
         self._check_prev(prev_block)
-        chunks = [checked_tokens(tokens) for tokens in block_token_ids]
+        chunks = [
+            checked_tokens(tokens) for tokens in checked_list(block_token_ids, "block_token_ids")
+        ]
         hashes = self._chain_hashes(prev_block, chunks, extra_hash)
         if self._count_needed(hashes) > self.get_num_free_blocks():
             raise NoFreeBlocksError()
@@ -630,7 +636,9 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     ) -> int:
         check_extra_hash(extra_hash)
         self._check_prev(prev_block)
-        chunks = [checked_tokens(tokens) for tokens in block_token_ids]
+        chunks = [
+            checked_tokens(tokens) for tokens in checked_list(block_token_ids, "block_token_ids")
+        ]
         return self._count_needed(self._chain_hashes(prev_block, chunks, extra_hash))
 
     # -- release and sharing ---------------------------------------------------------------------
@@ -646,7 +654,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     def fork(self, last_block: Block) -> list[Block]:
         """New handles sharing every id of the chain ending at ``last_block`` (iterative;
         the whole chain is checked first; free count and trackers are unchanged)."""
-        chain = get_all_blocks_recursively(last_block)
+        chain = get_all_blocks_recursively(check_block(last_block, "last_block"))
         ids = [forkable_block_id(self, block, self._refcounter._refcounts) for block in chain]
         forked: list[Block] = []
         prev: Block | None = None
@@ -733,13 +741,14 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     def mark_blocks_as_accessed(self, block_ids: list[int], now: float) -> None:
         """Set the access time of active ids (tracker) and evictable ids (evictor).
 
-        An unknown id raises :class:`UnknownBlockIdError` (a ``KeyError``); a free id
-        :class:`InvalidBlockError` (a ``ValueError``); both before any update.
+        An unknown or non-int id raises :class:`UnknownBlockIdError` (a ``KeyError``); a
+        free id :class:`InvalidBlockError` (a ``ValueError``); both before any update.
         """
+        block_ids = checked_list(block_ids, "block_ids")
         check_time(now)
         trackers = self._block_tracker
         for block_id in block_ids:
-            tracker = trackers.get(block_id)
+            tracker = trackers.get(check_block_id(block_id))
             if tracker is None:
                 raise UnknownBlockIdError(f"block id {block_id} does not belong to this allocator")
             if not tracker.active and block_id not in self.evictor:
@@ -760,7 +769,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         self._touched_blocks.clear()
 
     def block_is_computed(self, block_id: int) -> bool:
-        tracker = self._block_tracker.get(block_id)
+        tracker = self._block_tracker.get(check_block_id(block_id))
         if tracker is None:
             raise UnknownBlockIdError(f"block id {block_id} does not belong to this allocator")
         if tracker.active:
@@ -775,6 +784,8 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     ) -> list[int]:
         """Append to ``prev_computed_block_ids`` (and return it) every later id of
         ``block_ids`` that is computed, optionally ignoring the last id."""
+        prev_computed_block_ids = checked_list(prev_computed_block_ids, "prev_computed_block_ids")
+        block_ids = checked_list(block_ids, "block_ids")
         prev_size = len(prev_computed_block_ids)
         cur_size = len(block_ids) - (1 if skip_last_block_id else 0)
         if cur_size < 0:
@@ -789,9 +800,13 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     def get_common_computed_block_ids(self, computed_seq_block_ids: list[list[int]]) -> list[int]:
         """Upstream's quirks: one list -> that same object; otherwise the common prefix of
         the non-empty lists; ``''`` when there is none."""
-        if len(computed_seq_block_ids) == 1:
-            return computed_seq_block_ids[0]
-        lists = [ids for ids in computed_seq_block_ids if ids]
+        seqs = [
+            checked_list(ids, "computed_seq_block_ids items")
+            for ids in checked_list(computed_seq_block_ids, "computed_seq_block_ids")
+        ]
+        if len(seqs) == 1:
+            return seqs[0]
+        lists = [ids for ids in seqs if ids]
         if not lists:
             return _EMPTY_COMMON_PREFIX
         first = lists[0]
@@ -808,6 +823,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         """The longest leading run of ``block_hashes`` that are cached on computed ids
         (evictable ids count). A linear scan: exact even if the cache is not
         prefix-closed, O(k) in the hashes examined."""
+        block_hashes = checked_list(block_hashes, "block_hashes")
         length = 0
         for content_hash in block_hashes:
             block_id = self._cached_blocks.get(content_hash)
@@ -842,6 +858,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         """Upstream's swap-in estimate: a non-full block costs 1 plus the blocks its
         lookahead overflows into; a full block 1 unless its content is cached on an
         active id. Blocks are not de-duplicated (an over-estimate, never an under-)."""
+        blocks = checked_blocks(blocks)
         check_count(num_lookahead_slots, "num_lookahead_slots")
         touched = 0
         for block in blocks:
@@ -856,7 +873,9 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     def get_num_full_blocks_touched(self, blocks: list[Block]) -> int:
         """Full blocks whose content is not cached on an active id (not de-duplicated)."""
         return sum(
-            1 for block in blocks if block.is_full and not self._full_block_is_resident(block)
+            1
+            for block in checked_blocks(blocks)
+            if block.is_full and not self._full_block_is_resident(block)
         )
 
     def _full_block_is_resident(self, block: Block) -> bool:
@@ -877,6 +896,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     def swap_out(self, blocks: list[Block]) -> None:
         """Release every block's id, keeping the objects; cached ids that reach refcount
         0 become evictable here. All blocks are checked first."""
+        blocks = checked_blocks(blocks)
         check_no_duplicate_objects(blocks)
         ids = [self._check_held(block) for block in blocks]
         for block_id, handles in Counter(ids).items():
@@ -893,6 +913,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         All or nothing: the exact free-count need is checked first. The objects keep
         referring to the allocator that created them; this allocator now holds them.
         """
+        blocks = checked_blocks(blocks)
         check_no_duplicate_objects(blocks)
         for block in blocks:
             if block.block_id is not None:

@@ -138,11 +138,12 @@ def test_table_falls_back_to_upstream_behaviour_without_admission_support() -> N
 
 def test_window_cannot_drop_the_block_being_written() -> None:
     alloc = CpuGpuBlockAllocator.create("naive", 8, 0, 2)
-    table = BlockTable(2, alloc, max_block_sliding_window=0)
+    table = BlockTable(2, alloc, max_block_sliding_window=1)
     table.allocate([1, 2, 3])
+    table.ensure_num_empty_slots(3)  # blocks: [1, 2] [3, _] [_, _]
     before = snapshot(alloc, tables=[table])
-    with pytest.raises(InvalidArgumentError):
-        table.append_token_ids([4], num_computed_slots=4)
+    with pytest.raises(InvalidArgumentError):  # 6 // 2 - 1 = 2: drops the block written to
+        table.append_token_ids([4], num_computed_slots=6)
     assert snapshot(alloc, tables=[table]) == before
 
 

@@ -30,25 +30,25 @@ whose fix should raise X: the machine skips it, and a strict xfail test pins tha
 | free_forged_id | InvalidBlock | InvalidBlock | free a hand-built held id |
 | free_unknown_id | UnknownBlockId | UnknownBlockId | free a hand-built id of no device |
 | free_null_block | no-op | no-op | free the null block |
-| free_wrong_type | B1:InvalidArgument | B1:InvalidArgument | free None/str/int/float/list |
+| free_wrong_type | InvalidArgument | InvalidArgument | free None/str/int/float/list |
 | device_allocator_not_held | InvalidBlock | InvalidBlock | device free/cow: not its block |
 | fork_freed | Fork | Fork | fork a freed handle |
 | fork_chain_with_freed_block | Fork | Fork | fork a chain with a freed head |
 | fork_null_block | Fork | Fork | fork the null block |
 | fork_foreign | InvalidBlock | InvalidBlock | fork a foreign block |
-| fork_wrong_type | B1:InvalidArgument | B1:InvalidArgument | fork None/str/int/list |
+| fork_wrong_type | InvalidArgument | InvalidArgument | fork None/str/int/list |
 | unknown_device | UnknownDevice | UnknownDevice | device None/str/int/other Enum |
 | device_given_to_single_device | InvalidArgument | InvalidArgument | device arg to one device |
 | bad_extra_hash | InvalidArgument | InvalidArgument | allocate, extra_hash not int |
-| validation_before_capacity | B8:InvalidArgument | InvalidArgument | bad extra, too few blocks |
-| prev_block_wrong_type | B7:InvalidArgument | InvalidArgument | prev_block str/int/other impl |
+| validation_before_capacity | InvalidArgument | InvalidArgument | bad extra, too few blocks |
+| prev_block_wrong_type | InvalidArgument | InvalidArgument | prev_block str/int/other impl |
 | immutable_too_many_tokens | BlockFull | InvalidArgument | immutable, block_size+1 tokens |
 | immutable_too_few_tokens | n/a | InvalidArgument | immutable, block_size-1 tokens |
 | immutable_after_unhashed_prev | n/a | InvalidArgument | immutable after a partial block |
 | tokens_not_ints | InvalidArgument | InvalidArgument | tokens not ints / not a list |
-| tokens_bool | B4:InvalidArgument | B4:InvalidArgument | bool tokens |
+| tokens_bool | InvalidArgument | InvalidArgument | bool tokens |
 | request_exceeds_free_blocks | NoFreeBlocks | NoFreeBlocks | allocate free+1 new blocks |
-| block_lists_not_lists | B2:InvalidArgument | B2:InvalidArgument | chunk list None/int/float |
+| block_lists_not_lists | InvalidArgument | InvalidArgument | chunk list None/int/float |
 | append_past_capacity | BlockFull | BlockFull | append empty_slots+1 tokens |
 | append_to_full_block | BlockFull | ImmutableBlock | append to a full block |
 | append_nothing_to_hashed | n/a | ImmutableBlock | append [] to a hashed block |
@@ -64,7 +64,7 @@ whose fix should raise X: the machine skips it, and a strict xfail test pins tha
 | swap_null_block | Swap | Swap | swap the null block |
 | swap_duplicate_object | InvalidArgument | InvalidArgument | swap one object twice |
 | swap_without_room | NoFreeBlocks | NoFreeBlocks | swap more than dst can take |
-| swap_wrong_types | B1:InvalidArgument | B1:InvalidArgument | swap None/block/[None]/[str] |
+| swap_wrong_types | InvalidArgument | InvalidArgument | swap None/block/[None]/[str] |
 | swap_in_block_holding_id | Swap | Swap | swap_in a block with an id |
 | swap_out_freed_handle | DoubleFree | DoubleFree | swap_out a freed handle |
 | swap_out_other_device_block | InvalidBlock | InvalidBlock | swap_out another device's block |
@@ -82,24 +82,24 @@ whose fix should raise X: the machine skips it, and a strict xfail test pins tha
 | table_bad_block_size | InvalidArgument | InvalidArgument | block_size 0/<0/bool/float |
 | table_block_size_mismatch | BlockFull | InvalidArgument | table block_size != allocator's |
 | table_fork_with_freed_block | Fork | Fork | fork, a block freed behind it |
-| table_free_with_freed_block | B5:DoubleFree | B5:DoubleFree | free, a block freed behind it |
-| table_unvalidated_extra_hash | B6:InvalidArgument | B6:InvalidArgument | append/ensure bad extra |
+| table_free_with_freed_block | DoubleFree | DoubleFree | free, a block freed behind it |
+| table_unvalidated_extra_hash | InvalidArgument | InvalidArgument | append/ensure bad extra |
 | window_without_computed_slots | InvalidArgument | InvalidArgument | window, computed unset |
 | window_bad_computed_slots | InvalidArgument | InvalidArgument | window, computed <0/bool/beyond |
-| window_drops_every_block | B9:InvalidArgument | B9:InvalidArgument | window drops all, lookahead |
+| window_drops_every_block | InvalidArgument | InvalidArgument | window drops all, lookahead |
 | mark_accessed_unknown_id | no-op | UnknownBlockId | mark accessed: id of no GPU block |
 | mark_accessed_free_id | no-op | InvalidBlock | mark accessed: hashless-free id |
 | mark_accessed_bad_time | no-op | InvalidArgument | mark accessed: NaN/str/None time |
-| mark_accessed_alias_ids | no-op | B3:UnknownBlockId | mark accessed: True/0.0/[] ids |
-| mark_accessed_ids_not_list | no-op | B2:InvalidArgument | mark accessed: ids None/int |
+| mark_accessed_alias_ids | no-op | UnknownBlockId | mark accessed: True/0.0/[] ids |
+| mark_accessed_ids_not_list | no-op | InvalidArgument | mark accessed: ids None/int |
 | physical_id_unknown | UnknownBlockId | UnknownBlockId | physical id of a foreign id |
 | id_lookup_unknown | UnknownBlockId | UnknownBlockId | refcount/device of unknown id |
-| id_lookup_alias | B3:UnknownBlockId | B3:UnknownBlockId | refcount/device of True/0.0/[] |
+| id_lookup_alias | UnknownBlockId | UnknownBlockId | refcount/device of True/0.0/[] |
 | blocks_touched_bad_lookahead | InvalidArgument | InvalidArgument | touched, lookahead <0/float |
-| blocks_touched_wrong_types | B1:InvalidArgument | B1:InvalidArgument | touched of None/[None] |
+| blocks_touched_wrong_types | InvalidArgument | InvalidArgument | touched of None/[None] |
 | computed_ids_bad_lengths | no-op | InvalidArgument | computed ids, bad lengths |
 | computed_ids_unknown_id | no-op | UnknownBlockId | computed ids with unknown id |
-| computed_queries_not_lists | no-op | B2:InvalidArgument | computed/common/find of None |
+| computed_queries_not_lists | no-op | InvalidArgument | computed/common/find of None |
 | block_is_computed_unknown | n/a | UnknownBlockId | block_is_computed(unknown id) |
 | is_block_cached_unhashed | n/a | InvalidBlock | is_block_cached(partial) |
 | free_block_id_unknown | UnknownBlockId | n/a | free_block_id(unknown id) |
@@ -532,8 +532,8 @@ def _free_null_block(w: World, pick: Pick) -> Call:
 @misuse(
     "free_wrong_type",
     "free None/str/int/float/list",
-    bug(InvalidArgumentError, "B1"),
-    bug(InvalidArgumentError, "B1"),
+    InvalidArgumentError,
+    InvalidArgumentError,
 )
 def _free_wrong_type(w: World, pick: Pick) -> Call:
     value = pick(WRONG_BLOCKS)
@@ -580,8 +580,8 @@ def _fork_foreign(w: World, pick: Pick) -> Call:
 @misuse(
     "fork_wrong_type",
     "fork None/str/int/list",
-    bug(InvalidArgumentError, "B1"),
-    bug(InvalidArgumentError, "B1"),
+    InvalidArgumentError,
+    InvalidArgumentError,
 )
 def _fork_wrong_type(w: World, pick: Pick) -> Call:
     value = pick((None, "block", 3, [w.anchor[0]]))
@@ -657,7 +657,7 @@ def _bad_extra_hash(w: World, pick: Pick) -> Call:
 @misuse(
     "validation_before_capacity",
     "bad extra, too few blocks",
-    bug(InvalidArgumentError, "B8"),
+    InvalidArgumentError,
     InvalidArgumentError,
 )
 def _validation_before_capacity(w: World, pick: Pick) -> Call:
@@ -670,7 +670,7 @@ def _validation_before_capacity(w: World, pick: Pick) -> Call:
 @misuse(
     "prev_block_wrong_type",
     "prev_block str/int/other impl",
-    bug(InvalidArgumentError, "B7"),
+    InvalidArgumentError,
     InvalidArgumentError,
 )
 def _prev_block_wrong_type(w: World, pick: Pick) -> Call:
@@ -750,9 +750,7 @@ def _tokens_not_ints(w: World, pick: Pick) -> Call:
     )
 
 
-@misuse(
-    "tokens_bool", "bool tokens", bug(InvalidArgumentError, "B4"), bug(InvalidArgumentError, "B4")
-)
+@misuse("tokens_bool", "bool tokens", InvalidArgumentError, InvalidArgumentError)
 def _tokens_bool(w: World, pick: Pick) -> Call:
     tokens = [pick([True, False]) for _ in range(w.bs)]
     return pick(  # type: ignore[no-any-return]
@@ -788,8 +786,8 @@ def _request_exceeds_free_blocks(w: World, pick: Pick) -> Call:
 @misuse(
     "block_lists_not_lists",
     "chunk list None/int/float",
-    bug(InvalidArgumentError, "B2"),
-    bug(InvalidArgumentError, "B2"),
+    InvalidArgumentError,
+    InvalidArgumentError,
 )
 def _block_lists_not_lists(w: World, pick: Pick) -> Call:
     value = pick((None, 5, 2.5))
@@ -904,8 +902,8 @@ def _swap_without_room(w: World, pick: Pick) -> Call:
 @misuse(
     "swap_wrong_types",
     "swap None/block/[None]/[str]",
-    bug(InvalidArgumentError, "B1"),
-    bug(InvalidArgumentError, "B1"),
+    InvalidArgumentError,
+    InvalidArgumentError,
 )
 def _swap_wrong_types(w: World, pick: Pick) -> Call:
     value = pick([None, w.anchor[0], [None], ["block"], [w.anchor[0], 3]])
@@ -1085,8 +1083,8 @@ def _table_fork_with_freed_block(w: World, pick: Pick) -> Call:
 @misuse(
     "table_free_with_freed_block",
     "free, a block freed behind it",
-    bug(DoubleFreeError, "B5"),
-    bug(DoubleFreeError, "B5"),
+    DoubleFreeError,
+    DoubleFreeError,
 )
 def _table_free_with_freed_block(w: World, pick: Pick) -> Call:
     return lambda: w.damaged_table.free()
@@ -1095,8 +1093,8 @@ def _table_free_with_freed_block(w: World, pick: Pick) -> Call:
 @misuse(
     "table_unvalidated_extra_hash",
     "append/ensure bad extra",
-    bug(InvalidArgumentError, "B6"),
-    bug(InvalidArgumentError, "B6"),
+    InvalidArgumentError,
+    InvalidArgumentError,
 )
 def _table_unvalidated_extra_hash(w: World, pick: Pick) -> Call:
     extra = pick(BAD_EXTRA_HASHES)
@@ -1141,8 +1139,8 @@ def _window_bad_computed_slots(w: World, pick: Pick) -> Call:
 @misuse(
     "window_drops_every_block",
     "window drops all, lookahead",
-    bug(InvalidArgumentError, "B9"),
-    bug(InvalidArgumentError, "B9"),
+    InvalidArgumentError,
+    InvalidArgumentError,
 )
 def _window_drops_every_block(w: World, pick: Pick) -> Call:
     table = w.window_table
@@ -1195,7 +1193,7 @@ def _mark_accessed_bad_time(w: World, pick: Pick) -> Call:
     "mark_accessed_alias_ids",
     "mark accessed: True/0.0/[] ids",
     NOOP,
-    bug(UnknownBlockIdError, "B3"),
+    UnknownBlockIdError,
 )
 def _mark_accessed_alias_ids(w: World, pick: Pick) -> Call:
     ids = [pick([*ALIAS_IDS, []])]
@@ -1206,7 +1204,7 @@ def _mark_accessed_alias_ids(w: World, pick: Pick) -> Call:
     "mark_accessed_ids_not_list",
     "mark accessed: ids None/int",
     NOOP,
-    bug(InvalidArgumentError, "B2"),
+    InvalidArgumentError,
 )
 def _mark_accessed_ids_not_list(w: World, pick: Pick) -> Call:
     ids = pick([None, 5, 2.5])
@@ -1237,8 +1235,8 @@ def _id_lookup_unknown(w: World, pick: Pick) -> Call:
 @misuse(
     "id_lookup_alias",
     "refcount/device of True/0.0/[]",
-    bug(UnknownBlockIdError, "B3"),
-    bug(UnknownBlockIdError, "B3"),
+    UnknownBlockIdError,
+    UnknownBlockIdError,
 )
 def _id_lookup_alias(w: World, pick: Pick) -> Call:
     block_id = pick([*ALIAS_IDS, []])
@@ -1262,8 +1260,8 @@ def _blocks_touched_bad_lookahead(w: World, pick: Pick) -> Call:
 @misuse(
     "blocks_touched_wrong_types",
     "touched of None/[None]",
-    bug(InvalidArgumentError, "B1"),
-    bug(InvalidArgumentError, "B1"),
+    InvalidArgumentError,
+    InvalidArgumentError,
 )
 def _blocks_touched_wrong_types(w: World, pick: Pick) -> Call:
     value = pick([None, [None], ["block"], [w.anchor[0], 3]])
@@ -1291,7 +1289,7 @@ def _computed_ids_unknown_id(w: World, pick: Pick) -> Call:
     "computed_queries_not_lists",
     "computed/common/find of None",
     NOOP,
-    bug(InvalidArgumentError, "B2"),
+    InvalidArgumentError,
 )
 def _computed_queries_not_lists(w: World, pick: Pick) -> Call:
     a = w.alloc
@@ -1371,18 +1369,7 @@ def _bad_constructor_arguments(w: World, pick: Pick) -> Call:
     )
 
 
-KNOWN_BUGS: dict[str, str] = {
-    "B1": "a non-Block where a block or block list is expected raises AttributeError/TypeError",
-    "B2": "a non-list where a list of blocks, ids, hashes or chunks is expected raises TypeError",
-    "B3": "bool / float ids alias int ids (0.0 and False act as id 0); unhashable ids TypeError",
-    "B4": "bool tokens are accepted as 0 / 1",
-    "B5": "BlockTable.free frees blocks before it meets a freed one, then raises",
-    "B6": "BlockTable does not validate extra_hash up front (window drop first; unused: accepted)",
-    "B7": "NaiveBlockAllocator accepts any object as prev_block",
-    "B8": "naive BlockTable.allocate checks the free count before validating extra_hash",
-    "B9": "a window that drops every block chains the new block to the null block (prefix: "
-    "fails after dropping; naive: accepted)",
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 
 # -- the state machine -------------------------------------------------------------------------
