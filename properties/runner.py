@@ -15,6 +15,7 @@ from typing import Any
 
 from models import operations as ops
 from models.capabilities import Config
+from models.families import Family, Violation
 from models.operations import (
     Dev,
     ErrorKind,
@@ -60,7 +61,8 @@ class Runner:
     # ------------------------------------------------------------------ execution
 
     def execute(self, op: Op) -> tuple[Outcome, Snapshot]:
-        """Run ``op``; never raises for target errors (they become the outcome)."""
+        """Run ``op``; target errors become the outcome. Raises ``Violation`` only when the
+        allocator cannot even show its state afterwards."""
         before_blocks = set(self.blocks)
         before_tables = set(self.tables)
         plan = self.adapter.plan(op, self.table_extra)  # Unsupported propagates: a caps bug
@@ -79,7 +81,14 @@ class Runner:
         self.env.pop("new_table", None)
         self._remember_table_extra(op, outcome)
         self.log.append(Step(op, logged, outcome, seconds))
-        return outcome, self.snapshot(before_blocks, before_tables)
+        try:
+            snapshot = self.snapshot(before_blocks, before_tables)
+        except Exception as exc:  # the target cannot even show its state (e.g. a cyclic chain)
+            family = Family.TABLE if isinstance(exc, RecursionError) else Family.CRASH
+            raise Violation(family, f"reading the allocator's state raised "
+                                    f"{type(exc).__name__}: {exc}").at(op, len(self.log) - 1) \
+                from None
+        return outcome, snapshot
 
     def _outcome(self, op: Op, plan: Plan, results: list[Any], error: BaseException | None,
                  logged: list[Stmt]) -> Outcome:

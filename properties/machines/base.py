@@ -57,7 +57,10 @@ class OracleMachine(RuleBasedStateMachine):
         """Execute ``op`` on the target and judge it."""
         if self.skip_if_unsafe(op):
             return
-        outcome, snapshot = self.runner.execute(op)
+        try:
+            outcome, snapshot = self.runner.execute(op)
+        except Violation as violation:
+            self.fail(violation)
         index = len(self.runner.log) - 1
         self.judge(lambda: self.oracle.step(op, outcome, snapshot), (op, index))
 
