@@ -41,10 +41,17 @@ class Collector:
     errors: list[str] = field(default_factory=list)
     header: list[str] = field(default_factory=list)
 
-    def pytest_report_header(self, config: pytest.Config) -> None:
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # Not pytest_report_header: ``--no-header`` suppresses that hook.
         from properties.plugin import pytest_report_header
 
-        self.header = pytest_report_header(config)
+        self.header = pytest_report_header(session.config)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """The final verdict of each test, after every plugin adjusted its report."""
+        if report.when == "call" or report.failed:
+            verdict = "xfailed" if getattr(report, "wasxfail", "") else report.outcome
+            self.results[report.nodeid] = verdict
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
@@ -54,14 +61,31 @@ class Collector:
         if report.when != "call" and not report.failed:
             return
         exc = call.excinfo.value if call.excinfo is not None else None
+        if report.when == "call":
+            self._absorbed(item)
         if isinstance(exc, Violation):
+            from properties.plugin import expected_entries, matching
+
             notes = "\n".join(getattr(exc, "__notes__", []))
+            expected = bool(getattr(report, "wasxfail", "")) or bool(
+                matching(expected_entries(item.config), exc))
             self.findings.append(Finding(item.nodeid, exc.family.value, str(exc), notes,
-                                         bool(getattr(report, "wasxfail", ""))))
+                                         expected))
         elif report.failed and exc is not None:
             self.errors.append(f"{item.nodeid}: {type(exc).__name__}: {exc}")
-        verdict = "xfailed" if getattr(report, "wasxfail", "") else report.outcome
-        self.results[item.nodeid] = verdict
+
+    def _absorbed(self, item: pytest.Item) -> None:
+        """Expected violations the plugin absorbed (or a replay observed): one finding per
+        entry and test, so the family verdicts say "expected failure"."""
+        from properties.plugin import observed
+
+        seen: dict[str, Violation] = {}
+        for entry, violation in observed(item):
+            seen.setdefault(entry.id, violation)
+        for entry_id, violation in seen.items():
+            notes = "\n".join(getattr(violation, "__notes__", []))
+            self.findings.append(Finding(item.nodeid, violation.family.value,
+                                         f"{violation} (expected: {entry_id})", notes, True))
 
 
 def family_verdicts(collector: Collector) -> dict[str, str]:

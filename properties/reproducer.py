@@ -40,10 +40,11 @@ def render_script(target: Target, config: Config, steps: Sequence[Step], device_
     lines = ['"""Counterexample found by prefixcache.']
     if violation is not None:
         lines += ["", *str(violation).splitlines()]
-    lines += ['"""', *_factory_lines(target, config)[:1],
-              f"from {device_module} import Device  # noqa: F401",
-              f"from {table_module} import BlockTable  # noqa: F401",
-              *_factory_lines(target, config)[1:]]
+    # The allocator is created before Device and BlockTable are imported: a loader-backed
+    # target (e.g. upstream code from a wheel) registers those modules when it builds one.
+    lines += ['"""', *_factory_lines(target, config),
+              f"from {device_module} import Device  # noqa: E402, F401",
+              f"from {table_module} import BlockTable  # noqa: E402, F401"]
     for i, step in enumerate(steps):
         lines.append(f"# step {i}: {step.op!r}")
         code = [render(stmt) for stmt in step.stmts]

@@ -1,5 +1,6 @@
-"""Each entry of ``--xfails-file`` replays its counterexample: it must still fail, with its
-family, or the entry is stale and reported as a failure."""
+"""Each entry of ``--xfails-file`` replays its counterexample: it must still fail with a
+violation the entry matches (family, and its ``match`` narrowing if any), or the entry is stale
+and reported as a failure. A violation the entry does not match fails the test."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from models.capabilities import Config
 from models.families import Violation
 from models.operations import op_from_json
-from properties.plugin import ExpectedFailure
+from properties.plugin import ExpectedFailure, record
 from properties.replay import run_program
 from properties.selection import current_target
 
@@ -20,7 +21,9 @@ def test_expected_failure(expected_failure: ExpectedFailure) -> None:
     try:
         run_program(target, config, program)
     except Violation as violation:
-        if violation.family is not expected_failure.family:
+        history = program[: (violation.step or 0) + 1]
+        if not expected_failure.matches(violation, history):
             raise
+        record(expected_failure, violation)
         pytest.xfail(f"{expected_failure.id}: {expected_failure.explanation}")
     pytest.fail(f"expected failure {expected_failure.id!r} no longer fails: remove the entry")
