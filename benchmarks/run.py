@@ -1,0 +1,525 @@
+"""``python -m benchmarks [--quick]``: allocator throughput and suite speed, in one run.
+
+1. Throughput: one serving trace (``benchmarks.serving_trace``) compiled for the bundled
+   allocator and for vLLM 0.8's v0 allocator (the ``vllm-block`` wheel), validated untimed,
+   then timed per operation kind; reported as vLLM time / ours.
+2. Scaling: the bundled allocator's per-operation cost on pools of 1k to 64k blocks, as ratios
+   to 1k (the micro-benchmark steps of ``bench_allocator_scaling``, and one trace replayed on
+   every pool size).
+3. Suite speed: state-machine steps per second with the model and shadow memory on, checking
+   time over bare allocator time for the same calls, and the time to catch each mutant of the
+   self-test zoo (skipped, with a message, when ``tests.zoo`` is absent).
+
+Targets that are missed get a cProfile summary. All times are thread CPU time unless marked
+wall. Prints tables and writes ``benchmarks/results.json`` (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import models
+import prefixcache
+import properties
+from benchmarks import pool_scaling, profiling, suite_speed, trace_speed, zoo_catch
+from benchmarks.bench_allocator_scaling import STEPS
+from benchmarks.compiled import CLOCK, CompiledProgram, compile_table_program
+from benchmarks.serving_trace import TraceConfig, generate
+from models.capabilities import Config
+from properties.targets import DEFAULT_SPEC, Target, load_target
+
+__all__ = ["Mode", "main"]
+
+VLLM_SPEC = "properties.upstream:vllm_v0_allocator"
+RESULTS = Path(__file__).resolve().parent / "results.json"
+
+#: The targets of issue #7.
+WANT_SPEEDUP = 10.0  # ours at least this many times faster than vLLM 0.8 on the default trace
+WANT_SCALING = 1.3  # per-operation cost at 64k blocks within this factor of 1k
+WANT_CHECK_RATIO = 5.0  # model + shadow checking at most this many times the bare allocator
+
+#: Where each party's code lives, for profiles.
+OURS_CODE = (profiling.package_dir(prefixcache),)
+VLLM_CODE = ("vllm_block" + os.sep,)
+SUITE_CODE = (profiling.package_dir(models), profiling.package_dir(properties))
+
+#: A small trace the oracle can judge step by step (tiny blocks and vocabulary: many hits).
+SMALL_TRACE = TraceConfig(
+    seed=3, num_requests=30, block_size=4, num_gpu_blocks=48, num_cpu_blocks=32, max_running=8,
+    arrivals_per_step=2, system_prompt_tokens=(8, 24), suffix_tokens=(1, 12),
+    output_tokens=(1, 16), max_samples=3, lookahead=3, vocab=50)
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """Budgets of one run."""
+
+    name: str
+    trace: TraceConfig
+    repeats: int
+    scaling_sizes: tuple[int, ...]
+    scaling_ops: int
+    scaling_repeats: int
+    scaling_steps: tuple[str, ...] | None  # None: every micro-benchmark step
+    scaling_trace: TraceConfig
+    machine_examples: int
+    machine_steps: int
+    check_trace: TraceConfig
+    zoo_examples: int
+    zoo_only: tuple[str, ...] | None
+    zoo_budget_s: float
+
+
+DEFAULT = Mode(
+    name="default",
+    trace=TraceConfig(num_requests=400),
+    repeats=3,
+    scaling_sizes=(1024, 4096, 16384, 65536),
+    scaling_ops=1024,
+    scaling_repeats=2,
+    scaling_steps=None,
+    scaling_trace=TraceConfig(seed=1, num_requests=120, num_gpu_blocks=1024,
+                              num_cpu_blocks=1024, max_running=32),
+    machine_examples=50,
+    machine_steps=50,
+    check_trace=SMALL_TRACE,
+    zoo_examples=60,
+    zoo_only=None,
+    zoo_budget_s=100.0,
+)
+
+QUICK = Mode(
+    name="quick",
+    trace=TraceConfig(num_requests=40, num_gpu_blocks=128, num_cpu_blocks=1024, max_running=24,
+                      arrivals_per_step=8, system_prompt_tokens=(32, 128),
+                      suffix_tokens=(4, 64), output_tokens=(4, 48)),
+    repeats=1,
+    scaling_sizes=(1024, 4096),
+    scaling_ops=128,
+    scaling_repeats=1,
+    scaling_steps=("allocate mutable", "free (cached -> evictor)", "evict (times out of order)"),
+    scaling_trace=TraceConfig(seed=1, num_requests=20, num_gpu_blocks=1024, num_cpu_blocks=1024,
+                              max_running=8, system_prompt_tokens=(32, 128),
+                              suffix_tokens=(4, 64), output_tokens=(4, 32)),
+    machine_examples=4,
+    machine_steps=20,
+    check_trace=replace(SMALL_TRACE, num_requests=8),
+    zoo_examples=5,
+    zoo_only=("recursive_fork", "free_count_omits_evictor"),
+    zoo_budget_s=10.0,
+)
+
+
+# --------------------------------------------------------------------------- printing
+
+
+def _print(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> None:
+    """Left-align the first column, right-align the others (``align`` overrides: l/r)."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    aligns = align or "l" + "r" * (len(header) - 1)
+
+    def fmt(row: Sequence[str]) -> str:
+        return "  ".join(str(c).ljust(w) if a == "l" else str(c).rjust(w)
+                         for c, w, a in zip(row, widths, aligns, strict=True))
+
+    _print(fmt(header))
+    _print("-" * len(fmt(header)))
+    for row in rows:
+        _print(fmt(row))
+
+
+def _verdict(ok: bool, what: str, value: str) -> str:
+    return f"target: {what} -> {'MET' if ok else 'MISSED'} ({value})"
+
+
+def _print_profile(title: str, stats: Any, under: Sequence[str] | None, n: int = 8,
+                   ) -> dict[str, Any]:
+    areas = profiling.by_area(stats)
+    top = profiling.top_functions(stats, n, under)
+    _print(f"  profile: {title}")
+    _print("    time by area: " + ", ".join(f"{k} {v:.0%}" for k, v in areas.items()
+                                            if v >= 0.01))
+    for row in top:
+        _print(f"    {row['own_share']:6.1%} own {row['own_s']:7.3f} s  "
+               f"{row['calls']:>8} calls  {row['function']}")
+    return {"title": title, "areas": areas, "top": top}
+
+
+def _us(seconds: float, count: int) -> str:
+    return f"{seconds * 1e6 / count:.2f}" if count else "-"
+
+
+# --------------------------------------------------------------------------- targets
+
+
+def load_targets(fetch: bool) -> tuple[Target, Target | None, str]:
+    """The bundled allocator, and vLLM 0.8's (fetching the wheel once if allowed)."""
+    ours = load_target(DEFAULT_SPEC)
+    try:
+        return ours, load_target(VLLM_SPEC), ""
+    except Exception as first:
+        if not fetch:
+            return ours, None, f"vLLM 0.8 allocator unavailable: {first}"
+    try:
+        from properties.upstream import fetch_vllm_block
+
+        fetch_vllm_block()
+        return ours, load_target(VLLM_SPEC), "fetched the vllm-block wheel"
+    except Exception as exc:
+        return ours, None, (f"vLLM 0.8 allocator unavailable ({exc}); run "
+                            "`python -m properties.upstream fetch`")
+
+
+def _label(target: Target) -> str:
+    return f"{target.name} {target.version}"
+
+
+# --------------------------------------------------------------------------- section 1
+
+
+def section_throughput(mode: Mode, ours: Target, theirs: Target | None, why: str,
+                       ) -> dict[str, Any]:
+    _print(f"== 1. Throughput on a serving trace (thread CPU time, best of {mode.repeats})")
+    trace = generate(mode.trace)
+    counts = dict(trace.op_counts())
+    c, s = trace.config, trace.stats
+    _print(f"trace: {len(trace.program):,} operations in {s['steps']:,} scheduling steps; "
+           f"{c.num_requests} requests ({s.get('follow_ups', 0)} follow-ups), "
+           f"{s['tables']} tables; GPU {c.num_gpu_blocks} / CPU {c.num_cpu_blocks} blocks of "
+           f"{c.block_size}")
+    _print(f"       {s.get('forks', 0)} forks, {s.get('cows', 0)} copy-on-writes, "
+           f"{s.get('swap_outs', 0)} swap-outs, {s.get('swap_ins', 0)} swap-ins, "
+           f"{s.get('recomputes', 0)} recompute preemptions, {s['running_at_end']} sequences "
+           "running at the end")
+    targets = {"ours": ours}
+    if theirs is not None:
+        targets["vllm"] = theirs
+    else:
+        _print(f"SKIPPED vLLM comparison: {why}")
+    programs = trace_speed.compile_all(trace, targets)
+    check, first = trace_speed.validate(trace, programs)
+    if check.error:
+        _print(f"validation FAILED: {check.error}")
+        if check.error.startswith("ours"):
+            raise RuntimeError(f"the trace failed on the bundled allocator: {check.error}")
+        programs = {"ours": programs["ours"]}
+        first = {}
+    else:
+        final = ", ".join(f"{k} {tuple(v)}" for k, v in check.final.items())
+        same = "equal at all" if check.equal else f"DIFFER ({check.first_mismatch}) at some of"
+        bound = "never below" if check.below_bound is None else \
+            f"BELOW ({check.below_bound})"
+        _print(f"validation: (GPU, CPU) free counts {same} {check.points} step boundaries "
+               f"checked; {bound} the generator's worst-case bound; final {final}")
+    timings = trace_speed.compare(programs, mode.repeats, first)
+    mine = timings["ours"]
+    other = timings.get("vllm")
+    kinds = sorted(counts, key=lambda k: -mine.per_kind_s.get(k, 0.0))
+    ratio = trace_speed.ratios(other, mine, kinds) if other is not None else {}
+    header = ["operation", "count", "ours us/op"]
+    if other is not None:
+        header += ["vLLM us/op", "vLLM/ours"]
+    rows = []
+    for kind in kinds:
+        row = [kind, f"{counts[kind]:,}", _us(mine.per_kind_s.get(kind, 0.0), counts[kind])]
+        if other is not None:
+            row += [_us(other.per_kind_s.get(kind, 0.0), counts[kind]), f"{ratio[kind]:.2f}"]
+        rows.append(row)
+    total = ["total (plain run, s)", f"{len(trace.program):,}", f"{mine.total_s:.3f}"]
+    if other is not None:
+        total += [f"{other.total_s:.3f}", f"{ratio['total']:.2f}"]
+    rows.append(total)
+    _table(header, rows)
+    result: dict[str, Any] = {
+        "trace": {"config": asdict(trace.config), "operations": len(trace.program),
+                  "op_counts": counts, "stats": trace.stats},
+        "validation": check.as_dict(),
+        "targets": {"ours": _label(ours), "vllm": _label(theirs) if theirs else None},
+        "timings": {label: t.as_dict(counts) for label, t in timings.items()},
+        "ratio_vllm_over_ours": ratio,
+        "skipped": None if theirs is not None else why,
+    }
+    if other is not None:
+        met = ratio["total"] >= WANT_SPEEDUP
+        _print(_verdict(met, f"ours >= {WANT_SPEEDUP:g}x faster than vLLM 0.8",
+                        f"{ratio['total']:.2f}x"))
+        result["target"] = {"want": f">= {WANT_SPEEDUP}", "value": ratio["total"], "met": met}
+        if not met:
+            ours_prog = programs["ours"]
+            vllm_prog = programs["vllm"]
+            result["profiles"] = [
+                _print_profile("bundled allocator on the trace (own time, prefixcache/)",
+                               profiling.profile(_exec_plain(ours_prog)), OURS_CODE),
+                _print_profile("vLLM 0.8 on the same trace, for contrast",
+                               profiling.profile(_exec_plain(vllm_prog)), VLLM_CODE, 5),
+            ]
+    return result
+
+
+def _exec_plain(program: CompiledProgram) -> Callable[[], None]:
+    env = program.fresh_env()
+
+    def run() -> None:
+        for code in program.plain:
+            exec(code, env)
+
+    return run
+
+
+# --------------------------------------------------------------------------- section 2
+
+
+def section_scaling(mode: Mode, ours: Target) -> dict[str, Any]:
+    sizes = mode.scaling_sizes
+    _print(f"== 2. Per-operation cost vs pool size, bundled allocator (ratio to {sizes[0]} "
+           f"blocks; CPU time, best of {mode.scaling_repeats})")
+    micro = pool_scaling.measure_steps(sizes, mode.scaling_ops, mode.scaling_repeats,
+                                       mode.scaling_steps)
+    header = ["operation", f"ns/op @{sizes[0]}", *(f"x @{n}" for n in sizes[1:])]
+    ratios = micro.ratios()
+    _table(header, [[name, f"{times[0]:.0f}", *(f"{r:.2f}" for r in ratios[name][1:])]
+                    for name, times in micro.ns.items()])
+    trace = generate(mode.scaling_trace)
+    c = trace.config
+    program = compile_table_program(ours, Config(c.block_size, c.num_gpu_blocks,
+                                                 c.num_cpu_blocks, ours.caps),
+                                    trace.program, name="scaling")
+    _print()
+    _print(f"one trace ({len(trace.program):,} operations, generated for {c.num_gpu_blocks} "
+           "GPU blocks) replayed on pools of N GPU + N CPU blocks:")
+    replayed = pool_scaling.trace_scaling(program, sizes, mode.scaling_repeats)
+    traced = replayed.ratios()
+    _table(header, [[name, f"{times[0]:.0f}", *(f"{r:.2f}" for r in traced[name][1:])]
+                    for name, times in replayed.ns.items()])
+    worst_name, worst = micro.worst()
+    overall = traced["all operations"][-1]
+    met = worst <= WANT_SCALING and overall <= WANT_SCALING
+    _print(_verdict(met, f"per-op cost {sizes[0]} -> {sizes[-1]} within {WANT_SCALING}x",
+                    f"worst micro step {worst_name!r} {worst:.2f}x; trace overall "
+                    f"{overall:.2f}x"))
+    result: dict[str, Any] = {
+        "micro": micro.as_dict(), "trace": replayed.as_dict(),
+        "target": {"want": f"<= {WANT_SCALING}", "worst_micro": worst,
+                   "worst_micro_step": worst_name, "trace_overall": overall, "met": met},
+    }
+    if not met and len(sizes) > 1:
+        result["profiles"] = [_scaling_profiles(worst_name, sizes)]
+    return result
+
+
+def _scaling_profiles(name: str, sizes: Sequence[int]) -> dict[str, Any]:
+    """Own time per operation of each function of the step at the smallest and the largest
+    size (each profiled over as many operations as the smallest pool has blocks): where the
+    growth is."""
+    step = STEPS[name]
+    ops = min(sizes)
+    per_op: list[dict[str, float]] = []
+    for size in (sizes[0], sizes[-1]):
+        best: dict[str, float] = {}
+        for _ in range(2):  # per function, the better of two profiled runs
+            run, count = step(size, ops)
+            stats = profiling.profile(run, cpu_timer=True)
+            for row in profiling.top_functions(stats, 12, OURS_CODE):
+                ns = row["own_s"] * 1e9 / count
+                best[row["function"]] = min(best.get(row["function"], ns), ns)
+        per_op.append(best)
+    small, large = per_op
+    growth = sorted(large, key=lambda f: large[f] - small.get(f, 0.0), reverse=True)[:6]
+    _print(f"  profile: {name!r}, own ns per operation at {sizes[0]} -> {sizes[-1]} blocks "
+           "(largest growth first)")
+    rows = []
+    for function in growth:
+        before, after = small.get(function, 0.0), large[function]
+        _print(f"    {before:9.0f} -> {after:9.0f} ns  {function}")
+        rows.append({"function": function, "ns_small": before, "ns_large": after})
+    return {"title": f"{name} per-function growth", "sizes": [sizes[0], sizes[-1]],
+            "top": rows}
+
+
+# --------------------------------------------------------------------------- section 3
+
+
+def section_suite(mode: Mode, ours: Target) -> dict[str, Any]:
+    _print(f"== 3. Suite speed against the bundled allocator ({mode.machine_examples} "
+           f"examples x up to {mode.machine_steps} steps per machine, derandomized)")
+    runs = [suite_speed.run_machine(name, ours, mode.machine_examples, mode.machine_steps)
+            for name in suite_speed.MACHINES]
+    rows = []
+    for r in runs:
+        hyp = max(0.0, r.cpu - r.execute - r.oracle_in_run)
+        rows.append([f"{r.machine} machine", f"{r.steps:,}",
+                     f"{r.steps_per_second:.0f} ({r.steps_per_wall_second:.0f})",
+                     f"{hyp / r.cpu:.0%}" if r.cpu else "-",
+                     f"{(r.execute - r.snapshot) * 1e6 / max(r.steps, 1):.0f}",
+                     f"{r.snapshot * 1e6 / max(r.steps, 1):.0f}",
+                     f"{r.oracle * 1e6 / max(r.steps, 1):.0f}",
+                     f"{r.bare * 1e6 / max(r.steps, 1):.1f}", f"{r.check_ratio:.1f}"])
+    small = generate(mode.check_trace)
+    sc = small.config
+    cost = suite_speed.trace_check_cost(
+        ours, Config(sc.block_size, sc.num_gpu_blocks, sc.num_cpu_blocks, ours.caps),
+        small.program)
+    rows.append(["small serving trace", f"{cost.ops:,}", "-", "-",
+                 f"{(cost.execute - cost.snapshot) * 1e6 / cost.ops:.0f}",
+                 f"{cost.snapshot * 1e6 / cost.ops:.0f}", f"{cost.oracle * 1e6 / cost.ops:.0f}",
+                 f"{cost.bare * 1e6 / cost.ops:.1f}", f"{cost.check_ratio:.1f}"])
+    _table(["run", "steps", "steps/s (wall)", "hypothesis", "calls us", "snapshot us",
+            "check us", "bare us", "check/bare"], rows)
+    _print("  (CPU time per step: calls = the runner interpreting call plans; snapshot = "
+           "reading the allocator; check = model + shadow memory on the recorded steps and "
+           "bare = the same calls compiled, each best of 3 with the collector off; "
+           "hypothesis = share of the run outside calls and checks)")
+    worst = max(r.check_ratio for r in runs)
+    met = worst <= WANT_CHECK_RATIO
+    _print(_verdict(met, f"model + shadow <= {WANT_CHECK_RATIO:g}x the bare allocator",
+                    f"machines {', '.join(f'{r.check_ratio:.1f}x' for r in runs)}; small "
+                    f"trace {cost.check_ratio:.1f}x"))
+    result: dict[str, Any] = {
+        "machines": [r.as_dict() for r in runs],
+        "small_trace": {"config": asdict(sc), **cost.as_dict()},
+        "target": {"want": f"<= {WANT_CHECK_RATIO}", "machines": [r.check_ratio for r in runs],
+                   "small_trace": cost.check_ratio, "met": met},
+    }
+    if not met:
+        result["profiles"] = _suite_profiles(runs, ours, mode)
+    _print()
+    result["zoo"] = section_zoo(mode)
+    return result
+
+
+def _suite_profiles(runs: Sequence[suite_speed.MachineRun], ours: Target,
+                    mode: Mode) -> list[dict[str, Any]]:
+    programs = [p for r in runs for p in r.programs[:20]]
+
+    def replay() -> None:
+        for config, log in programs:
+            suite_speed.judge_log(ours, config, log)
+
+    out = [_print_profile(f"judging {len(programs)} of the machines' examples again (runner + "
+                          "oracle, no Hypothesis)", profiling.profile(replay),
+                          SUITE_CODE, 10)]
+    examples = max(2, mode.machine_examples // 4)
+    out.append(_print_profile(
+        f"one sequence-machine run ({examples} examples, Hypothesis included)",
+        profiling.profile(lambda: suite_speed.run_machine("sequence", ours, examples,
+                                                          mode.machine_steps, repeats=0)),
+        None, 8))
+    return out
+
+
+def section_zoo(mode: Mode) -> dict[str, Any]:
+    _print(f"-- time to catch each mutant of the zoo ({mode.zoo_examples} examples x "
+           f"{mode.machine_steps} steps per machine, derandomized, no shrinking)")
+    try:
+        zoo = zoo_catch.load_zoo()
+    except zoo_catch.ZooMissing as exc:
+        _print(f"SKIPPED: the self-test zoo is not there yet ({exc})")
+        return {"skipped": str(exc)}
+    catches = zoo_catch.catch_all(zoo, mode.zoo_examples, mode.machine_steps,
+                                  mode.zoo_only, mode.zoo_budget_s)
+    rows = []
+    for c in catches:
+        fam = "-" if c.family is None else c.family + ("" if c.expected_family else " (!)")
+        rows.append([c.name, c.caught_by or "NOT CAUGHT", fam,
+                     "-" if c.examples is None else str(c.examples),
+                     "-" if c.detect_s is None else f"{c.detect_s:.2f}",
+                     f"{c.total_s:.2f}" if c.total_s else "-"])
+    _table(["mutant", "caught by", "family", "example", "detect s", "total s"], rows)
+    caught = [c for c in catches if c.caught_by]
+    odd = [c for c in caught if not c.expected_family]
+    missed = [c for c in catches if not c.caught_by]
+    _print(f"  {len(caught)}/{len(catches)} caught. CPU seconds from the start of each mutant "
+           "(its earlier checks included); example = which example of the catching check "
+           "failed; (!) = a family the zoo does not list for that mutant")
+    for c in missed:
+        _print(f"  not caught: {c.name}: {c.note}")
+    return {"examples": mode.zoo_examples, "steps": mode.machine_steps,
+            "mutants": [c.as_dict() for c in catches], "caught": len(caught),
+            "unexpected_family": [c.name for c in odd], "missed": [c.name for c in missed]}
+
+
+# --------------------------------------------------------------------------- main
+
+
+SECTIONS: dict[str, Callable[[Mode, Target, Target | None, str], dict[str, Any]]] = {
+    "throughput": section_throughput,
+    "scaling": lambda mode, ours, _theirs, _why: section_scaling(mode, ours),
+    "suite": lambda mode, ours, _theirs, _why: section_suite(mode, ours),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks",
+                                     description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small budgets (< 30 s)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON file ({RESULTS})")
+    parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="multiply the throughput trace's request count")
+    parser.add_argument("--repeats", type=int, default=None, help="timing repeats")
+    parser.add_argument("--zoo-examples", type=int, default=None,
+                        help="examples per machine for each mutant")
+    parser.add_argument("--zoo-budget", type=float, default=None,
+                        help="CPU seconds for the whole zoo section")
+    parser.add_argument("--no-fetch", action="store_true",
+                        help="do not download the vllm-block wheel when it is missing")
+    args = parser.parse_args(argv)
+    mode = QUICK if args.quick else DEFAULT
+    mode = replace(mode, trace=mode.trace.scaled(args.scale))
+    if args.repeats is not None:
+        mode = replace(mode, repeats=args.repeats, scaling_repeats=args.repeats)
+    if args.zoo_examples is not None:
+        mode = replace(mode, zoo_examples=args.zoo_examples)
+    if args.zoo_budget is not None:
+        mode = replace(mode, zoo_budget_s=args.zoo_budget)
+
+    started, started_cpu = time.perf_counter(), time.process_time()
+    load_before = os.getloadavg()
+    ours, theirs, why = load_targets(fetch=not args.no_fetch)
+    _print(f"prefixcache benchmarks ({mode.name} mode): ours = {_label(ours)}; vLLM = "
+           f"{_label(theirs) if theirs else 'unavailable'}; clock = {CLOCK.__name__}; "
+           f"load average {load_before[0]:.2f} on {os.cpu_count()} CPUs")
+    if load_before[0] > (os.cpu_count() or 1):
+        _print("WARNING: the machine is busy; CPU times still inflate through shared caches, so "
+               "small ratios (the micro-benchmark steps above all) are noisy")
+    _print()
+    command = sys.argv[1:] if argv is None else list(argv)
+    results: dict[str, Any] = {"meta": {
+        "mode": mode.name, "command": " ".join(["python -m benchmarks", *command]),
+        "python": platform.python_version(), "platform": platform.platform(),
+        "cpus": os.cpu_count(), "clock": CLOCK.__name__, "started": time.time(),
+        "load_average_before": load_before, "sections_s": {},
+    }}
+    for name in args.sections:
+        wall, cpu = time.perf_counter(), time.process_time()
+        with suite_speed.quiet():  # the allocator's warnings (refused resets) are noise here
+            results[name] = SECTIONS[name](mode, ours, theirs, why)
+        spent = {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}
+        results["meta"]["sections_s"][name] = spent
+        _print(f"[{name}: {spent['wall']:.0f} s wall, {spent['cpu']:.0f} s CPU]")
+        _print()
+    elapsed = time.perf_counter() - started
+    results["meta"].update(wall_s=elapsed, cpu_s=time.process_time() - started_cpu,
+                           load_average_after=os.getloadavg())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
+    _print(f"done in {elapsed:.0f} s wall ({results['meta']['cpu_s']:.0f} s CPU); load average "
+           f"now {os.getloadavg()[0]:.2f}; results in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

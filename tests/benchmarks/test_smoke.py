@@ -1,0 +1,172 @@
+"""Smoke tests of the benchmarks: the serving trace is deterministic and in contract (the oracle
+judges it step by step at small scale), compiled programs agree with the allocator's own
+free counts, and ``python -m benchmarks --quick`` produces a sane report."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import run, trace_speed
+from benchmarks.compiled import clock_overhead_ns, compile_table_program
+from benchmarks.serving_trace import Trace, TraceConfig, generate
+from models import operations as ops
+from models.capabilities import Config
+from properties.replay import run_program
+from properties.targets import Target, load_target
+
+SMALL = replace(run.SMALL_TRACE, num_requests=14)
+
+
+def _vllm() -> Target:
+    try:
+        return load_target(run.VLLM_SPEC)
+    except Exception as exc:  # the wheel is fetched by `python -m properties.upstream fetch`
+        pytest.skip(f"vLLM 0.8 allocator unavailable: {exc}")
+
+
+def _config(trace_config: TraceConfig, target: Target) -> Config:
+    c = trace_config
+    return Config(c.block_size, c.num_gpu_blocks, c.num_cpu_blocks, target.caps)
+
+
+# --------------------------------------------------------------------------- the trace
+
+
+def test_trace_is_deterministic() -> None:
+    first, again = generate(SMALL), generate(SMALL)
+    assert first.program == again.program
+    assert (first.steps, first.worst_free, first.stats) == (again.steps, again.worst_free,
+                                                            again.stats)
+    assert generate(replace(SMALL, seed=SMALL.seed + 1)).program != first.program
+
+
+def test_trace_exercises_the_serving_mix() -> None:
+    trace = generate(run.SMALL_TRACE)
+    kinds = trace.op_counts()
+    for kind in ("table_allocate", "table_append", "table_fork", "table_free", "table_swap",
+                 "table_mark_accessed", "mark_computed", "clear_cows"):
+        assert kinds[kind] > 0, kind
+    swaps = [op for op in trace.program if isinstance(op, ops.TableSwap)]
+    assert {(op.src, op.dst) for op in swaps} == {(ops.Dev.GPU, ops.Dev.CPU),
+                                                   (ops.Dev.CPU, ops.Dev.GPU)}
+    appends = [op for op in trace.program if isinstance(op, ops.TableAppend)]
+    assert any(op.lookahead for op in appends) and any(not op.lookahead for op in appends)
+    assert trace.stats["cows"] > 0 and trace.stats["follow_ups"] > 0
+    # Requests share system prompts: many allocations start with the same tokens.
+    heads = [op.tokens[:8] for op in trace.program if isinstance(op, ops.TableAllocate)]
+    assert len(set(heads)) < len(heads)
+
+
+@pytest.mark.parametrize("cpu_evictions", [False, True])
+def test_small_trace_passes_the_oracle(cpu_evictions: bool) -> None:
+    config = replace(SMALL, cpu_evictions=cpu_evictions)
+    trace = generate(config)
+    target = load_target()
+    runner = run_program(target, _config(config, target), trace.program)  # raises a Violation
+    assert all(step.outcome.error is None for step in runner.log)
+    assert len(runner.log) == len(trace.program)
+
+
+def test_small_trace_passes_the_oracle_on_vllm() -> None:
+    target = _vllm()
+    trace = generate(SMALL)
+    runner = run_program(target, _config(SMALL, target), trace.program)
+    assert all(step.outcome.error is None for step in runner.log)
+
+
+# --------------------------------------------------------------------------- compiled runs
+
+
+def test_compiled_runs_agree_and_respect_the_ledger() -> None:
+    trace = generate(run.SMALL_TRACE)
+    targets = {"ours": load_target()}
+    with contextlib.suppress(Exception):  # without vLLM, ours alone still checks the bound
+        targets["vllm"] = load_target(run.VLLM_SPEC)
+    programs = trace_speed.compile_all(trace, targets, chunk=40)  # many comparison points
+    check, seconds = trace_speed.validate(trace, programs)
+    assert check.ok, check.as_dict()
+    assert set(seconds) == set(targets) and all(s > 0 for s in seconds.values())
+    # Chunks end at scheduling-step boundaries, so every comparison point is one.
+    assert check.points > len(trace.steps) // 4
+    assert set(programs["ours"].ends) <= set(trace.steps)
+    # The final state is not trivially empty: sequences are still running.
+    assert trace.stats["running_at_end"] > 0
+    gpu_free, cpu_free = check.final["ours"]
+    assert gpu_free < trace.config.num_gpu_blocks
+    assert cpu_free == trace.config.num_cpu_blocks  # CPU-resident sequences were aborted
+
+
+def test_validation_names_the_operation_that_failed() -> None:
+    program = (ops.TableAllocate((1, 2, 3)), ops.TableFree(0), ops.TableAppend(0, (4,)))
+    trace = Trace(replace(SMALL, num_gpu_blocks=4, num_cpu_blocks=0), program, (3,),
+                  ((0, 0),), {})
+    check, seconds = trace_speed.validate(trace, trace_speed.compile_all(trace, {
+        "ours": load_target()}))
+    assert not check.ok and seconds == {}
+    assert check.error is not None
+    assert check.error.startswith("ours: operation 2 (table_append) raised")
+
+
+def test_timed_run_accounts_for_every_operation() -> None:
+    trace = generate(SMALL)
+    target = load_target()
+    program = compile_table_program(target, _config(SMALL, target), trace.program)
+    per_kind = program.run_timed(clock_overhead_ns(2_000))
+    assert set(per_kind) == set(trace.op_counts())
+    assert all(seconds >= 0 for seconds in per_kind.values())
+    assert program.run_plain() > 0
+
+
+# --------------------------------------------------------------------------- quick mode
+
+
+def _finite_positive(value: Any) -> bool:
+    return isinstance(value, int | float) and value > 0 and math.isfinite(value)
+
+
+def test_quick_mode_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results.json"
+    assert run.main(["--quick", "--no-fetch", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for title in ("== 1. Throughput", "== 2. Per-operation cost", "== 3. Suite speed",
+                  "time to catch each mutant"):
+        assert title in printed
+    results = json.loads(out.read_text(encoding="utf-8"))
+    assert results["meta"]["mode"] == "quick"
+
+    throughput = results["throughput"]
+    assert throughput["validation"]["ok"]
+    counts = throughput["trace"]["op_counts"]
+    assert sum(counts.values()) == throughput["trace"]["operations"]
+    ours = throughput["timings"]["ours"]
+    assert _finite_positive(ours["total_s"])
+    assert set(ours["per_kind_s"]) == set(counts)
+    if throughput["targets"]["vllm"] is not None:
+        assert _finite_positive(throughput["ratio_vllm_over_ours"]["total"])
+        assert isinstance(throughput["target"]["met"], bool)
+
+    scaling = results["scaling"]
+    assert scaling["micro"]["sizes"] == list(run.QUICK.scaling_sizes)
+    for times in [*scaling["micro"]["ns_per_op"].values(),
+                  scaling["trace"]["ns_per_op"]["all operations"]]:
+        assert len(times) == len(run.QUICK.scaling_sizes)
+        assert all(_finite_positive(t) for t in times)
+
+    suite = results["suite"]
+    for machine in suite["machines"]:
+        assert machine["steps"] > 0 and machine["examples"] > 0
+        assert _finite_positive(machine["steps_per_second"])
+        assert _finite_positive(machine["check_ratio"])
+    assert _finite_positive(suite["small_trace"]["check_ratio"])
+    zoo = suite["zoo"]
+    if "skipped" not in zoo:
+        assert {m["name"] for m in zoo["mutants"]} <= set(run.QUICK.zoo_only or ())
+        for mutant in zoo["mutants"]:
+            assert (mutant["caught_by"] is None) == (mutant["detect_s"] is None)

@@ -1,0 +1,4 @@
+"""The self-test zoo: deliberately broken allocators the conformance suite must catch.
+
+Each mutant is the bundled allocator with ONE small, realistic bug (see ``broken.ZOO``).
+"""

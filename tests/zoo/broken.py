@@ -1,0 +1,188 @@
+"""The zoo registry: every mutant as a target spec ``tests.zoo.broken:<name>``.
+
+``ZOO[name]`` is a :class:`Mutant`: its factory (the signature of
+``CpuGpuBlockAllocator.create``), a one-line description of its bug, and the invariant families
+that may legitimately report it. Each factory is also a module attribute named ``name``, so the
+spec resolves and reproducer scripts can import it. The mutants claim what the bundled
+allocator claims (``prefixcache_claims``): they are the bundled allocator plus one bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from models.families import Family
+from prefixcache import PREFIXCACHE_CLAIMS
+from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator
+from prefixcache.errors import InvalidArgumentError
+from prefixcache.hashing import HashFunction
+from prefixcache.interfaces import BlockAllocator
+from prefixcache.naive_block import NaiveBlock, NaiveBlockAllocator
+from tests.zoo import allocator_mutants as am
+from tests.zoo import device_mutants as dm
+from tests.zoo import evictor_mutants as em
+from tests.zoo import hashing_mutants as hm
+from tests.zoo.plumbing import PluggableAllocator
+
+F = Family
+Factory = Callable[..., CpuGpuBlockAllocator]
+
+#: Which state machines can reach a bug, in the order to try them.
+BLOCK = "block"
+SEQUENCE = "sequence"
+#: A dedicated long-chain program (``run_program``), for bugs the tiny pools cannot show.
+LONG_CHAIN = "long_chain"
+
+
+@dataclass(frozen=True, slots=True)
+class Mutant:
+    """A broken allocator: its factory, its bug, and who may report it."""
+
+    name: str
+    factory: Factory
+    bug: str
+    families: frozenset[Family]
+    checks: tuple[str, ...] = (BLOCK, SEQUENCE)
+
+    @property
+    def spec(self) -> str:
+        return f"{__name__}:{self.name}"
+
+
+def _factory(
+    name: str,
+    *,
+    allocator: type[PluggableAllocator] = PluggableAllocator,
+    device: type[CpuGpuBlockAllocator] = CpuGpuBlockAllocator,
+    hash_function: HashFunction | None = None,
+) -> Factory:
+    """``CpuGpuBlockAllocator.create`` building ``allocator`` per device inside ``device``
+    (``"naive"`` builds the bundled naive allocators: the mutants are prefix-caching bugs)."""
+    default_hash = hash_function
+
+    def factory(
+        allocator_type: str,
+        num_gpu_blocks: int,
+        num_cpu_blocks: int,
+        block_size: int,
+        hash_function: HashFunction | None = default_hash,
+    ) -> CpuGpuBlockAllocator:
+        gpu_ids = range(num_gpu_blocks)
+        cpu_ids = range(num_gpu_blocks, num_gpu_blocks + num_cpu_blocks)
+        gpu: BlockAllocator
+        cpu: BlockAllocator
+        if allocator_type == "naive":
+            gpu = NaiveBlockAllocator(NaiveBlock, num_gpu_blocks, block_size, block_ids=gpu_ids)
+            cpu = NaiveBlockAllocator(NaiveBlock, num_cpu_blocks, block_size, block_ids=cpu_ids)
+        elif allocator_type == "prefix_caching":
+            gpu = allocator(num_gpu_blocks, block_size, block_ids=gpu_ids,
+                            hash_function=hash_function)
+            cpu = allocator(num_cpu_blocks, block_size, block_ids=cpu_ids,
+                            hash_function=hash_function)
+        else:
+            raise InvalidArgumentError(f"unknown allocator type {allocator_type!r}")
+        return device(cpu_block_allocator=cpu, gpu_block_allocator=gpu)
+
+    factory.__name__ = factory.__qualname__ = name
+    return factory
+
+
+def _mutants() -> Iterable[Mutant]:
+    def m(name: str, bug: str, families: Iterable[Family], checks: tuple[str, ...] = (
+            BLOCK, SEQUENCE), **build: Any) -> Mutant:
+        return Mutant(name, _factory(name, **build), bug, frozenset(families), checks)
+
+    # -- the example bug classes of INVARIANTS.md, in its order
+    yield m("duplicate_promotion_cached_free",
+            "a block promoted onto a duplicate frees its own id through the cached path",
+            (F.CACHE, F.LEAK), allocator=am.CachedPathDuplicateFree)
+    yield m("recursive_fork", "fork walks the chain recursively (RecursionError past ~1000)",
+            (F.TABLE,), (LONG_CHAIN,), allocator=am.RecursiveFork)
+    yield m("evictor_assumes_time_order",
+            "the evictor takes the first-added candidate as least recently used",
+            (F.LRU,), allocator=em.ArrivalOrderAllocator)
+    yield m("table_holds_block_twice",
+            "a block chained after an empty block reuses its id: one table holds it twice",
+            (F.RC, F.LEAK, F.TABLE, F.COW), (SEQUENCE, BLOCK), allocator=am.ReservedIdShared)
+    # A collision hands one physical id to two different contents: HASH, CONTENT or LEAK.
+    yield m("hash_ignores_extra_key", "the content hash leaves out the LoRA / extra key",
+            (F.HASH, F.CONTENT, F.LEAK), hash_function=hm.hash_ignoring_extra)
+    yield m("python_tuple_hash", "the content hash is Python hash() of the token tuple",
+            (F.HASH, F.CONTENT, F.LEAK), hash_function=hm.python_tuple_hash)
+    yield m("is_full_off_by_one", "a block is hashed (and promoted) one token before it is full",
+            (F.CACHE, F.CONTENT), allocator=hm.EarlyHashAllocator)
+    yield m("hit_stays_evictable",
+            "a cache hit on an evictable id does not remove it from the evictor",
+            (F.CACHE, F.CONTENT, F.FREE), allocator=am.HitStaysEvictable)
+    yield m("evictor_branch_wrong_count",
+            "release moves an id to the evictor / free deque at refcount 1, not 0",
+            (F.RC, F.CACHE, F.LEAK, F.FREE), allocator=am.EarlyEvictorBranch)
+    yield m("eviction_keeps_content_entry",
+            "eviction does not drop the victim's hash -> id content-map entry",
+            (F.CACHE, F.CONTENT), allocator=am.EvictionKeepsContentEntry)
+    yield m("cow_not_recorded", "copy-on-write records no (src, dst) pair",
+            (F.COW, F.CONTENT), allocator=am.CowNotRecorded)
+    yield m("cow_recorded_reversed", "copy-on-write records (dst, src)",
+            (F.COW, F.CONTENT), allocator=am.CowRecordedReversed)
+    yield m("swap_mapping_reversed", "swap returns {destination id: source id}",
+            (F.SWAP,), device=dm.SwapMappingReversed)
+    yield m("free_count_omits_evictor", "the free count leaves out the evictable ids",
+            (F.FREE, F.CACHE), allocator=am.FreeCountOmitsEvictor)
+    yield m("free_count_double_counts", "the free count counts every evictable id twice",
+            (F.FREE, F.ATOMIC), allocator=am.FreeCountDoubleCounts)
+    yield m("chain_hash_drops_prefix", "the previous block's hash is left out of the chain hash",
+            (F.HASH, F.CONTENT, F.LEAK), hash_function=hm.hash_dropping_prefix)
+    yield m("free_on_every_decrement",
+            "a hashless id is pushed on the free deque on every decrement, not only at zero",
+            (F.LEAK, F.FREE, F.RC), allocator=am.PushOnEveryDecrement)
+    yield m("fork_one_ref_short", "fork takes no reference for the first block of the chain",
+            (F.RC,), allocator=am.ForkOneRefShort)
+    yield m("immutable_blocks_keep_partial",
+            "allocate_immutable_blocks runs out half way and keeps what it took",
+            (F.ATOMIC, F.LEAK), allocator=am.ImmutableBlocksKeepPartial)
+    # -- more classes like them
+    yield m("lru_tie_ignores_depth", "LRU ties ignore the hashed-token count",
+            (F.LRU,), allocator=em.DepthBlindAllocator)
+    yield m("tokens_total_not_chained",
+            "num_tokens_total counts the block's own tokens only (evictor depth is wrong)",
+            (F.LRU,), allocator=hm.LocalTokenCountAllocator)
+    yield m("computed_before_marked", "a newly cached id is reported computed before marking",
+            (F.COMPUTED,), allocator=am.ComputedOnPromotion)
+    yield m("hit_counted_twice", "taking a cached reference records a second hit",
+            (F.HIT,), allocator=am.HitCountedTwice)
+    yield m("miss_counted_on_failure", "a failed immutable allocation still counts a miss",
+            (F.HIT, F.ATOMIC), allocator=am.MissCountedOnFailure)
+    yield m("touched_count_undercounts",
+            "swap-in estimates count a block cached on an evictable id as free of charge",
+            (F.FREE,), allocator=am.TouchedCountsEvictableAsResident)
+    yield m("swap_in_on_source_device", "swap brings the blocks back in on the source device",
+            (F.SWAP,), device=dm.SwapInOnSource)
+    yield m("cow_destination_left_free",
+            "copy-on-write peeks its destination id: it stays free and is handed out again",
+            (F.LEAK, F.FREE, F.RC, F.CONTENT), allocator=am.CowDestinationLeftFree)
+    yield m("cow_releases_first",
+            "copy-on-write drops the shared reference before it has a fresh id",
+            (F.ATOMIC, F.RC), allocator=am.CowReleasesFirst)
+    yield m("reset_while_in_use",
+            "reset_prefix_cache proceeds while mutable (uncached) blocks are in use",
+            (F.CACHE,), allocator=am.ResetWhileInUse)
+    yield m("evicts_before_hashless",
+            "fresh ids come from the evictor while hashless-free ids exist",
+            (F.CACHE, F.LRU), allocator=am.EvictsBeforeHashless)
+    yield m("cached_prefix_bisect",
+            "find_cached_blocks_prefix bisects, assuming cached+computed blocks are prefix-closed",
+            (F.COMPUTED,), allocator=am.BisectedCachedPrefix)
+
+
+ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}
+
+# Every factory is a module attribute, so ``tests.zoo.broken:<name>`` resolves.
+globals().update({name: mutant.factory for name, mutant in ZOO.items()})
+
+
+def prefixcache_claims(factory: Any) -> dict[str, Any]:
+    """Claims of a zoo factory (read by ``properties.targets.load_target``)."""
+    name = getattr(factory, "__name__", "?")
+    return {**PREFIXCACHE_CLAIMS, "name": f"zoo/{name}", "version": "mutant"}
