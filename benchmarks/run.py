@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -454,6 +455,17 @@ def section_zoo(mode: Mode) -> dict[str, Any]:
 # --------------------------------------------------------------------------- main
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every infinite or NaN float replaced by None (strict JSON)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 SECTIONS: dict[str, Callable[[Mode, Target, Target | None, str], dict[str, Any]]] = {
     "throughput": section_throughput,
     "scaling": lambda mode, ours, _theirs, _why: section_scaling(mode, ours),
@@ -515,7 +527,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["meta"].update(wall_s=elapsed, cpu_s=time.process_time() - started_cpu,
                            load_average_after=os.getloadavg())
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
+    args.out.write_text(json.dumps(_finite(results), indent=1, default=str, allow_nan=False)
+                        + "\n", encoding="utf-8")
     _print(f"done in {elapsed:.0f} s wall ({results['meta']['cpu_s']:.0f} s CPU); load average "
            f"now {os.getloadavg()[0]:.2f}; results in {args.out}")
     return 0
