@@ -3,19 +3,16 @@ of ``tests.zoo.broken.ZOO``, each with a violation of a family that legitimately
 bug, while the bundled allocator passes the same budget.
 
 Each mutant runs through its checks in order (the block- and sequence-level state machines under
-``BUDGETS``, a fixed-seed budget, or the long-chain program) until one catches it; the failing
-program is then shrunk by replay (see ``tests.zoo.harness``). ``pytest tests/test_zoo.py -s -p
+one derandomized budget, or the long-chain program) until one catches it; the failing program
+is then shrunk by replay (see ``tests.zoo.harness``). ``pytest tests/test_zoo.py -s -p
 no:xdist`` prints a per-mutant table and the summary (median shrunk steps, max time); under
-``-n 2`` each worker's summary is swallowed by xdist (the numbers are also in each report's
-``user_properties``, e.g. in ``--junitxml``).
+``-n 2`` each worker's summary is swallowed by xdist.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import pytest
 
@@ -32,21 +29,18 @@ from properties.targets import DEFAULT_SPEC, load_target
 from tests.zoo.broken import LONG_CHAIN, ZOO, Mutant
 from tests.zoo.harness import MACHINES, Budget, Catch, run_check, shrink
 
-#: The budget, the same for every mutant and for the bundled allocator: two fixed-seed
-#: schedules, many short runs then fewer long ones (deeper pool pressure); a mutant runs the
-#: second only if the first missed it. (The long-chain check has no budget and runs once.)
-BUDGETS = (Budget(max_examples=200, steps=40, seed=1), Budget(max_examples=100, steps=80, seed=2))
+#: One budget for every mutant and for the bundled allocator.
+BUDGET = Budget(max_examples=200, steps=40)
 
 F = Family
 
 #: WORKAROUND (reported to the lead): families the oracle reports for a mutant although they are
 #: not what its bug breaks. Each entry names the oracle behaviour responsible.
 _VICTIM_CASCADE = (
-    "when a step takes a fresh id the contract does not permit (a younger LRU victim, a needless "
-    "eviction), models.fresh_ids flags it and goes on with its own choice instead of the "
-    "target's; later checks of the same step then compare against that substitute (a later "
-    "block 'holds other live content': CONTENT; the swap mapping differs: SWAP) and outrank "
-    "the root cause"
+    "when a step evicts a victim the LRU rule does not permit, models.fresh_ids flags LRU and "
+    "then evicts its own choice (min(permitted)) instead of the target's; later checks of the "
+    "same step then see the model and the target disagree (a later block 'holds other live "
+    "content': CONTENT; the swap mapping differs: SWAP), and those outrank the LRU root cause"
 )
 _SHORTFALL_SWAP = (
     "a swap that succeeds although the model says it cannot fit is reported as FREE without a "
@@ -57,36 +51,26 @@ ORACLE_ATTRIBUTION: dict[str, tuple[frozenset[Family], str]] = {
     "evictor_assumes_time_order": (frozenset({F.CONTENT, F.SWAP}), _VICTIM_CASCADE),
     "lru_tie_ignores_depth": (frozenset({F.CONTENT, F.SWAP}), _VICTIM_CASCADE),
     "tokens_total_not_chained": (frozenset({F.CONTENT, F.SWAP}), _VICTIM_CASCADE),
-    "evicts_before_hashless": (frozenset({F.SWAP}), _VICTIM_CASCADE),
     "eviction_keeps_content_entry": (frozenset({F.FREE}), _SHORTFALL_SWAP),
 }
 
-#: Mutants the suite does not catch within BUDGETS: gaps in the suite, not in the zoo (reported to
+#: Mutants the suite does not catch within BUDGET: gaps in the suite, not in the zoo (reported to
 #: the lead). Non-strict xfail: a gap that closes shows as XPASS (``-ra``) without failing others'
 #: runs, since whether a derandomized budget reaches a rare state can change with any suite edit.
 SUITE_GAPS: dict[str, str] = {
     "duplicate_promotion_cached_free": (
-        "weak coverage: the machines rarely fill a mutable block with content that is already "
-        "cached (no duplicate promotion in 300x40 derandomized examples of either machine); "
-        "caught by 2/5 seeds at 200x40 and 3/5 at 100x80; a 4-step program catches it (CACHE)"
+        "the machines almost never fill a mutable block with content that is already cached "
+        "(0 duplicate promotions in 300x40 examples of either machine); a 4-step program "
+        "catches it (CACHE)"
     ),
     "cached_prefix_bisect": (
         "find_cached_blocks_prefix is only wrong when an earlier block of a chain is uncached or "
         "uncomputed while a later one is cached and computed (a re-allocated evicted prefix); "
-        "caught by 1/5 seeds at 200x40 and 0/5 at 100x80"
+        "the machines do not reach that state within the budget"
     ),
 }
 
-@dataclass(frozen=True, slots=True)
-class Result:
-    """How a mutant was caught; times count from the start of its first check."""
-
-    catch: Catch
-    detect_seconds: float  # to the first violation
-    total_seconds: float  # every check tried, plus shrinking
-
-
-RESULTS: dict[str, Result] = {}
+RESULTS: dict[str, Catch] = {}
 
 
 @pytest.fixture
@@ -106,29 +90,22 @@ def zoo_summary() -> Iterator[None]:
         print("\n" + summary(RESULTS))
 
 
-def summary(results: dict[str, Result]) -> str:
+def summary(results: dict[str, Catch]) -> str:
     """One line per caught mutant, then the median shrunk length and the slowest catch."""
-    lines = [f"{'mutant':34} {'check':10} {'budget':9} {'family':8} {'ex':>4} {'raw':>4} "
-             f"{'steps':>5} {'detect s':>8} {'total s':>7}"]
-    for name, r in sorted(results.items()):
-        c = r.catch
-        budget = f"{c.budget.max_examples}x{c.budget.steps}/{c.budget.seed}"
-        lines.append(f"{name:34} {c.check:10} {budget:9} {c.family.value:8} {c.examples:4d} "
-                     f"{c.raw_steps:4d} {c.steps:5d} {r.detect_seconds:8.2f} "
-                     f"{r.total_seconds:7.2f}")
-    steps = [r.catch.steps for r in results.values()]
-    slowest = max(results, key=lambda n: results[n].total_seconds)
+    lines = [f"{'mutant':34} {'check':10} {'family':8} {'ex':>4} {'raw':>4} {'steps':>5} "
+             f"{'detect s':>8} {'total s':>7}"]
+    for name, c in sorted(results.items()):
+        total = c.check_seconds + c.shrink_seconds
+        lines.append(f"{name:34} {c.check:10} {c.family.value:8} {c.examples:4d} "
+                     f"{c.raw_steps:4d} {c.steps:5d} {c.detect_seconds:8.2f} {total:7.2f}")
+    steps = [c.steps for c in results.values()]
+    slowest = max(results, key=lambda n: results[n].check_seconds + results[n].shrink_seconds)
+    worst = results[slowest]
     lines.append(f"zoo: {len(results)} caught; shrunk counterexample median "
                  f"{statistics.median(steps)} steps (max {max(steps)}); max time to catch "
-                 f"{results[slowest].total_seconds:.2f} s ({slowest}); max time to detection "
-                 f"{max(r.detect_seconds for r in results.values()):.2f} s")
+                 f"{worst.check_seconds + worst.shrink_seconds:.2f} s ({slowest}); "
+                 f"max detection {max(c.detect_seconds for c in results.values()):.2f} s")
     return "\n".join(lines)
-
-
-def _plan(checks: tuple[str, ...]) -> list[tuple[str, Budget]]:
-    """Every check under the first schedule, then the machines under the others."""
-    return [(check, budget) for index, budget in enumerate(BUDGETS) for check in checks
-            if index == 0 or check != LONG_CHAIN]
 
 
 def _describe(catch: Catch) -> str:
@@ -190,22 +167,17 @@ def test_mutant_is_caught(name: str, restore_target: None,
                           record_property: Callable[[str, object], None]) -> None:
     mutant = ZOO[name]
     target = load_target(mutant.spec)
-    started = time.perf_counter()
     catch = None
-    for check, budget in _plan(mutant.checks):
-        before = time.perf_counter() - started
-        catch = run_check(check, target, budget)
+    for check in mutant.checks:
+        catch = run_check(check, target, BUDGET)
         if catch is not None:
             break
-    assert catch is not None, f"{name} ({mutant.bug}) survived {mutant.checks} at {BUDGETS}"
-    result = Result(catch, before + catch.detect_seconds, time.perf_counter() - started)
-    RESULTS[name] = result
+    assert catch is not None, f"{name} ({mutant.bug}) survived {mutant.checks} at {BUDGET}"
+    RESULTS[name] = catch
     record_property("zoo", {"check": catch.check, "family": catch.family.value,
-                            "budget": [catch.budget.max_examples, catch.budget.steps,
-                                       catch.budget.seed],
                             "examples": catch.examples, "raw_steps": catch.raw_steps,
-                            "steps": catch.steps, "detect_s": round(result.detect_seconds, 3),
-                            "total_s": round(result.total_seconds, 3)})
+                            "steps": catch.steps, "detect_s": round(catch.detect_seconds, 3),
+                            "total_s": round(catch.check_seconds + catch.shrink_seconds, 3)})
     assert catch.family in _accepted(name), (
         f"{name} ({mutant.bug}) caught by {catch.check} as {catch.family.value}, expected one "
         f"of {sorted(f.value for f in _accepted(name))}:\n{_describe(catch)}")
@@ -219,10 +191,11 @@ def test_mutant_is_caught(name: str, restore_target: None,
 
 def test_bundled_allocator_passes_the_same_budget(restore_target: None) -> None:
     target = load_target(DEFAULT_SPEC)
-    for check, budget in _plan((*MACHINES, LONG_CHAIN)):
-        catch = run_check(check, target, budget)
+    for check in (*MACHINES, LONG_CHAIN):
+        catch = run_check(check, target, BUDGET)
         assert catch is None, f"false alarm on the bundled allocator ({check}):\n" \
             + _describe(catch)
+
 
 
 def test_shrink_drops_padding_and_renumbers_handles() -> None:

@@ -1,9 +1,8 @@
 """Running a mutant through the conformance suite, and shrinking what caught it.
 
 A *check* is one of the suite's state machines (``block``, ``sequence``) run with
-``run_state_machine_as_test`` under a fixed budget (examples x steps, with a fixed seed, so every
-run sees the same examples), or the ``long_chain`` program replayed with
-``properties.replay.run_program``.
+``run_state_machine_as_test`` under a derandomized, fixed budget (examples x steps), or the
+``long_chain`` program replayed with ``properties.replay.run_program``.
 
 The machines run without Hypothesis's shrink phase (like the suite's ``mutation`` profile):
 Hypothesis re-validates the machines' per-step strategies on every replay, so shrinking costs
@@ -23,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from models import operations as ops
@@ -49,13 +48,10 @@ LONG_CHAIN_BLOCKS = 2_000
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """A fixed search budget with a fixed seed: the same examples on every run. (Hypothesis's
-    derandomized seed is one per process, so schedules with their own seeds explore
-    independently where schedules differing only in size would repeat each other.)"""
+    """A fixed, derandomized search budget: the same examples on every run."""
 
     max_examples: int
     steps: int
-    seed: int = 0
 
     def settings(self) -> settings:
         return settings(
@@ -76,7 +72,6 @@ class Catch:
     """A check that caught a target: the violation and program as found, and shrunk."""
 
     check: str
-    budget: Budget
     found: Violation  # as raised by the check
     config: Config
     program: tuple[Op, ...]  # shrunk; replaying it raises ``violation``
@@ -127,8 +122,7 @@ def run_check(check: str, target: Target, budget: Budget) -> Catch | None:
                 run_program(target, config, program)
         except Violation as violation:
             seconds = time.perf_counter() - started
-            return _shrunk(check, budget, target, violation, config, program, 1, seconds,
-                           seconds)
+            return _shrunk(check, target, violation, config, program, 1, seconds, seconds)
         return None
     found: list[_FirstFailure] = []
     examples = [0]
@@ -149,13 +143,13 @@ def run_check(check: str, target: Target, budget: Budget) -> Catch | None:
     use(target)
     try:
         with _quiet():
-            run_state_machine_as_test(seed(budget.seed)(Probe), settings=budget.settings())
+            run_state_machine_as_test(Probe, settings=budget.settings())
     except Violation as violation:
         if not found:
             raise
         first = found[0]
-        return _shrunk(check, budget, target, violation, first.config, first.program,
-                       first.examples, first.seconds, time.perf_counter() - started)
+        return _shrunk(check, target, violation, first.config, first.program, first.examples,
+                       first.seconds, time.perf_counter() - started)
     return None
 
 
@@ -167,12 +161,12 @@ class _FirstFailure:
     program: list[Op]
 
 
-def _shrunk(check: str, budget: Budget, target: Target, found: Violation, config: Config,
+def _shrunk(check: str, target: Target, found: Violation, config: Config,
             program: Sequence[Op], examples: int, detect: float, total: float) -> Catch:
     started = time.perf_counter()
     shrunk, violation = shrink(target, config, program, found)
-    return Catch(check, budget, found, config, tuple(shrunk), violation, len(program), examples,
-                 detect, total, time.perf_counter() - started)
+    return Catch(check, found, config, tuple(shrunk), violation, len(program), examples, detect,
+                 total, time.perf_counter() - started)
 
 
 # --------------------------------------------------------------------------- shrinking
