@@ -45,9 +45,16 @@ def check_block_size(value: object) -> int:
     return check_positive(value, "block_size")
 
 
+_JUST_INT = frozenset((int,))
+
+
 def checked_tokens(token_ids: object) -> list[int]:
     """A fresh list of the token ids, each an int (``operator.index``-convertible) and
     not a bool: ``True`` would otherwise alias token 1."""
+    if (token_ids.__class__ is list or token_ids.__class__ is tuple) and _JUST_INT.issuperset(
+        map(type, token_ids)
+    ):  # the fast path (C loops): a list or tuple of plain ints
+        return list(token_ids)
     if isinstance(token_ids, str | bytes | Mapping | Set) or not isinstance(token_ids, Iterable):
         raise InvalidArgumentError(
             f"token_ids must be a sequence of ints, got {type(token_ids).__name__}"

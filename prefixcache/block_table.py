@@ -30,6 +30,7 @@ from prefixcache.errors import (
     NoFreeBlocksError,
 )
 from prefixcache.interfaces import Block, DeviceAwareBlockAllocator
+from prefixcache.prefix_caching_block import PrefixCachingBlock
 from prefixcache.utils import Device, cdiv, chunk_list
 
 __all__ = ["BlockTable"]
@@ -149,8 +150,14 @@ class BlockTable:
         if not self._is_allocated:
             raise InvalidArgumentError("the block table has no blocks; allocate it first")
         tokens = checked_tokens(token_ids)
-        check_count(num_lookahead_slots, "num_lookahead_slots")
-        check_extra_hash(extra_hash)
+        if num_lookahead_slots.__class__ is not int or num_lookahead_slots < 0:
+            check_count(num_lookahead_slots, "num_lookahead_slots")
+        if extra_hash is not None:
+            check_extra_hash(extra_hash)
+        if self._max_block_sliding_window is None and self._append_in_place(
+            tokens, num_lookahead_slots
+        ):
+            return
         drop_end = self._sliding_window_end(num_computed_slots)
         chunks = self._chunk_token_blocks_for_append(tokens)
         # A third-party allocator without the admission extensions skips the check.
@@ -170,6 +177,38 @@ class BlockTable:
         for offset, chunk in enumerate(chunks):
             self._blocks.append_token_ids(first_block_index + offset, chunk)
         self._num_full_slots += len(tokens)
+
+    def _append_in_place(self, tokens: list[int], num_lookahead_slots: int) -> bool:
+        """The common decode step, done if it applies (else ``False``, nothing changed):
+        the tokens fit the block they start in and the table already has the lookahead
+        slots. Only that block is written, so the step is all or nothing without an
+        admission count: copy-on-write takes its fresh id before anything changes."""
+        count = len(tokens)
+        num_full = self._num_full_slots
+        block_size = self._block_size
+        block_list = self._blocks
+        blocks = block_list.list()
+        if count + num_lookahead_slots > len(blocks) * block_size - num_full:
+            return False
+        if count > block_size - num_full % block_size:
+            return False
+        if not count:
+            return True
+        index = num_full // block_size
+        block = blocks[index]
+        if type(block) is PrefixCachingBlock:
+            block_id = block._block_id
+            if block_id is None:
+                return False  # freed behind the table: the general path names the error
+            block._append(tokens)  # tokens are checked already
+            if block._block_id != block_id:
+                block_list.ids()[index] = block._block_id  # type: ignore[assignment]
+        elif block.block_id is None:
+            return False
+        else:
+            block_list.append_token_ids(index, tokens)
+        self._num_full_slots = num_full + count
+        return True
 
     def _sliding_window_end(self, num_computed_slots: int | None) -> int:
         window = self._max_block_sliding_window

@@ -46,7 +46,9 @@ class RefCounter:
         self._refcounts: dict[int, int] = dict.fromkeys(all_block_indices, 0)
 
     def _current(self, block_id: int) -> int:
-        count = self._refcounts.get(check_block_id(block_id))
+        if block_id.__class__ is not int:  # exact ints skip the (bool/float) alias check
+            check_block_id(block_id)
+        count = self._refcounts.get(block_id)
         if count is None:
             raise UnknownBlockIdError(f"block id {block_id!r} is not counted here")
         return count
@@ -173,24 +175,24 @@ class BlockPool:
         extra_hash: int | None = None,
     ) -> Block:
         """Return a (re)initialised block object holding ``physical_block_id``."""
-        kwargs: dict[str, object] = {
-            "prev_block": prev_block,
-            "token_ids": token_ids,
-            "block_size": block_size,
-            "allocator": self._allocator,
-            "block_id": physical_block_id,
-        }
-        if extra_hash is not None:
-            kwargs["extra_hash"] = extra_hash
+        kwargs: dict[str, object] = {} if extra_hash is None else {"extra_hash": extra_hash}
+        args = (prev_block, token_ids, block_size, self._allocator, physical_block_id)
         if len(self._pool) >= self._capacity and self._free_ids:
             pool_id = self._free_ids.popleft()
             self._is_free[pool_id] = 0
             block = self._pool[pool_id]
-            block.__init__(**kwargs)  # type: ignore[misc]
+            block.__init__(*args, **kwargs)  # type: ignore[misc]
         else:
             if len(self._pool) >= self._capacity:
                 self._capacity = max(1, 2 * self._capacity)
-            block = self._create_block(**kwargs)
+            block = self._create_block(
+                prev_block=prev_block,
+                token_ids=token_ids,
+                block_size=block_size,
+                allocator=self._allocator,
+                block_id=physical_block_id,
+                **kwargs,
+            )
             pool_id = len(self._pool)
             self._pool.append(block)
             self._is_free.append(0)

@@ -30,7 +30,7 @@ from prefixcache.errors import (
 from prefixcache.hashing import HashFunction
 from prefixcache.interfaces import Block, BlockAllocator, BlockId, DeviceAwareBlockAllocator
 from prefixcache.naive_block import NaiveBlock, NaiveBlockAllocator, check_no_duplicate_objects
-from prefixcache.prefix_caching_block import PrefixCachingBlockAllocator
+from prefixcache.prefix_caching_block import PrefixCachingBlock, PrefixCachingBlockAllocator
 from prefixcache.utils import Device
 
 __all__ = ["CpuGpuBlockAllocator", "NullBlock"]
@@ -110,6 +110,10 @@ class NullBlock(Block):
 _SingleDevice = NaiveBlockAllocator | PrefixCachingBlockAllocator
 
 
+#: Block classes that are certainly not the null block (checked by exact type).
+_PLAIN_BLOCKS = frozenset((NaiveBlock, PrefixCachingBlock))
+
+
 class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
     """Routes to a GPU and a CPU allocator (naive or prefix-caching, same type).
 
@@ -168,6 +172,7 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
                 self._block_ids_to_allocator[block_id] = allocator
                 self._block_ids_to_device[block_id] = device
         self._all_block_ids: frozenset[int] = cpu_ids | gpu_ids
+        self._gpu_allocator = gpu_block_allocator  # per-step calls skip the enum-keyed lookup
         self._swap_mapping: dict[BlockId, BlockId] = {}
         self._null_block: NullBlock | None = None
 
@@ -180,7 +185,9 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
         return allocator
 
     def _allocator_of_id(self, block_id: BlockId) -> BlockAllocator:
-        allocator = self._block_ids_to_allocator.get(check_block_id(block_id))
+        if block_id.__class__ is not int:  # exact ints skip the (bool/float) alias check
+            check_block_id(block_id)
+        allocator = self._block_ids_to_allocator.get(block_id)
         if allocator is None:
             raise UnknownBlockIdError(f"block id {block_id} belongs to no device")
         return allocator
@@ -231,7 +238,7 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
     # -- by block id -----------------------------------------------------------------------
 
     def free(self, block: Block) -> None:
-        if isinstance(check_block(block), NullBlock):
+        if type(block) not in _PLAIN_BLOCKS and isinstance(check_block(block), NullBlock):
             return
         block_id = block.block_id
         if block_id is None:
@@ -295,13 +302,13 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
     # -- always the GPU --------------------------------------------------------------------
 
     def clear_copy_on_writes(self) -> list[tuple[BlockId, BlockId]]:
-        return self._gpu.clear_copy_on_writes()
+        return self._gpu_allocator.clear_copy_on_writes()
 
     def mark_blocks_as_accessed(self, block_ids: list[int], now: float) -> None:
-        self._gpu.mark_blocks_as_accessed(block_ids, now)
+        self._gpu_allocator.mark_blocks_as_accessed(block_ids, now)
 
     def mark_blocks_as_computed(self, block_ids: list[int]) -> None:
-        self._gpu.mark_blocks_as_computed(block_ids)
+        self._gpu_allocator.mark_blocks_as_computed(block_ids)
 
     def get_computed_block_ids(
         self,

@@ -49,8 +49,14 @@ _PRESENT = b"\x01"
 _BIG_ENDIAN_HOST = sys.byteorder == "big"
 
 
+#: ``_varint(n)`` for n < 128 (one byte), precomputed for the hot path.
+_SMALL_VARINTS = tuple(bytes((n,)) for n in range(128))
+
+
 def _varint(n: int) -> bytes:
     """Unsigned LEB128 encoding of a non-negative length."""
+    if n < 128:
+        return _SMALL_VARINTS[n]
     out = bytearray()
     while True:
         byte = n & 0x7F
@@ -64,10 +70,15 @@ def _varint(n: int) -> bytes:
 
 def _encode_int(value: object, what: str) -> bytes:
     """Length-prefixed minimal two's-complement encoding of an int of any size."""
-    try:
-        n = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise InvalidArgumentError(f"{what} must be an int, got {type(value).__name__}") from None
+    if value.__class__ is int:
+        n: int = value
+    else:
+        try:
+            n = operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            raise InvalidArgumentError(
+                f"{what} must be an int, got {type(value).__name__}"
+            ) from None
     length = (n.bit_length() + 8) // 8
     return _varint(length) + n.to_bytes(length, "big", signed=True)
 
@@ -103,23 +114,20 @@ def hash_block_tokens(
     otherwise :class:`InvalidArgumentError`. Distinct arguments give distinct encodings,
     so equal results imply equal inputs up to a BLAKE2b collision.
     """
-    if not isinstance(is_first_block, bool):
-        raise InvalidArgumentError("is_first_block must be a bool")
-    digest = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_BLOCK_PERSON)
-    if is_first_block:
+    if is_first_block is True:
         if prev_block_hash is not None:
             raise InvalidArgumentError("a first block has no previous block hash")
-        digest.update(_ABSENT)
-    else:
+        head = _ABSENT
+    elif is_first_block is False:
         if prev_block_hash is None:
             raise InvalidArgumentError("a non-first block needs its predecessor's hash")
-        digest.update(_PRESENT + _encode_int(prev_block_hash, "prev_block_hash"))
-    digest.update(_encode_tokens(token_ids))
-    if extra_hash is None:
-        digest.update(_ABSENT)
+        head = _PRESENT + _encode_int(prev_block_hash, "prev_block_hash")
     else:
-        digest.update(_PRESENT + _encode_int(extra_hash, "extra_hash"))
-    return int.from_bytes(digest.digest(), "big")
+        raise InvalidArgumentError("is_first_block must be a bool")
+    tail = _ABSENT if extra_hash is None else _PRESENT + _encode_int(extra_hash, "extra_hash")
+    data = b"".join((head, _encode_tokens(token_ids), tail))
+    digest = hashlib.blake2b(data, digest_size=DIGEST_SIZE, person=_BLOCK_PERSON).digest()
+    return int.from_bytes(digest, "big")
 
 
 #: The hash every allocator uses unless another is injected.

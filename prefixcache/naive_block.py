@@ -166,8 +166,9 @@ def held_block_id(owner: object, block: Block, refcounts: dict[BlockId, int]) ->
     :class:`InvalidArgumentError` (not a block at all), :class:`InvalidBlockError`
     (foreign, never allocated, stale), :class:`DoubleFreeError` (already freed),
     :class:`UnknownBlockIdError` (an id ``owner`` does not own)."""
-    check_block(block)
     block_owner = getattr(block, "_owner", None)
+    if block_owner is not owner:
+        check_block(block)
     block_id = block.block_id
     if block_owner is not owner:
         if block_owner is None and block_id is None:

@@ -59,7 +59,6 @@ from prefixcache.evictor import EvictionPolicy, Evictor, make_evictor
 from prefixcache.hashing import HashFunction, default_hash_function
 from prefixcache.interfaces import Block, BlockAllocator, BlockId
 from prefixcache.naive_block import (
-    NaiveBlock,
     NaiveBlockAllocator,
     check_no_duplicate_objects,
     forkable_block_id,
@@ -129,7 +128,9 @@ def _real_block(block: object) -> PrefixCachingBlock | None:
 def _owner_hash_function(allocator: object) -> HashFunction:
     """The hash of blocks bound to ``allocator``: its injected function if it is a real
     :class:`PrefixCachingBlockAllocator`, else the default (e.g. for mocks)."""
-    if issubclass(type(allocator), PrefixCachingBlockAllocator):
+    if type(allocator) is PrefixCachingBlockAllocator or issubclass(
+        type(allocator), PrefixCachingBlockAllocator
+    ):
         return cast(PrefixCachingBlockAllocator, allocator)._hash_function
     return default_hash_function
 
@@ -137,25 +138,26 @@ def _owner_hash_function(allocator: object) -> HashFunction:
 class PrefixCachingBlock(Block):
     """A block whose full content (with its whole prefix and ``extra_hash``) is hashed.
 
-    Wraps a :class:`NaiveBlock` that stores the tokens and the id. ``content_hash`` is
-    computed lazily and memoised once non-``None``: it is ``None`` until the block is
-    full and its predecessor has a hash; a predecessor hash of ``None`` or of the
-    sentinel ``_none_hash`` both mean "not hashed". Computing it walks an unhashed
+    It stores its tokens and id itself (no wrapped block: every access is one slot read).
+    ``content_hash`` is computed lazily and memoised once non-``None``: it is ``None`` until
+    the block is full and its predecessor has a hash; a predecessor hash of ``None`` or of
+    the sentinel ``_none_hash`` both mean "not hashed". Computing it walks an unhashed
     chain iteratively and memoises every block on the way.
 
-    Appending copies on write first (if shared), then adds the tokens, then, if the
-    block became hashable, promotes it (possibly switching to an existing cached id).
+    Appending copies on write first (if shared; running out of blocks there changes
+    nothing), then adds the tokens, then, if the block became hashable, promotes it
+    (possibly switching to an existing cached id).
     """
 
     #: vLLM's "no hash" sentinel (``hash('None')``); only ever compared, never hashed.
     _none_hash: ClassVar[int] = hash("None")
 
-    _block: NaiveBlock
     _cached_num_tokens_total: int
 
     __slots__ = (
         "_allocator",
-        "_block",
+        "_block_id",
+        "_block_size",
         "_cached_content_hash",
         "_cached_num_tokens_total",
         "_computed",
@@ -164,6 +166,7 @@ class PrefixCachingBlock(Block):
         "_last_accessed",
         "_owner",
         "_prev_block",
+        "_token_ids",
         "pool_id",
     )
 
@@ -177,25 +180,30 @@ class PrefixCachingBlock(Block):
         computed: bool = False,
         extra_hash: int | None = None,
     ) -> None:
-        if not isinstance(allocator, PrefixCachingBlockAllocator):
+        if allocator.__class__ is not PrefixCachingBlockAllocator and not isinstance(
+            allocator, PrefixCachingBlockAllocator
+        ):
             raise InvalidArgumentError(
                 f"a PrefixCachingBlock needs a PrefixCachingBlockAllocator, got {allocator!r}"
             )
-        if prev_block is not None and not isinstance(prev_block, PrefixCachingBlock):
+        if (
+            prev_block is not None
+            and prev_block.__class__ is not PrefixCachingBlock
+            and not isinstance(prev_block, PrefixCachingBlock)
+        ):
             raise InvalidArgumentError(
                 f"prev_block must be a PrefixCachingBlock or None, got {type(prev_block)!r}"
             )
-        check_extra_hash(extra_hash)
-        try:
-            inner = self._block
-        except AttributeError:
-            self._block = NaiveBlock(
-                prev_block, token_ids, block_size, allocator, block_id, _cow_target=self
-            )
-        else:
-            NaiveBlock.__init__(
-                inner, prev_block, token_ids, block_size, allocator, block_id, _cow_target=self
-            )
+        if extra_hash is not None:
+            check_extra_hash(extra_hash)
+        if block_size.__class__ is not int or block_size <= 0:
+            check_block_size(block_size)
+        tokens = checked_tokens(token_ids)
+        if len(tokens) > block_size:
+            raise BlockFullError(f"{len(tokens)} tokens do not fit a block of size {block_size}")
+        self._token_ids = tokens
+        self._block_size = block_size
+        self._block_id = block_id
         self._prev_block = prev_block
         self._cached_content_hash: int | None = None
         self._allocator: BlockAllocator = allocator
@@ -208,38 +216,43 @@ class PrefixCachingBlock(Block):
 
     def _update_num_tokens_total(self) -> None:
         prev = self._prev_block
-        total: int = len(self._block.token_ids)
+        total: int = len(self._token_ids)
         if prev is not None:
-            real_prev = _real_block(prev)
-            if real_prev is not None:
-                total += real_prev._cached_num_tokens_total
+            if type(prev) is PrefixCachingBlock:
+                total += prev._cached_num_tokens_total
             else:
-                total += prev.num_tokens_total
+                real_prev = _real_block(prev)
+                if real_prev is not None:
+                    total += real_prev._cached_num_tokens_total
+                else:
+                    total += prev.num_tokens_total
         self._cached_num_tokens_total = total
 
     # -- tokens ---------------------------------------------------------------------------
 
     def append_token_ids(self, token_ids: list[int]) -> None:
+        self._append(checked_tokens(token_ids))
+
+    def _append(self, tokens: list[int]) -> None:
+        """``append_token_ids`` for tokens already checked (a fresh list of ints)."""
         if self._computed or self._current_hash() is not None:
             raise ImmutableBlockError("cannot append to a hashed or computed block")
-        tokens = checked_tokens(token_ids)
         if not tokens:
             return
-        inner = self._block
-        empty = inner.num_empty_slots
+        empty = self._block_size - len(self._token_ids)
         if len(tokens) > empty:
             raise BlockFullError(f"{len(tokens)} tokens do not fit {empty} empty slots")
         target = self._owner if self._owner is not None else self._allocator
-        block_id = inner.block_id
+        block_id = self._block_id
         if block_id is None:
             if len(tokens) == empty and issubclass(type(target), PrefixCachingBlockAllocator):
                 raise InvalidBlockError("a block without an id cannot be filled and promoted")
         else:
-            inner.block_id = target.cow_block_if_not_appendable(self)
-        inner.token_ids.extend(tokens)
+            self._block_id = target.cow_block_if_not_appendable(self)
+        self._token_ids.extend(tokens)
         self._update_num_tokens_total()
         if self._current_hash() is not None:
-            self.block_id = target.promote_to_immutable_block(self)
+            self._block_id = target.promote_to_immutable_block(self)
 
     # -- hashing ----------------------------------------------------------------------------
 
@@ -251,7 +264,7 @@ class PrefixCachingBlock(Block):
         cached = self._cached_content_hash
         if cached is not None:
             return cached
-        if not self._block.is_full:
+        if len(self._token_ids) != self._block_size:
             return None
         return self._compute_content_hash()
 
@@ -275,12 +288,12 @@ class PrefixCachingBlock(Block):
             prev_hash = real_prev._cached_content_hash
             if prev_hash is not None:
                 break
-            if not real_prev._block.is_full:
+            if len(real_prev._token_ids) != real_prev._block_size:
                 return None
             node = real_prev
         for node in reversed(pending):
             prev_hash = node._hash_fn(
-                node._prev_block is None, prev_hash, node._block.token_ids, node._extra_hash
+                node._prev_block is None, prev_hash, node._token_ids, node._extra_hash
             )
             node._cached_content_hash = prev_hash
         return prev_hash
@@ -307,11 +320,11 @@ class PrefixCachingBlock(Block):
 
     @property
     def block_id(self) -> int | None:
-        return self._block.block_id
+        return self._block_id
 
     @block_id.setter
     def block_id(self, value: int | None) -> None:
-        self._block.block_id = value
+        self._block_id = value
 
     @property
     def computed(self) -> bool:
@@ -331,11 +344,11 @@ class PrefixCachingBlock(Block):
 
     @property
     def is_full(self) -> bool:
-        return self._block.is_full
+        return len(self._token_ids) == self._block_size
 
     @property
     def num_empty_slots(self) -> int:
-        return self._block.num_empty_slots
+        return self._block_size - len(self._token_ids)
 
     @property
     def num_tokens_total(self) -> int:
@@ -343,11 +356,11 @@ class PrefixCachingBlock(Block):
 
     @property
     def block_size(self) -> int:
-        return self._block.block_size
+        return self._block_size
 
     @property
     def token_ids(self) -> list[int]:
-        return self._block.token_ids
+        return self._token_ids
 
     @property
     def prev_block(self) -> Block | None:
@@ -405,6 +418,12 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             block_pool=self._block_pool,
         )
         self._refcounter = self._hashless_allocator.refcounter
+        # (prev hash, extra_hash, chunks, hashes) of the last chain hashed: a table's
+        # admission count and its allocation hash the same chain back to back. The hash is
+        # a pure function of the key (compared by value), so a hit is exact.
+        self._last_chain: (
+            tuple[int | None, int | None, list[list[int]], tuple[PrefixHash, ...]] | None
+        ) = None
         self._cow_tracker = CopyOnWriteTracker(self._refcounter.as_readonly())
         self.metric_data = CacheMetricData()
 
@@ -488,6 +507,10 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     # -- validation helpers --------------------------------------------------------------------
 
     def _check_held(self, block: Block) -> BlockId:
+        if type(block) is PrefixCachingBlock and block._owner is self:
+            block_id = block._block_id
+            if block_id is not None and self._refcounter._refcounts.get(block_id):
+                return block_id
         return held_block_id(self, block, self._refcounter._refcounts)
 
     @staticmethod
@@ -519,9 +542,19 @@ class PrefixCachingBlockAllocator(BlockAllocator):
                 raise InvalidArgumentError(
                     "an immutable block needs a predecessor that has a content hash"
                 )
+        memo = self._last_chain
+        if (
+            memo is not None
+            and memo[0] == prev_hash
+            and memo[1] == extra_hash
+            and memo[2] == chunks
+        ):
+            return list(memo[3])  # the admission count just hashed this chain
+        first_hash = prev_hash
         for tokens in chunks:
             prev_hash = self._hash_function(prev_hash is None, prev_hash, tokens, extra_hash)
             hashes.append(prev_hash)
+        self._last_chain = (first_hash, extra_hash, [list(t) for t in chunks], tuple(hashes))
         return hashes
 
     def _count_needed(self, hashes: Iterable[PrefixHash]) -> int:
@@ -726,7 +759,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         """Same id if unshared; else a fresh id (taken first, so running out changes
         nothing), the shared reference dropped, and the pair recorded."""
         src = self._check_held(block)
-        if self._refcounter.get(src) <= 1:
+        if self._refcounter._refcounts[src] <= 1:
             return src
         dst = self._take_fresh_id()
         self._release(src, block)
@@ -954,7 +987,9 @@ class _SequenceLike(Protocol):
 
 def _tracker_hash_function(allocator: object) -> HashFunction:
     """The hash the allocator (or a device-aware allocator's GPU side) keys blocks with."""
-    if issubclass(type(allocator), PrefixCachingBlockAllocator):
+    if type(allocator) is PrefixCachingBlockAllocator or issubclass(
+        type(allocator), PrefixCachingBlockAllocator
+    ):
         return cast(PrefixCachingBlockAllocator, allocator)._hash_function
     from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator
 

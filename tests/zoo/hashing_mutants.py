@@ -28,8 +28,16 @@ def python_tuple_hash(
     token_ids: Sequence[int],
     extra_hash: int | None = None,
 ) -> int:
-    """Upstream Aphrodite's key: Python ``hash()`` of the tuple (``hash(-1) == hash(-2)``)."""
-    return hash((is_first_block, prev_block_hash, *token_ids, extra_hash))  # BUG
+    """Upstream Aphrodite's key: Python ``hash()`` of the tuple (``hash(-1) == hash(-2)``).
+    ``None`` enters as a fixed stand-in: before Python 3.12 ``hash(None)`` is the object's
+    address, which would make the mutant collide differently in every process."""
+    prev = _NONE if prev_block_hash is None else prev_block_hash
+    extra = _NONE if extra_hash is None else extra_hash
+    return hash((is_first_block, prev, *token_ids, extra))  # BUG
+
+
+#: Stands in for ``None`` in :func:`python_tuple_hash` (any fixed int; not a hash of anything).
+_NONE = 0x5EED
 
 
 def hash_dropping_prefix(
@@ -52,7 +60,7 @@ class EarlyHashBlock(PrefixCachingBlock):
         cached = self._cached_content_hash
         if cached is not None:
             return cached
-        if self._block.num_empty_slots > 1:  # BUG: was `not self._block.is_full`
+        if self.num_empty_slots > 1:  # BUG: was `not self.is_full`
             return None
         return self._compute_content_hash()
 
@@ -69,7 +77,7 @@ class LocalTokenCountBlock(PrefixCachingBlock):
 
     @property
     def num_tokens_total(self) -> int:
-        return len(self._block.token_ids)  # BUG: was the running total over the chain
+        return len(self.token_ids)  # BUG: was the running total over the chain
 
 
 class LocalTokenCountAllocator(PluggableAllocator):
