@@ -9,6 +9,13 @@ shared tail); under memory pressure the newest running group is preempted, swapp
 when it fits there and recomputed otherwise; finished sequences are freed, so their cached
 blocks wait in the evictor and later allocations evict them.
 
+The calls follow vLLM 0.8's ``SelfAttnBlockSpaceManager``: each decode append is followed by
+``clear_copy_on_writes`` (``append_slots``); a sequence's blocks are marked accessed once, when
+it is freed (its ``LastAccessBlocksTracker`` defers the mark), and, unlike vLLM, also before a
+swap-out (see Determinism); ``mark_blocks_as_computed`` runs once per scheduling step. The
+engine's read-only per-step queries (``can_append_slots``'s counts, ``get_block_table``) are
+not in the vocabulary and are left out.
+
 Contract: every operation of a trace succeeds on every conforming allocator. Admission uses a
 worst-case count of the ids in use per device (``_Ledger``): every logical block is counted as
 its own id except those shared by ``fork``, which share one. Cache hits and promotions onto
@@ -322,6 +329,7 @@ class _Scheduler:
             cost, written = self._append_cost(seq, count, lookahead)
         tokens = self._tokens(count)
         self.emit(ops.TableAppend(seq.handle, tokens, lookahead))
+        self.emit(ops.ClearCopyOnWrites())  # append_slots returns the new copy-on-writes
         bs = c.block_size
         empty = len(seq.blocks) * bs - len(seq.tokens)
         if count + lookahead > empty:
@@ -358,8 +366,6 @@ class _Scheduler:
                     break
         done: list[tuple[_Seq, int | None]] = []
         for group in list(self.running):
-            for seq in group.seqs:
-                self._mark(seq)
             for seq in [s for s in group.seqs if not s.remaining]:
                 group.seqs.remove(seq)
                 done.append((seq, group.request.extra))
@@ -367,11 +373,11 @@ class _Scheduler:
                 self.running.remove(group)
                 self.finished += 1
         for seq, extra in done:
+            self._mark(seq)  # vLLM 0.8 defers the access mark of a sequence to its free
             self.emit(ops.TableFree(seq.handle))
             self.ledger.release(Dev.GPU, seq.blocks)
             self.histories.append((tuple(seq.tokens), extra))
         self.emit(ops.MarkComputed())
-        self.emit(ops.ClearCopyOnWrites())
         self.steps.append(len(self.program))
         self.worst_free.append((self.ledger.free(Dev.GPU), self.ledger.free(Dev.CPU)))
 
