@@ -212,6 +212,7 @@ def null_block(m: Model, op: ops.GetNullBlock) -> None:
     hint = got if isinstance(got, int) else None
     if m.null_id is None:
         m.null_id = m.fresh(Dev.GPU, hint)
+        m.blocks.made += 1  # the null block is a block object too
     elif got != m.null_id:
         m.c.flag(F.LEAK, "the null block changed", expected=m.null_id, observed=got)
 

@@ -27,10 +27,12 @@ class BlockRec:
     id: int | None = None  # the model's physical id; None once freed
     content: int | None = None  # content key, once hashed
     live: bool = True
+    freed_at: int = -1  # BlockStore.made when freed: a later object may reuse this one
 
     def clone(self) -> BlockRec:
         return BlockRec(self.key, self.device, self.prev, self.extra, self.start,
-                        list(self.tokens), list(self.idents), self.id, self.content, self.live)
+                        list(self.tokens), list(self.idents), self.id, self.content, self.live,
+                        self.freed_at)
 
     @property
     def end(self) -> int:
@@ -38,21 +40,32 @@ class BlockRec:
 
 
 class BlockStore:
-    """Every block record ever made, plus the count of live successors of each block."""
+    """Every block record ever made, plus the count of live successors of each block.
 
-    __slots__ = ("children", "next_internal", "recs")
+    ``made`` counts the block objects the target has had to make. A target may recycle a
+    freed block's object for a later one (upstream pools them), so a freed handle is
+    *reusable* once ``made`` moved past its ``freed_at``: what it then names is unknown.
+    """
+
+    __slots__ = ("children", "made", "next_internal", "recs")
 
     def __init__(self) -> None:
         self.recs: dict[int, BlockRec] = {}
         self.children: dict[int, int] = {}  # key -> live blocks whose prev is key
         self.next_internal = -1
+        self.made = 0
 
     def clone(self) -> BlockStore:
         other = BlockStore()
         other.recs = {k: r.clone() if r.live else r for k, r in self.recs.items()}
         other.children = dict(self.children)
         other.next_internal = self.next_internal
+        other.made = self.made
         return other
+
+    def reusable(self, rec: BlockRec) -> bool:
+        """``rec`` was freed and a block object has been made since (see the class doc)."""
+        return not rec.live and rec.freed_at != self.made
 
     def __contains__(self, key: object) -> bool:
         return key in self.recs
@@ -66,6 +79,7 @@ class BlockStore:
         return key
 
     def add(self, rec: BlockRec) -> BlockRec:
+        self.made += 1
         self.recs[rec.key] = rec
         if rec.prev is not None:
             self.children[rec.prev] = self.children.get(rec.prev, 0) + 1
@@ -74,6 +88,7 @@ class BlockStore:
     def kill(self, rec: BlockRec) -> None:
         rec.live = False
         rec.id = None
+        rec.freed_at = self.made
         if rec.prev is not None:
             self.children[rec.prev] -= 1
 

@@ -43,6 +43,12 @@ def _block(m: Model, h: int) -> BlockRec:
     return m.blocks[h]
 
 
+def _not_reused(m: Model, rec: BlockRec) -> None:
+    """A freed handle whose object the target may have recycled names an unknown block."""
+    if m.blocks.reusable(rec):
+        raise _Out(f"block handle {rec.key} was freed and its object may have been reused")
+
+
 def _live(m: Model, h: int) -> BlockRec:
     rec = _block(m, h)
     if not rec.live:
@@ -104,8 +110,13 @@ def _check(m: Model, op: Op) -> str | None:
         return _full_blocks(m, prev, chunks)
     if isinstance(op, ops.Append):
         rec = _block(m, op.block)
+        _not_reused(m, rec)
         if not rec.live:
-            return f"append to freed block {op.block}"
+            # Upstream writes into id-less block objects; only a write that fills one (and so
+            # needs an id to be promoted) must be refused.
+            if m.pc and len(rec.tokens) + len(op.tokens) == m.bs:
+                return f"append fills freed block {op.block}"
+            raise _Out(f"partial append to freed block {op.block}")
         if rec.device is Dev.CPU:
             raise _Out("append to a swapped-out (CPU) block")
         if not m.blocks.is_last(op.block):
@@ -120,13 +131,17 @@ def _check(m: Model, op: Op) -> str | None:
     if isinstance(op, ops.Fork):
         _block(m, op.block)
         chain = [m.blocks[k] for k in m.blocks.chain(op.block)]
+        for r in chain:
+            _not_reused(m, r)
         if any(not r.live for r in chain):
             return f"fork of a chain holding a freed block ({op.block})"
         if len({r.device for r in chain}) > 1:
             raise _Out("fork of a chain spanning both devices")
         return None
     if isinstance(op, ops.Free):
-        return None if _block(m, op.block).live else f"double free of block {op.block}"
+        rec = _block(m, op.block)
+        _not_reused(m, rec)
+        return None if rec.live else f"double free of block {op.block}"
     if isinstance(op, ops.Swap):
         _api(c.swap, "swap")
         if op.src is op.dst:
@@ -135,6 +150,7 @@ def _check(m: Model, op: Op) -> str | None:
         if len(set(op.blocks)) != len(op.blocks):
             return "the same block swapped twice"
         for rec in recs:
+            _not_reused(m, rec)
             if not rec.live or rec.device is not op.src:
                 return f"block {rec.key} is not live on {op.src.value}"
         return None
@@ -184,6 +200,9 @@ def _check_table(m: Model, op: Op) -> str | None:
         raise _Out(f"table handle {table} never existed")
     t = m.tables[table]
     if not t.live:
+        if isinstance(op, ops.TableFree | ops.TableSwap | ops.TableMarkAccessed):
+            # A freed table holds no blocks: upstream frees, swaps or marks nothing.
+            raise _Out(f"{op.kind} on freed (empty) table {table}")
         return f"{op.kind} on freed table {table}"
     if isinstance(op, ops.TableAppend | ops.TableEnsureSlots):
         if t.device is Dev.CPU:
