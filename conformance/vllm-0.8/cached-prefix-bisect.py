@@ -21,10 +21,10 @@ from properties.upstream import load_vllm_v0
 
 load_vllm_v0()
 from properties.upstream import vllm_v0_allocator
-from vllm.utils import Device  # noqa: F401
-from vllm.core.block.block_table import BlockTable  # noqa: F401
 
 alloc = vllm_v0_allocator('prefix_caching', 4, 0, 1)
+from vllm.utils import Device  # noqa: E402, F401
+from vllm.core.block.block_table import BlockTable  # noqa: E402, F401
 # step 0: AllocateImmutableChain(prev=None, chunks=((1,), (2,), (3,), (4,)), device=<Dev.GPU: 'gpu'>, extra_hash=None)
 b0, b1, b2, b3 = alloc.allocate_immutable_blocks(None, [[1], [2], [3], [4]], device=Device.GPU)
 # step 1: MarkAccessed(blocks=(2, 3), now=1.0)

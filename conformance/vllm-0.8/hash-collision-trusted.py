@@ -21,10 +21,10 @@ from properties.upstream import load_vllm_v0
 
 load_vllm_v0()
 from properties.upstream import vllm_v0_allocator
-from vllm.utils import Device  # noqa: F401
-from vllm.core.block.block_table import BlockTable  # noqa: F401
 
 alloc = vllm_v0_allocator('prefix_caching', 2, 0, 3)
+from vllm.utils import Device  # noqa: E402, F401
+from vllm.core.block.block_table import BlockTable  # noqa: E402, F401
 # step 0: AllocateImmutable(prev=None, tokens=(2, 9223372036854775807, 0), device=<Dev.GPU: 'gpu'>, extra_hash=None)
 b0 = alloc.allocate_immutable_block(None, [2, 9223372036854775807, 0], device=Device.GPU)
 # step 1: AllocateImmutable(prev=None, tokens=(2, 3, 0), device=<Dev.GPU: 'gpu'>, extra_hash=None)

@@ -20,10 +20,10 @@ from properties.upstream import load_vllm_v0
 
 load_vllm_v0()
 from properties.upstream import vllm_v0_allocator
-from vllm.utils import Device  # noqa: F401
-from vllm.core.block.block_table import BlockTable  # noqa: F401
 
 alloc = vllm_v0_allocator('prefix_caching', 6, 1, 1)
+from vllm.utils import Device  # noqa: E402, F401
+from vllm.core.block.block_table import BlockTable  # noqa: E402, F401
 # step 0: TableAllocate(tokens=(1, 2, 3, 4), device=<Dev.GPU: 'gpu'>, extra_hash=None)
 new_table = BlockTable(block_size=1, block_allocator=alloc)
 new_table.allocate([1, 2, 3, 4], device=Device.GPU)

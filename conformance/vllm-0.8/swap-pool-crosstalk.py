@@ -22,10 +22,10 @@ from properties.upstream import load_vllm_v0
 
 load_vllm_v0()
 from properties.upstream import vllm_v0_allocator
-from vllm.utils import Device  # noqa: F401
-from vllm.core.block.block_table import BlockTable  # noqa: F401
 
 alloc = vllm_v0_allocator('prefix_caching', 4, 2, 2)
+from vllm.utils import Device  # noqa: E402, F401
+from vllm.core.block.block_table import BlockTable  # noqa: E402, F401
 # step 0: AllocateMutable(prev=None, device=<Dev.CPU: 'cpu'>)
 b0 = alloc.allocate_mutable_block(None, device=Device.CPU)
 # step 1: Swap(blocks=(0,), src=<Dev.CPU: 'cpu'>, dst=<Dev.GPU: 'gpu'>)

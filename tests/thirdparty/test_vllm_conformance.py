@@ -2,8 +2,11 @@
 
 Every entry of ``conformance/vllm-0.8.xfails.json`` must still reproduce against the vllm-block
 wheel (a violation the entry matches) and its program must pass against the bundled allocator;
-its reproducer script must print the violation. The expected-failures mechanism of the plugin is
-checked here too: a stale entry and a violation of another family both fail the replay test.
+its reproducer script must print the violation, and no other entry may cover it (the entries
+are disjoint on each other's programs). The evictor-stale-entry deviation is pinned to its
+mechanism (the failing eviction pops a stale heap entry), in the CPU-pool form too, and to the
+benchmark's serving-trace crash. The expected-failures mechanism of the plugin is checked here
+too: every stale entry is reported, and a violation the entry does not cover fails the replay.
 The wheel-dependent tests skip, with the fetch command, when the wheel is not cached.
 """
 
@@ -13,7 +16,8 @@ import json
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,7 @@ import pytest
 
 from models.capabilities import Config
 from models.families import Family, Violation
-from models.operations import Op, op_from_json
+from models.operations import Dev, Op, op_from_json
 from properties.plugin import ExpectedFailure, load_expected
 from properties.replay import run_program
 from properties.targets import Target, load_target
@@ -33,6 +37,7 @@ SCRIPTS = ROOT / "conformance" / "vllm-0.8"
 VLLM = "properties.upstream:vllm_v0_allocator"
 BUNDLED = "prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create"
 CLASSES = {"real upstream bug", "upstream design deviation"}
+STALE_HEAP = "evictor-stale-entry"
 
 ENTRIES = load_expected(str(XFAILS))
 RAW: dict[str, dict[str, Any]] = {e["id"]: e for e in json.loads(XFAILS.read_text("utf-8"))}
@@ -98,6 +103,15 @@ def test_entry_reproduces_against_vllm(vllm: Target, entry: ExpectedFailure) -> 
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
+def test_no_other_entry_covers_the_program(vllm: Target, entry: ExpectedFailure) -> None:
+    """Each entry documents its own deviation: a broad clause listed earlier in the file (the
+    first match wins) must not swallow another entry's reproducer."""
+    violation = _violation(vllm, entry)
+    history = _program(entry)[: (violation.step or 0) + 1]
+    assert [e.id for e in ENTRIES if e.matches(violation, history)] == [entry.id], str(violation)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
 def test_entry_passes_against_bundled(bundled: Target, entry: ExpectedFailure) -> None:
     _run(bundled, entry)
 
@@ -109,6 +123,114 @@ def test_reproducer_script_prints_the_violation(vllm: Target, entry: ExpectedFai
     assert result.returncode == 0, result.stderr
     assert "observed:" in result.stdout
     assert f"violation: [{entry.family.value}]" in result.stdout, result.stdout
+
+
+# --------------------------------------------------------------------------- evictor-stale-entry
+
+# The CPU-pool form, as the engine meets it: the chain reaches the CPU by swap-out; swap-ins back
+# and forth revive its CPU ids from the CPU evictor (CPU blocks are never marked accessed, so
+# every CPU timestamp ties at the default).
+STALE_HEAP_CPU: dict[str, Any] = {
+    "config": {"block_size": 1, "num_gpu_blocks": 2, "num_cpu_blocks": 2},
+    "program": [
+        {"op": "allocate_immutable_chain", "prev": None, "chunks": [[1], [2]], "device": "gpu",
+         "extra_hash": None},
+        {"op": "swap", "blocks": [0, 1], "src": "gpu", "dst": "cpu"},
+        {"op": "swap", "blocks": [0, 1], "src": "cpu", "dst": "gpu"},
+        {"op": "swap", "blocks": [0, 1], "src": "gpu", "dst": "cpu"},
+        {"op": "swap", "blocks": [0, 1], "src": "cpu", "dst": "gpu"},
+        {"op": "allocate_immutable", "prev": None, "tokens": [3], "device": "cpu",
+         "extra_hash": None},
+        {"op": "free", "block": 2},
+        {"op": "allocate_mutable", "prev": None, "device": "cpu"},
+    ],
+}
+
+
+@pytest.fixture
+def stale_pops(vllm: Target, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One flag per ``LRUEvictor.evict`` call while the test runs: whether the heap entry it
+    accepts is stale (its content hash is not the one the free table holds for that id)."""
+    evictor_cls = load_vllm_v0().evictor.LRUEvictor
+    evict: Callable[[Any], tuple[int, int]] = evictor_cls.evict
+    pops: list[bool] = []
+
+    def recording_evict(self: Any) -> tuple[int, int]:
+        current = (entry for entry in sorted(self.priority_queue)
+                   if entry[2] in self.free_table
+                   and self.free_table[entry[2]].last_accessed == entry[0])
+        accepted = next(current, None)
+        if accepted is not None:
+            pops.append(accepted[3] != self.free_table[accepted[2]].content_hash)
+        return evict(self)
+
+    monkeypatch.setattr(evictor_cls, "evict", recording_evict)
+    return pops
+
+
+def _covering(violation: Violation, history: list[Op]) -> str | None:
+    return next((e.id for e in ENTRIES if e.matches(violation, history)), None)
+
+
+@pytest.mark.parametrize("form", ["entry", "cpu"])
+def test_stale_heap_entry_is_what_fails(vllm: Target, bundled: Target, stale_pops: list[bool],
+                                        form: str) -> None:
+    """The failing eviction, and only it, accepts a stale heap entry; the entry covers the
+    GPU form (its program) and the CPU form; the bundled allocator passes both."""
+    raw = RAW[STALE_HEAP] if form == "entry" else STALE_HEAP_CPU
+    program = [op_from_json(op) for op in raw["program"]]
+    with pytest.raises(Violation) as info:
+        run_program(vllm, Config(caps=vllm.caps, **raw["config"]), program)
+    violation = info.value
+    assert violation.step == len(program) - 1, str(violation)
+    assert stale_pops and stale_pops[-1] and not any(stale_pops[:-1]), stale_pops
+    assert _covering(violation, program) == STALE_HEAP, str(violation)
+    run_program(bundled, Config(caps=bundled.caps, **raw["config"]), program)
+
+
+def test_serving_trace_crash_is_the_stale_heap_entry(vllm: Target, stale_pops: list[bool]) -> None:
+    """The benchmark's symptom: the small serving trace with CPU evictions dies in vLLM's
+    ``_maybe_allocate_evicted_block_id`` on the CPU pool. It is this entry's deviation."""
+    from benchmarks.run import SMALL_TRACE  # the benchmark owns the trace
+    from benchmarks.serving_trace import generate
+
+    trace = generate(replace(SMALL_TRACE, cpu_evictions=True, num_cpu_blocks=24))
+    c = trace.config
+    with pytest.raises(Violation) as info:
+        run_program(vllm, Config(c.block_size, c.num_gpu_blocks, c.num_cpu_blocks, vllm.caps),
+                    trace.program)
+    violation = info.value
+    failing = trace.program[violation.step or 0]
+    assert failing.kind == "table_swap" and getattr(failing, "dst", None) is Dev.CPU, str(violation)
+    assert stale_pops and stale_pops[-1] and not any(stale_pops[:-1]), str(violation)
+    assert _covering(violation, list(trace.program[: (violation.step or 0) + 1])) == STALE_HEAP
+
+
+def test_stale_heap_match_is_narrow() -> None:
+    """The entry covers a messageless assertion at an evicting operation after three releases
+    (free/swap, or table_free/table_swap), nothing else."""
+    entry = next(e for e in ENTRIES if e.id == STALE_HEAP)
+    free = op_from_json({"op": "free", "block": 0})
+    swap = op_from_json({"op": "swap", "blocks": [0], "src": "gpu", "dst": "cpu"})
+    table_free = op_from_json({"op": "table_free", "table": 0})
+    table_swap = op_from_json({"op": "table_swap", "table": 0, "src": "gpu", "dst": "cpu"})
+    alloc = op_from_json({"op": "allocate_mutable", "prev": None, "device": "gpu"})
+    fork = op_from_json({"op": "fork", "block": 0})
+
+    def crash(op: Op, message: str = "must succeed, raised assertion: AssertionError: "
+              ) -> Violation:
+        return Violation(Family.CRASH, f"{op.kind} {message}").at(op, 3)
+
+    assert entry.matches(crash(alloc), [free, swap, free, alloc])
+    assert entry.matches(crash(table_swap), [table_swap, table_free, table_swap, table_swap])
+    assert not entry.matches(crash(alloc), [free, swap, alloc])  # two releases only
+    assert not entry.matches(crash(fork), [free, free, free, fork])  # fork never evicts
+    assert not entry.matches(crash(alloc, "must succeed, raised assertion: AssertionError: "
+                                          "can't fork"), [free, free, free, alloc])
+    assert not entry.matches(crash(alloc, "must succeed, raised unexpected: IndexError: "),
+                             [free, free, free, alloc])
+    leak = Violation(Family.LEAK, "id 1 lost").at(alloc, 3)
+    assert not entry.matches(leak, [free, free, free, alloc])
 
 
 # --------------------------------------------------------------------------- matching rules
@@ -154,16 +276,20 @@ def _replay_session(tmp_path: Path, entries: list[dict[str, Any]], spec: str) ->
     return f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
 
 
-def test_stale_entry_is_reported(tmp_path: Path) -> None:
-    """Against the bundled allocator no vLLM entry fails: each is reported as stale."""
-    entry = RAW["swap-pool-crosstalk"]
-    out = _replay_session(tmp_path, [entry], BUNDLED)
+def test_stale_entries_are_reported(tmp_path: Path) -> None:
+    """Against the bundled allocator no vLLM entry fails: every one is reported as stale."""
+    out = _replay_session(tmp_path, list(RAW.values()), BUNDLED)
     assert out.startswith("exit 1"), out
-    assert "no longer fails: remove the entry" in out
+    assert f"{len(RAW)} failed" in out, out
+    for entry_id in RAW:
+        assert f"expected failure {entry_id!r} no longer fails: remove the entry" in out, entry_id
 
 
-def test_unexpected_family_still_fails(vllm: Target, tmp_path: Path) -> None:
-    entry = dict(RAW["swap-pool-crosstalk"], family="HASH", match={})
+@pytest.mark.parametrize(("entry_id", "seen"), [("swap-pool-crosstalk", "[TABLE]"),
+                                                (STALE_HEAP, "[CRASH]")])
+def test_unexpected_family_still_fails(vllm: Target, tmp_path: Path, entry_id: str,
+                                       seen: str) -> None:
+    entry = dict(RAW[entry_id], family="HASH", match={})
     out = _replay_session(tmp_path, [entry], VLLM)
     assert out.startswith("exit 1"), out
-    assert "[TABLE]" in out
+    assert seen in out
