@@ -16,47 +16,64 @@ import itertools
 import random
 from pathlib import Path
 
-from fuzz.decoder import Decoder, Level
+from fuzz.decoder import MAX_GPU_BLOCKS, Decoder, Level
 from fuzz.execution import Execution
 from fuzz.harness import Harness
 
 CANDIDATES = 1500
+#: CPython's default ``sys.getrecursionlimit()``.
+RECURSION_LIMIT = 1000
 MAX_SEEDS = 36
 MAX_DICT = 48
 
 
-def _keys(result: Execution) -> set[tuple[str, str]]:
-    """What a seed shows: each kind with each outcome, each pair of consecutive kinds, and
-    the pool shape (block size, whether there is a CPU pool)."""
+Key = tuple[str, ...]
+
+
+def _keys(result: Execution) -> tuple[set[Key], set[Key]]:
+    """What a seed shows, as (primary, secondary) keys. Primary: each kind with each outcome
+    (and copy-on-write), the pool shape (block size, CPU pool or not, long pool or not), and
+    operations that made a chain longer than the recursion limit. Secondary: each pair of
+    consecutive kinds. (Few keys for long pools: their inputs cost ~10x a tiny pool's, and
+    every seed gets the same share of the fuzzing time.)"""
     cfg = result.config
-    keys = {("block_size", str(cfg.block_size)), ("cpu", str(cfg.num_cpu_blocks > 0))}
+    primary: set[Key] = {("block_size", str(cfg.block_size)),
+                         ("cpu", str(cfg.num_cpu_blocks > 0)),
+                         ("long_pool", str(cfg.num_gpu_blocks > MAX_GPU_BLOCKS))}
+    secondary: set[Key] = set()
     previous = "start"
     for op, outcome in zip(result.program, result.outcomes, strict=True):
-        keys.add((op.kind, "ok" if outcome.error is None else outcome.error.value))
-        keys.add((previous, op.kind))
+        primary.add((op.kind, "ok" if outcome.error is None else outcome.error.value))
+        secondary.add(("then", previous, op.kind))
         previous = op.kind
         if outcome.cows:
-            keys.add((op.kind, "cow"))
-    return keys
+            primary.add((op.kind, "cow"))
+        if len(outcome.new_blocks) > RECURSION_LIMIT:
+            primary.add((op.kind, "chain past the recursion limit"))
+    return primary, secondary
 
 
 def choose_seeds(harness: Harness, rng: random.Random) -> list[tuple[bytes, Execution]]:
-    """A greedy cover of (kind, outcome) keys over seeded random candidates; shorter
-    candidates win ties."""
-    candidates: list[tuple[bytes, Execution, set[tuple[str, str]]]] = []
+    """A greedy cover over seeded random candidates: primary keys first, then pairs of
+    consecutive kinds, shorter candidates winning ties; at most ``MAX_SEEDS``."""
+    candidates: list[tuple[bytes, Execution, set[Key], set[Key]]] = []
     for _ in range(CANDIDATES):
         size = rng.choice((8, 16, 24, 32, 48, 64))
         data = rng.randbytes(size)
         result = harness.run(data)
         if result.violation is None and result.stopped is None:
-            candidates.append((data, result, _keys(result)))
+            candidates.append((data, result, *_keys(result)))
     chosen: list[tuple[bytes, Execution]] = [(b"", harness.run(b""))]
-    covered: set[tuple[str, str]] = set()
-    while len(chosen) < MAX_SEEDS:
-        best = max(candidates, key=lambda c: (len(c[2] - covered), -len(c[0])), default=None)
-        if best is None or not best[2] - covered:
+    covered: set[Key] = set()
+
+    def gain(c: tuple[bytes, Execution, set[Key], set[Key]]) -> tuple[int, int, int]:
+        return len(c[2] - covered), len(c[3] - covered), -len(c[0])
+
+    while len(chosen) < MAX_SEEDS and candidates:
+        best = max(candidates, key=gain)
+        if gain(best)[:2] == (0, 0):
             break
-        covered |= best[2]
+        covered |= best[2] | best[3]
         chosen.append((best[0], best[1]))
         candidates.remove(best)
     return chosen

@@ -13,9 +13,20 @@ operation it returns is in contract for the target's capabilities:
 
 Byte layout: ``[block size] [GPU blocks] [CPU blocks] [prompts (sequence level)]`` then per
 operation an opcode byte (``byte % len(table)`` over a fixed weighted table of generators) and
-the generator's own choices. A generator that finds nothing to act on, or whose operation is
-not admissible, is skipped; decoding stops at ``max_ops`` operations or when the bytes run
-out, so every input terminates after at most ``len(data)`` generator calls.
+the generator's own choices. A generator may queue a follow-up generator, which runs next
+without an opcode byte (with default choices if the bytes have run out). A generator that finds
+nothing to act on, or whose operation is not admissible, is skipped with its follow-up;
+decoding stops at ``max_ops`` operations or when the bytes run out and no follow-up is queued,
+so every input terminates after at most ``2 * len(data)`` generator calls.
+
+Block level only: four GPU-byte values of 256 select a *long pool* (room for a chain longer
+than CPython's default recursion limit of 1000 frames; block size 1 or 2). There the table
+gains a long-chain production: an opcode byte, a length rung and a short token pattern build an
+immutable chain of up to :data:`LONG_CHAIN_BLOCKS` blocks, and its follow-up is one operation
+that walks the whole chain (fork by default, swap, or a chain query). Programs there stop after
+:data:`LONG_POOL_MAX_OPS` operations, since every step's snapshot is linear in the live blocks.
+The block level also drives ``BlockTable`` operations at a low weight: only a table chains a
+block after an empty one (growing by several blocks for lookahead slots).
 """
 
 from __future__ import annotations
@@ -42,6 +53,23 @@ MAX_BLOCK_SIZE = 16
 MAX_GPU_BLOCKS = 12
 MAX_CPU_BLOCKS = 6
 
+#: A chain past CPython's default recursion limit (1000 frames): code that walks a chain by
+#: recursion fails on it.
+LONG_CHAIN_BLOCKS = 1100
+#: Lengths the long-chain production draws from (the last rung is the one that matters; the
+#: others are cheap and exercise long-but-legal chains, hits on them and exhaustion).
+LONG_CHAIN_RUNGS: tuple[int, ...] = (64, LONG_CHAIN_BLOCKS, LONG_CHAIN_BLOCKS)
+#: GPU blocks of a long pool: one longest chain plus a tiny pool's worth of room.
+LONG_POOL_GPU_BLOCKS = LONG_CHAIN_BLOCKS + MAX_GPU_BLOCKS
+#: GPU-byte values from this one up select the long pool (block level; 252 = 21 * 12, so the
+#: tiny pool sizes stay uniform over the other values).
+LONG_POOL_BYTE = 252
+#: Operations per program in a long pool (each step costs ~10 ms there, ~0.5 ms in a tiny one).
+LONG_POOL_MAX_OPS = 4
+#: Block sizes of a long pool: 1 or 2 (what matters there is the chain's length in blocks, and
+#: every token costs hashing and model time).
+LONG_POOL_MAX_BLOCK_SIZE = 2
+
 
 #: Misuse the model asks a typed error for, but that a pooled-block allocator cannot always
 #: detect: a fork of a chain holding a freed block whose object the block pool has already
@@ -60,7 +88,7 @@ class Level(enum.Enum):
 
 ALL_KINDS = frozenset(ops.OPS_BY_KIND)
 LEVEL_KINDS: dict[Level, frozenset[str]] = {
-    Level.BLOCK: frozenset(cls.kind for cls in ops.BLOCK_OPS),
+    Level.BLOCK: frozenset(cls.kind for cls in (*ops.BLOCK_OPS, *ops.TABLE_OPS)),
     Level.SEQUENCE: frozenset(cls.kind for cls in ops.TABLE_OPS),
     Level.HASHING: frozenset({"allocate_immutable", "allocate_immutable_chain", "table_allocate",
                               "append", "allocate_mutable", "free", "table_free", "fork",
@@ -68,10 +96,17 @@ LEVEL_KINDS: dict[Level, frozenset[str]] = {
 }
 
 
-def decode_config(src: ByteSource, caps: Capabilities) -> Config:
-    """Block size 1..16, 1..12 GPU blocks, 0..6 CPU blocks (0 without swap)."""
+def decode_config(src: ByteSource, caps: Capabilities, *, long_pool: bool = False) -> Config:
+    """Block size 1..16, 1..12 GPU blocks, 0..6 CPU blocks (0 without swap); with
+    ``long_pool``, GPU bytes from :data:`LONG_POOL_BYTE` up select
+    :data:`LONG_POOL_GPU_BLOCKS` GPU blocks of size 1 or 2."""
     block_size = 1 + src.below(MAX_BLOCK_SIZE)
-    gpu = 1 + src.below(MAX_GPU_BLOCKS)
+    gpu_byte = src.byte()
+    if long_pool and gpu_byte >= LONG_POOL_BYTE:
+        gpu = LONG_POOL_GPU_BLOCKS
+        block_size = 1 + (block_size - 1) % LONG_POOL_MAX_BLOCK_SIZE
+    else:
+        gpu = 1 + gpu_byte % MAX_GPU_BLOCKS
     cpu = src.below(MAX_CPU_BLOCKS + 1)
     return Config(block_size, gpu, cpu if caps.swap else 0, caps)
 
@@ -94,8 +129,9 @@ class Decoder:
         self.src = ByteSource(data)
         self.level = level
         self.caps = caps
-        self.max_ops = max_ops
-        self.config = decode_config(self.src, caps)
+        self.config = decode_config(self.src, caps, long_pool=level is Level.BLOCK)
+        self.long_pool = self.config.num_gpu_blocks > MAX_GPU_BLOCKS
+        self.max_ops = min(max_ops, LONG_POOL_MAX_OPS) if self.long_pool else max_ops
         self.bs = self.config.block_size
         self.devices = (Dev.GPU, Dev.CPU) if self.config.num_cpu_blocks else (Dev.GPU,)
         self.adversarial = level is Level.HASHING
@@ -106,6 +142,7 @@ class Decoder:
         self.seen_tables: set[int] = set()
         self.prompts: list[Tokens] = []
         self.op_starts: list[int] = []  # byte offset where each emitted operation began
+        self.then: Generator | None = None  # a production's follow-up, run before the next pick
         if level is Level.SEQUENCE:
             for _ in range(1 + self.src.below(3)):
                 self.prompts.append(self._tokens(self.src.int_in(self.bs, 3 * self.bs)))
@@ -117,13 +154,16 @@ class Decoder:
         """The next admissible operation, or None when the program ends."""
         self.seen_blocks.update(oracle.live_blocks())
         self.seen_tables.update(oracle.live_tables())
-        while self.emitted < self.max_ops and not self.src.exhausted:
+        while self.emitted < self.max_ops and (self.then or not self.src.exhausted):
             start = self.src.consumed
-            op = self.src.pick(self.table)(oracle)
+            make = self.then or self.src.pick(self.table)
+            self.then = None
+            op = make(oracle)
             if op is not None and self.admissible(oracle, op):
                 self.emitted += 1
                 self.op_starts.append(start)
                 return op
+            self.then = None  # a skipped production takes its follow-up with it
         return None
 
     def kinds(self) -> frozenset[str]:
@@ -175,7 +215,9 @@ class Decoder:
         else:
             entries = [
                 _Entry(2, self._allocate_mutable), _Entry(3, self._allocate_immutable),
-                _Entry(2, self._allocate_chain), _Entry(3, self._append), _Entry(2, self._fork),
+                _Entry(2, self._allocate_chain), _Entry(6 if self.long_pool else 0,
+                                                        self._allocate_long_chain),
+                _Entry(3, self._append), _Entry(2, self._fork),
                 _Entry(3, self._free), _Entry(2 if swap else 0, self._swap),
                 _Entry(1, self._mark_accessed), _Entry(1, self._mark_computed),
                 _Entry(1 if caps.aphrodite_api else 0, self._computed_block_ids),
@@ -185,6 +227,9 @@ class Decoder:
                 _Entry(1, self._clear_cows), _Entry(1, self._hit_rate),
                 _Entry(1 if caps.vllm_api else 0, self._reset_prefix_cache),
                 _Entry(1, self._null_block), _Entry(1 if self.misuse_allowed else 0, self._misuse),
+                # BlockTables over the same pool: the only way to chain after an empty block.
+                _Entry(1, self._table_allocate), _Entry(1, self._table_append),
+                _Entry(1, self._table_ensure_slots), _Entry(1, self._table_other),
             ]
         return tuple(e.make for e in entries for _ in range(e.weight))
 
@@ -250,6 +295,45 @@ class Decoder:
         first = self._full_tokens(oracle, prev, dev, extra)
         chunks = (first, *(self._tokens(self.bs) for _ in range(count - 1)))
         return ops.AllocateImmutableChain(prev, chunks, dev, extra)
+
+    def _allocate_long_chain(self, oracle: Oracle) -> Op | None:
+        """An immutable chain of a :data:`LONG_CHAIN_RUNGS` length from a few bytes: its chunks
+        repeat a pattern of one to three chunks (the chain hash still makes every block
+        distinct), the first one possibly cached content. Its follow-up (:meth:`_walk_chain`)
+        is one operation over the whole chain."""
+        self.then = self._walk_chain
+        prev, dev, extra = self._prev_and_extra(oracle)
+        count = self.src.pick(LONG_CHAIN_RUNGS)
+        first = self._full_tokens(oracle, prev, dev, extra)
+        pattern = (first, *(self._tokens(self.bs) for _ in range(self.src.below(3))))
+        chunks = tuple(pattern[i % len(pattern)] for i in range(count))
+        return ops.AllocateImmutableChain(prev, chunks, dev, extra)
+
+    def _walk_chain(self, oracle: Oracle) -> Op | None:
+        """An operation that walks the whole chain ending at the newest block (the long chain
+        just made, if that succeeded): fork it, swap it, or one of the chain queries."""
+        live = oracle.live_blocks()
+        if not live:
+            return None
+        last = live[-1]
+        chain = tuple(oracle.chain_of(last))
+        dev = oracle.device_of(last)
+        other = Dev.CPU if dev is Dev.GPU else Dev.GPU
+        caps, gpu = self.caps, dev is Dev.GPU
+        walks: list[Callable[[], Op]] = [lambda: ops.Fork(last)] * 2
+        if len(self.devices) > 1:
+            walks.append(lambda: ops.Swap(chain, dev, other))
+        if caps.aphrodite_api:
+            walks.append(lambda: ops.CountTouched(chain, dev, self.src.int_in(0, self.bs)))
+            if gpu:
+                walks.append(lambda: ops.ComputedBlockIds(chain, self.src.flag(70)))
+        if caps.vllm_api:
+            walks.append(lambda: ops.CountFullTouched(chain, dev))
+            if gpu:
+                walks.append(lambda: ops.CachedPrefix(chain, Dev.GPU))
+        if gpu:
+            walks.append(lambda: ops.MarkAccessed(chain, self._tick((0.0, 1.0))))
+        return self.src.pick(walks)()
 
     def _near_miss(self, oracle: Oracle) -> Op | None:
         """Cached content with one token, or the extra key, swapped for a value that weak
@@ -403,6 +487,15 @@ class Decoder:
         t = self.src.pick(live)
         src = oracle.table_device(t)
         return ops.TableSwap(t, src, Dev.CPU if src is Dev.GPU else Dev.GPU)
+
+    def _table_other(self, oracle: Oracle) -> Op | None:
+        """Block level: the rarer table operations behind one opcode entry."""
+        return self.src.pick(self._table_rare)(oracle)
+
+    @property
+    def _table_rare(self) -> tuple[Generator, ...]:
+        swap = (self._table_swap,) if len(self.devices) > 1 else ()
+        return (self._table_fork, self._table_free, self._table_mark_accessed, *swap)
 
     def _table_mark_accessed(self, oracle: Oracle) -> Op | None:
         running = self._running(oracle)

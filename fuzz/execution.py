@@ -1,10 +1,12 @@
 """One fuzz input, end to end: decode it against a target one operation at a time, run each
 operation through the runner, and judge it with the oracle.
 
-Contract: :func:`execute` never raises for anything the target does; a broken invariant comes
-back as ``Execution.violation`` (located at its step), and a program the oracle can no longer
-judge (``OutOfContract``, including ``Inconclusive``) ends early with the reason in
-``stopped``. Exceptions that escape are bugs of the suite itself (model, runner, decoder).
+Contract: :func:`execute` never raises for anything the target does; a broken invariant, or a
+misbehaviour the runner itself reports (its ``Violation``; the outcome list then stops one
+short of the program), comes back as ``Execution.violation`` located at its step, and a
+program the oracle can no longer judge (``OutOfContract``, including ``Inconclusive``) ends
+early with the reason in ``stopped``. Exceptions that escape are bugs of the suite itself
+(model, runner, decoder).
 """
 
 from __future__ import annotations
@@ -20,6 +22,16 @@ from properties.runner import Runner
 from properties.targets import Target
 
 Feature = tuple[object, ...]
+
+#: Upper ends of the size classes in features: exact up to 4, then long, then past the
+#: recursion limit (the decoder's longest chains).
+SIZE_RUNGS: tuple[int, ...] = (0, 1, 2, 3, 4, 16, 128, 1000)
+
+
+def size_rung(n: int) -> int:
+    """The smallest rung ``>= n``, or one past the last (the class of chains deeper than
+    CPython's default recursion limit)."""
+    return next((r for r in SIZE_RUNGS if n <= r), SIZE_RUNGS[-1] + 1)
 
 
 @dataclass
@@ -56,7 +68,14 @@ def execute(data: bytes, target: Target, level: Level, *, max_ops: int = MAX_OPS
         return result
     previous = "start"
     while (op := decoder.next_op(oracle)) is not None:
-        outcome, snapshot = runner.execute(op)
+        try:
+            outcome, snapshot = runner.execute(op)
+        except Violation as violation:  # the runner's own verdict: the target misbehaved
+            result.program.append(op)
+            result.violation = violation if violation.op is not None else \
+                violation.at(op, len(result.program) - 1)
+            result.features.add(("violation", violation.family.value, op.kind))
+            break
         result.program.append(op)
         result.outcomes.append(outcome)
         _note_features(result.features, previous, op, outcome, snapshot, len(oracle.worlds))
@@ -85,7 +104,7 @@ def _note_features(out: set[Feature], previous: str, op: Op, outcome: Outcome,
     if outcome.cows:
         out.add((op.kind, "cow", min(len(outcome.cows), 3)))
     if outcome.new_blocks:
-        out.add((op.kind, "new", min(len(outcome.new_blocks), 4)))
+        out.add((op.kind, "new", size_rung(len(outcome.new_blocks))))
     value = outcome.value
     if isinstance(value, list):
         out.add((op.kind, "len", min(len(value), 4)))

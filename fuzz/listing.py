@@ -10,6 +10,10 @@ from models.capabilities import Config
 from models.operations import Dev, Op, Outcome
 
 _BLOCK_FIELDS = frozenset({"prev", "block"})
+#: Sequences longer than ``LONG_LISTING`` (a long chain's chunks) show their first
+#: ``SHOWN_ITEMS`` items and their length; the crash record keeps them whole.
+LONG_LISTING = 64
+SHOWN_ITEMS = 8
 
 
 def _value(name: str, value: object) -> str:
@@ -17,6 +21,9 @@ def _value(name: str, value: object) -> str:
         return value.value
     if name in _BLOCK_FIELDS and isinstance(value, int):
         return f"b{value}"
+    if isinstance(value, tuple) and len(value) > LONG_LISTING:
+        head = _value(name, value[:SHOWN_ITEMS])[:-1]
+        return f"{head}, ... ({len(value)} in all)]"
     if name == "blocks" and isinstance(value, tuple):
         return "[" + ", ".join(f"b{h}" for h in value) + "]"
     if name == "table" and isinstance(value, int):
@@ -37,8 +44,11 @@ def format_outcome(outcome: Outcome) -> str:
     if outcome.error is not None:
         return f"raised {outcome.error.value}: {outcome.detail}"
     made = []
-    if outcome.new_blocks:
-        made.append("-> " + ", ".join(f"b{h}" for h in outcome.new_blocks))
+    new = outcome.new_blocks
+    if len(new) > LONG_LISTING:
+        made.append(f"-> b{new[0]} .. b{new[-1]} ({len(new)} blocks)")
+    elif new:
+        made.append("-> " + ", ".join(f"b{h}" for h in new))
     if outcome.new_table is not None:
         made.append(f"-> t{outcome.new_table}")
     if outcome.value is not None:

@@ -3,6 +3,7 @@ target; the corpora cover each harness's operation vocabulary."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,11 @@ def test_block_corpus_shows_refusals(bundled: Target) -> None:
     errors = {o.error.value for p in sorted(corpus_dir(Level.BLOCK.value).iterdir())
               for o in harness.run(p.read_bytes()).outcomes if o.error is not None}
     assert {"no_free_blocks", "misuse"} <= errors
+
+
+def test_block_corpus_has_a_chain_past_the_recursion_limit(bundled: Target) -> None:
+    """The cover keeps a long-pool seed whose chain is deeper than CPython's recursion limit."""
+    harness = Harness(Level.BLOCK).bind(bundled)
+    longest = max(len(o.new_blocks) for p in sorted(corpus_dir(Level.BLOCK.value).iterdir())
+                  for o in harness.run(p.read_bytes()).outcomes)
+    assert longest > sys.getrecursionlimit()
