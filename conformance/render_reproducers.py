@@ -6,7 +6,10 @@
 Each entry's program is executed once against the target by the suite's runner; the calls it
 made are printed by the suite's reproducer (``properties.reproducer.render_script``), followed by
 the entry's ``observe`` expressions (printed with their values: the wrong observation) and an
-oracle re-check of the same program that prints the violation.
+oracle re-check of the same program that prints the violation. Long programs (a chain of a
+thousand blocks) are compacted without changing what runs: a list or tuple of one repeated item
+is written as a repetition, and a long unpacking of block handles binds only the handles the
+script uses.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -67,6 +71,50 @@ if __name__ == "__main__":
 """
 
 
+# Runs shorter than this stay literal (every existing small program renders unchanged).
+_MIN_RUN = 8
+# One item: a flat bracketed group (a one-token chunk, a pair) or a bare literal or name.
+_ITEM = r"(?:\[[^\[\]]*\]|\([^()]*\)|[^\[\]()\s,]+)"
+# A whole list or tuple of one item repeated; the bracket must not follow a name or a closing
+# bracket (that would be a call or a subscript, not a display).
+_REPEAT = re.compile(rf"(?<![\w)\]])([\[(])({_ITEM})((?:, \2){{{_MIN_RUN - 1},}})(,?)([\])])")
+_UNPACK = re.compile(
+    rf"^(?P<indent> *)(?P<names>b\d+(?:, b\d+){{{_MIN_RUN - 1},}}) = (?P<call>.+)$", re.MULTILINE)
+
+
+def _repeat(match: re.Match[str]) -> str:
+    opening, item, rest, _, closing = match.groups()
+    if (opening, closing) not in {("[", "]"), ("(", ")")}:
+        return match.group(0)
+    count = rest.count(", " + item) + 1
+    if opening == "(":
+        return f"({item},) * {count}"
+    if item.startswith("["):  # a mutable item: one fresh list per position, no aliasing
+        return f"[{item} for _ in range({count})]"
+    return f"[{item}] * {count}"
+
+
+def _unpack(script: str, match: re.Match[str]) -> str:
+    names = match.group("names").split(", ")
+    rest = script[: match.start()] + script[match.end():]
+    used = [(i, n) for i, n in enumerate(names) if re.search(rf"\b{n}\b", rest)]
+    indent, chain = match.group("indent"), f"chain_{names[0]}"
+    lines = [f"{indent}{chain} = {match.group('call')}  # handles {names[0]} .. {names[-1]}"]
+    if used:
+        lines.append(f"{indent}{', '.join(n for _, n in used)} = "
+                     f"{', '.join(f'{chain}[{i}]' for i, _ in used)}")
+    return "\n".join(lines)
+
+
+def compact(script: str) -> str:
+    """``script`` with long repeated displays and long handle unpackings shortened; the calls,
+    their arguments and every name the script reads are unchanged."""
+    script = _REPEAT.sub(_repeat, script)
+    while (match := _UNPACK.search(script)) is not None:
+        script = script[: match.start()] + _unpack(script, match) + script[match.end():]
+    return script
+
+
 def render(target: Target, entry: dict[str, Any]) -> str:
     """The reproducer script of one entry."""
     cfg = entry["config"]
@@ -90,7 +138,7 @@ def render(target: Target, entry: dict[str, Any]) -> str:
                          gpu=config.num_gpu_blocks, cpu=config.num_cpu_blocks,
                          program="\n".join(f"        {op!r}," for op in entry["program"]))
     register = _REGISTER if target.spec.startswith("properties.upstream:vllm") else ""
-    return header + _PRELUDE + register + body + tail
+    return compact(header + _PRELUDE + register + body + tail)
 
 
 def main(argv: list[str] | None = None) -> int:

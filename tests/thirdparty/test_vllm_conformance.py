@@ -5,8 +5,10 @@ wheel (a violation the entry matches) and its program must pass against the bund
 its reproducer script must print the violation, and no other entry may cover it (the entries
 are disjoint on each other's programs). The evictor-stale-entry deviation is pinned to its
 mechanism (the failing eviction pops a stale heap entry), in the CPU-pool form too, and to the
-benchmark's serving-trace crash. The expected-failures mechanism of the plugin is checked here
-too: every stale entry is reported, and a violation the entry does not cover fails the replay.
+benchmark's serving-trace crash; recursive-chain-walk to chain length (the fork fails at the
+recursion limit, not before, in every fork path, and no other chain walk recurses). The
+expected-failures mechanism of the plugin is checked here too: every stale entry is reported,
+and a violation the entry does not cover fails the replay.
 The wheel-dependent tests skip, with the fetch command, when the wheel is not cached.
 """
 
@@ -19,6 +21,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -38,6 +41,7 @@ VLLM = "properties.upstream:vllm_v0_allocator"
 BUNDLED = "prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create"
 CLASSES = {"real upstream bug", "upstream design deviation"}
 STALE_HEAP = "evictor-stale-entry"
+RECURSIVE = "recursive-chain-walk"
 
 ENTRIES = load_expected(str(XFAILS))
 RAW: dict[str, dict[str, Any]] = {e["id"]: e for e in json.loads(XFAILS.read_text("utf-8"))}
@@ -233,6 +237,129 @@ def test_stale_heap_match_is_narrow() -> None:
     assert not entry.matches(leak, [free, free, free, alloc])
 
 
+# --------------------------------------------------------------------------- recursive-chain-walk
+
+
+def _stack_depth() -> int:
+    frame: FrameType | None = sys._getframe()
+    depth = 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
+
+
+def _chain(blocks: int) -> dict[str, Any]:
+    return {"op": "allocate_immutable_chain", "prev": None, "chunks": [[0]] * blocks,
+            "device": "gpu", "extra_hash": None}
+
+
+def _long_chain_forms(blocks: int) -> dict[str, tuple[dict[str, int], list[dict[str, Any]]]]:
+    """Every way to walk a ``blocks``-long chain: fork it (block or table level, after a round
+    trip through the CPU too), free it, swap it whole (table level too)."""
+    cfg = {"block_size": 1, "num_gpu_blocks": blocks, "num_cpu_blocks": 0}
+    cpu = {"block_size": 1, "num_gpu_blocks": blocks, "num_cpu_blocks": blocks}
+    last = blocks - 1
+    table = {"op": "table_allocate", "tokens": [0] * blocks, "device": "gpu", "extra_hash": None}
+    out_in = [{"op": "swap", "blocks": list(range(blocks)), "src": s, "dst": d}
+              for s, d in (("gpu", "cpu"), ("cpu", "gpu"))]
+    return {
+        "fork": (cfg, [_chain(blocks), {"op": "fork", "block": last}]),
+        "table_fork": (cfg, [table, {"op": "table_fork", "table": 0}]),
+        "fork_after_swaps": (cpu, [_chain(blocks), *out_in, {"op": "fork", "block": last}]),
+        "free": (cfg, [_chain(blocks), {"op": "free", "block": last}]),
+        "swap": (cpu, [_chain(blocks), *out_in]),
+        "table_free": (cfg, [table, {"op": "table_free", "table": 0}]),
+        "table_swap": (cpu, [table, {"op": "table_swap", "table": 0, "src": "gpu", "dst": "cpu"},
+                             {"op": "table_swap", "table": 0, "src": "cpu", "dst": "gpu"}]),
+    }
+
+
+def _run_form(target: Target, cfg: dict[str, int], program: list[dict[str, Any]]) -> None:
+    run_program(target, Config(caps=target.caps, **cfg), [op_from_json(op) for op in program])
+
+
+@pytest.mark.parametrize("form", ["fork", "table_fork", "fork_after_swaps", "naive"])
+def test_every_fork_of_a_long_chain_is_the_recursive_walk(vllm: Target, bundled: Target,
+                                                          form: str) -> None:
+    """Block-level and table-level forks, a chain that went to the CPU and back, the naive
+    allocator: each dies of the recursion at the fork, each is this entry, and the bundled
+    allocator passes each."""
+    blocks = sys.getrecursionlimit()
+    cfg, program = _long_chain_forms(blocks)["fork" if form == "naive" else form]
+    target = load_target(VLLM, allocator_type="naive") if form == "naive" else vllm
+    ops = [op_from_json(op) for op in program]
+    with pytest.raises(Violation) as info:
+        _run_form(target, cfg, program)
+    violation = info.value
+    assert violation.step == len(program) - 1, str(violation)
+    assert violation.family is Family.TABLE and "RecursionError" in violation.message
+    assert _covering(violation, ops) == RECURSIVE, str(violation)
+    if form != "naive":
+        _run_form(bundled, cfg, program)
+
+
+@pytest.mark.parametrize("form", ["free", "swap", "table_free", "table_swap"])
+def test_other_long_chain_walks_do_not_recurse(vllm: Target, form: str) -> None:
+    """The deviation is fork's alone: freeing and swapping the same long chain pass against
+    vLLM (per-block loops), so the entry names only fork and table_fork."""
+    cfg, program = _long_chain_forms(sys.getrecursionlimit())[form]
+    _run_form(vllm, cfg, program)
+
+
+def test_fork_fails_at_the_recursion_limit_not_before(vllm: Target) -> None:
+    """Chain length is the whole trigger: a chain that leaves the fork's recursion a margin
+    below the limit (from this stack depth) forks correctly; a chain as long as the limit
+    cannot fork from any depth."""
+    margin = 40  # frames for fork, the runner and the adapter above the caller
+    fits = sys.getrecursionlimit() - _stack_depth() - margin
+    assert fits > 500, "the test runs too deep to show a passing long fork"
+    cfg, program = _long_chain_forms(fits)["fork"]
+    _run_form(vllm, cfg, program)
+    cfg, program = _long_chain_forms(sys.getrecursionlimit())["fork"]
+    with pytest.raises(Violation, match="RecursionError"):
+        _run_form(vllm, cfg, program)
+
+
+def test_recursive_walk_is_the_same_under_python_O(vllm: Target) -> None:
+    """No assert is involved: with assertions stripped the script shows the same failure."""
+    script = SCRIPTS / f"{RECURSIVE}.py"
+    result = subprocess.run([sys.executable, "-O", str(script)], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "step 1 raised RecursionError" in result.stdout, result.stdout
+    assert "violation: [TABLE] fork must succeed, raised unexpected: RecursionError" in \
+        result.stdout, result.stdout
+
+
+def test_recursive_walk_match_is_narrow() -> None:
+    """The entry covers a RecursionError at a fork (block or table level), nothing else; a
+    fork through a cyclic chain left by swap-pool-crosstalk stays that entry's (listed first)."""
+    entry = next(e for e in ENTRIES if e.id == RECURSIVE)
+    chain = op_from_json(_chain(2))
+    fork = op_from_json({"op": "fork", "block": 1})
+    table_fork = op_from_json({"op": "table_fork", "table": 0})
+    alloc = op_from_json({"op": "allocate_mutable", "prev": None, "device": "gpu"})
+    swap = op_from_json({"op": "swap", "blocks": [0], "src": "cpu", "dst": "gpu"})
+    free = op_from_json({"op": "free", "block": 0})
+    recursion = "raised unexpected: RecursionError: maximum recursion depth exceeded"
+
+    def table(op: Op, message: str) -> Violation:
+        return Violation(Family.TABLE, f"{op.kind} must succeed, {message}").at(op, 1)
+
+    assert entry.matches(table(fork, recursion), [chain, fork])
+    assert entry.matches(table(table_fork, recursion), [chain, table_fork])
+    assert not entry.matches(table(alloc, recursion), [chain, alloc])  # only forks
+    assert not entry.matches(table(fork, "raised assertion: AssertionError: can't fork"),
+                             [chain, fork])
+    assert not entry.matches(table(fork, "raised unexpected: IndexError: "), [chain, fork])
+    assert not entry.matches(Violation(Family.RC, "id 0: refcount").at(fork, 1), [chain, fork])
+    crash = Violation(Family.CRASH, f"fork must succeed, {recursion}").at(fork, 1)
+    assert not entry.matches(crash, [chain, fork])
+    cyclic = table(fork, recursion).at(fork, 3)
+    assert _covering(cyclic, [swap, alloc, free, fork]) == "swap-pool-crosstalk"
+
+
 # --------------------------------------------------------------------------- matching rules
 
 
@@ -286,7 +413,7 @@ def test_stale_entries_are_reported(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("entry_id", "seen"), [("swap-pool-crosstalk", "[TABLE]"),
-                                                (STALE_HEAP, "[CRASH]")])
+                                                (STALE_HEAP, "[CRASH]"), (RECURSIVE, "[TABLE]")])
 def test_unexpected_family_still_fails(vllm: Target, tmp_path: Path, entry_id: str,
                                        seen: str) -> None:
     entry = dict(RAW[entry_id], family="HASH", match={})
