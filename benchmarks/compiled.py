@@ -248,8 +248,18 @@ def render_table_program(adapter: FamilyAdapter, program: Iterable[Op]) -> list[
                 table_extra[handle] = op.extra_hash
             elif isinstance(op, ops.TableFork):
                 table_extra[handle] = table_extra.get(op.table)
-        out.append(RenderedOp(op.kind, tuple(render(s) for s in stmts)))
+        lines = [render(s) for s in stmts]
+        if isinstance(op, ops.TableSwap):
+            lines.append(_physical_mapping(op.src, op.dst))
+        out.append(RenderedOp(op.kind, tuple(lines)))
     return out
+
+
+def _physical_mapping(src: ops.Dev, dst: ops.Dev) -> str:
+    """What vLLM 0.8's block manager does with a swap's mapping: hand the cache engine
+    device-local (physical) ids, one ``get_physical_block_id`` per id."""
+    return (f"_physical = [(alloc.get_physical_block_id(Device.{src.name}, s), "
+            f"alloc.get_physical_block_id(Device.{dst.name}, d)) for s, d in mapping.items()]")
 
 
 _TABLE_KINDS = frozenset(cls.kind for cls in ops.TABLE_OPS)

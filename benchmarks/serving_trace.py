@@ -12,7 +12,8 @@ blocks wait in the evictor and later allocations evict them.
 The calls follow vLLM 0.8's ``SelfAttnBlockSpaceManager``: each decode append is followed by
 ``clear_copy_on_writes`` (``append_slots``); a sequence's blocks are marked accessed once, when
 it is freed (its ``LastAccessBlocksTracker`` defers the mark), and, unlike vLLM, also before a
-swap-out (see Determinism); ``mark_blocks_as_computed`` runs once per scheduling step. The
+swap-out (see Determinism); ``mark_blocks_as_computed`` runs once per scheduling step; the
+compiled benchmark converts each swap's mapping with ``get_physical_block_id`` per id. The
 engine's read-only per-step queries (``can_append_slots``'s counts, ``get_block_table``) are
 not in the vocabulary and are left out.
 
