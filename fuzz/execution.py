@@ -59,9 +59,9 @@ def execute(data: bytes, target: Target, level: Level, *, max_ops: int = MAX_OPS
     decoder = Decoder(data, level, target.caps, max_ops=max_ops)
     config = decoder.config
     result = Execution(level, config)
-    runner = result.runner = Runner(target, config)
     oracle = Oracle(config)
-    try:
+    try:  # a misbehaving factory is a verdict too
+        runner = result.runner = Runner(target, config)
         oracle.initial_check(runner.snapshot())
     except Violation as violation:
         result.violation = violation

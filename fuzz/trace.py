@@ -510,10 +510,10 @@ class Replay:
 def replay(trace: Trace, target: Target) -> Replay:
     """Run ``trace`` against ``target`` under the oracle."""
     config = Config(caps=target.caps, **trace.config)
-    runner = Runner(target, config)
     oracle = Oracle(config)
     result = Replay()
-    try:
+    try:  # a misbehaving factory is a verdict too
+        runner = Runner(target, config)
         oracle.initial_check(runner.snapshot())
     except Violation as violation:
         result.violation = violation

@@ -25,8 +25,10 @@ class Family(enum.Enum):
     HIT = "HIT"
     TABLE = "TABLE"
     ATOMIC = "ATOMIC"
-    # Not an allocator invariant: the target raised something no contract allows.
+    # Not allocator invariants: the target raised something no contract allows, or broke the
+    # calling convention (wrong return types, hangs, lists mutated behind the caller's back).
     CRASH = "CRASH"
+    TARGET = "TARGET"
 
 
 DESCRIPTIONS: dict[Family, str] = {
@@ -44,6 +46,7 @@ DESCRIPTIONS: dict[Family, str] = {
     Family.TABLE: "table ids, chains and token counts agree; forks of any length work",
     Family.ATOMIC: "a failed operation leaves the allocator exactly as it was",
     Family.CRASH: "the target raised an error no contract allows",
+    Family.TARGET: "the target returns the API's types, answers in time and leaves lists alone",
 }
 
 

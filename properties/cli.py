@@ -63,16 +63,22 @@ class Collector:
         exc = call.excinfo.value if call.excinfo is not None else None
         if report.when == "call":
             self._absorbed(item)
-        if isinstance(exc, Violation):
-            from properties.plugin import expected_entries, matching
+        if exc is None:
+            return
+        from properties.plugin import _leaves, expected_entries, matching
 
-            notes = "\n".join(getattr(exc, "__notes__", []))
-            expected = bool(getattr(report, "wasxfail", "")) or bool(
-                matching(expected_entries(item.config), exc))
-            self.findings.append(Finding(item.nodeid, exc.family.value, str(exc), notes,
-                                         expected))
-        elif report.failed and exc is not None:
-            self.errors.append(f"{item.nodeid}: {type(exc).__name__}: {exc}")
+        leaves = list(_leaves(exc))
+        violations = [leaf for leaf in leaves if isinstance(leaf, Violation)]
+        if len(violations) == len(leaves):
+            # One finding per violation, also when Hypothesis reports several distinct ones.
+            for leaf in violations:
+                notes = "\n".join(getattr(leaf, "__notes__", []))
+                expected = bool(getattr(report, "wasxfail", "")) or bool(
+                    matching(expected_entries(item.config), leaf))
+                self.findings.append(Finding(item.nodeid, leaf.family.value, str(leaf), notes,
+                                             expected))
+        elif report.failed:
+            self.errors += [f"{item.nodeid}: {type(leaf).__name__}: {leaf}" for leaf in leaves]
 
     def _absorbed(self, item: pytest.Item) -> None:
         """Expected violations the plugin absorbed (or a replay observed): one finding per
@@ -144,11 +150,14 @@ def check(argv: Sequence[str]) -> int:
     parser.add_argument("--disable-feature", action="append", default=[])
     parser.add_argument("--max-examples", type=int, default=None)
     parser.add_argument("--max-steps", type=int, default=None)
+    parser.add_argument("--step-timeout", type=float, default=None, metavar="SECONDS",
+                        help="per-step time limit (default $PREFIXCACHE_STEP_TIMEOUT or 10; "
+                             "0 disables it)")
     args = parser.parse_args(argv)
     pytest_args = [str(SUITE_DIR), "-p", "no:cacheprovider", "-v", "--no-header",
                    f"--hypothesis-profile={args.profile}",
                    f"--allocator-type={args.allocator_type}", "--rootdir", str(SUITE_DIR)]
-    for flag in ("allocator", "xfails_file", "max_examples", "max_steps"):
+    for flag in ("allocator", "xfails_file", "max_examples", "max_steps", "step_timeout"):
         value = getattr(args, flag)
         if value is not None:
             pytest_args.append(f"--{flag.replace('_', '-')}={value}")
@@ -156,9 +165,9 @@ def check(argv: Sequence[str]) -> int:
     collector = Collector()
     started = time.monotonic()
     code = pytest.main(pytest_args, plugins=[collector])
-    from properties.selection import current_target
+    from properties.plugin import _target_line
 
-    conforming = write_reports(args.report_dir, collector, current_target().describe(),
+    conforming = write_reports(args.report_dir, collector, _target_line(),
                                time.monotonic() - started)
     print(f"\nreport: {args.report_dir / 'conformance.md'} "
           f"and {args.report_dir / 'conformance.json'}")

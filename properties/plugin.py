@@ -2,7 +2,9 @@
 
 Options: ``--allocator module:factory`` (env ``PREFIXCACHE_ALLOCATOR``), ``--allocator-type``,
 ``--disable-feature NAME`` (repeatable), ``--max-examples``, ``--max-steps``,
-``--xfails-file`` and ``--skips-file``. The profile is Hypothesis's own
+``--step-timeout SECONDS`` (env ``PREFIXCACHE_STEP_TIMEOUT``, default 10, ``0``: no limit; a
+step that outlives it fails as a hang, see ``properties.runner``), ``--xfails-file`` and
+``--skips-file``. The profile is Hypothesis's own
 ``--hypothesis-profile`` (our profiles are registered on import; see ``profiles.py``).
 
 Expected failures (``--xfails-file``) are deterministic. Each entry is
@@ -34,6 +36,7 @@ matching entry wins, so list narrow entries before broad ones. Other keys (``obs
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -51,6 +54,8 @@ from models.families import Family, Violation
 from models.operations import Op
 from models.oracle import OutOfContract
 from properties import selection
+from properties.determinism import fixed_constants
+from properties.targets import TargetError
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +231,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "atomic, typed_errors, introspection)")
     group.addoption("--max-examples", type=int, default=None)
     group.addoption("--max-steps", type=int, default=None)
+    group.addoption("--step-timeout", default=None, metavar="SECONDS",
+                    help="per-step time limit for target calls (default "
+                         "$PREFIXCACHE_STEP_TIMEOUT or 10; 0 disables it)")
     group.addoption("--xfails-file", default=None,
                     help="JSON list of expected failures (see the plugin docstring)")
     group.addoption("--skips-file", default=None,
@@ -237,11 +245,15 @@ _ORIGINAL_DO = pytest.StashKey[Any]()
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    selection.select(
-        config.getoption("allocator") or os.environ.get("PREFIXCACHE_ALLOCATOR"),
-        allocator_type=config.getoption("allocator_type"),
-        disable=config.getoption("disable_feature"),
-    )
+    try:
+        selection.select(
+            config.getoption("allocator") or os.environ.get("PREFIXCACHE_ALLOCATOR"),
+            allocator_type=config.getoption("allocator_type"),
+            disable=config.getoption("disable_feature"),
+            step_timeout=config.getoption("step_timeout"),
+        )
+    except TargetError as exc:
+        raise pytest.UsageError(str(exc)) from None
     overrides: dict[str, Any] = {}
     if config.getoption("max_examples") is not None:
         overrides["max_examples"] = config.getoption("max_examples")
@@ -281,7 +293,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"(max_examples={current.max_examples}, steps={current.stateful_step_count}, "
         f"derandomize={current.derandomize}, seed={seed if seed is not None else 'random'})",
         f"prefixcache expected failures: {len(config.stash.get(_EXPECTED, []))}",
+        f"prefixcache step timeout: {_timeout_line()}",
     ]
+
+
+def _timeout_line() -> str:
+    seconds = selection.step_timeout()
+    return "none" if seconds is None else f"{seconds:g} s"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -309,8 +327,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
     hits: list[tuple[ExpectedFailure, Violation]] = []
     item.stash[_OBSERVED] = hits
     _active = (item.config.stash.get(_EXPECTED, []), hits)
+    # A derandomized profile promises the same examples every run: see properties.determinism.
+    derandomized = settings.default is not None and settings.default.derandomize
+    pinned = fixed_constants() if derandomized else contextlib.nullcontext()
     try:
-        yield
+        with pinned:
+            yield
     finally:
         _active = None
 

@@ -1,31 +1,48 @@
 """The session's target: chosen once (by the pytest plugin, a CLI or the environment) and read
 by every state machine and harness. Loading is lazy, so selecting a target that cannot be
-imported fails the tests that use it, not the whole session."""
+imported fails the tests that use it, not the whole session. The per-step time limit
+(``--step-timeout``) is chosen with the target and carried by it (``Target.step_timeout``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from properties.targets import Target, load_target
+from properties.targets import (
+    Target,
+    load_target,
+    set_session_step_timeout,
+    step_timeout_setting,
+)
 
 _current: Target | None = None
-_choice: tuple[str | None, str, tuple[str, ...]] = (None, "prefix_caching", ())
+_choice: tuple[str | None, str, tuple[str, ...], float | str | None] = (
+    None, "prefix_caching", (), None)
 
 
 def select(spec: str | None = None, *, allocator_type: str = "prefix_caching",
-           disable: Iterable[str] = ()) -> None:
-    """Choose the target for this process; it is loaded on first use."""
+           disable: Iterable[str] = (), step_timeout: float | str | None = None) -> None:
+    """Choose the target for this process; it is loaded on first use. ``step_timeout``
+    (seconds; ``None``: ``$PREFIXCACHE_STEP_TIMEOUT`` or the default; ``<= 0``: no limit) is
+    validated now (a bad value raises ``TargetError``) and becomes the process's default for
+    every target loaded afterwards."""
     global _current, _choice
     _current = None
-    _choice = (spec, allocator_type, tuple(disable))
+    set_session_step_timeout(step_timeout)  # also for targets loaded elsewhere (variants)
+    _choice = (spec, allocator_type, tuple(disable), step_timeout)
+
+
+def step_timeout() -> float | None:
+    """The chosen per-step time limit in seconds (``None``: no limit)."""
+    return step_timeout_setting(_choice[3])
 
 
 def current_target() -> Target:
     """The selected target; defaults to ``$PREFIXCACHE_ALLOCATOR`` or the bundled allocator."""
     global _current
     if _current is None:
-        spec, allocator_type, disable = _choice
-        _current = load_target(spec, allocator_type=allocator_type, disable=disable)
+        spec, allocator_type, disable, seconds = _choice
+        _current = load_target(spec, allocator_type=allocator_type, disable=disable,
+                               step_timeout=seconds)
     return _current
 
 

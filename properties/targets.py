@@ -6,6 +6,9 @@ A target spec is ``module:callable`` naming a factory with the signature of upst
 Capabilities are detected from the allocator's API and from claims its package declares in a
 ``PREFIXCACHE_CLAIMS`` mapping (``atomic``, ``typed_errors``, ``lru``); users can switch features
 off (``--disable-feature``).
+
+Each target carries its per-step time limit (``step_timeout`` seconds, ``None``: no limit):
+``--step-timeout``, else ``$PREFIXCACHE_STEP_TIMEOUT``, else :data:`DEFAULT_STEP_TIMEOUT`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from properties.adapters import FamilyAdapter
 
 DEFAULT_SPEC = "prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create"
 ENV_VAR = "PREFIXCACHE_ALLOCATOR"
+TIMEOUT_ENV_VAR = "PREFIXCACHE_STEP_TIMEOUT"
+DEFAULT_STEP_TIMEOUT = 10.0
 
 
 class TargetError(Exception):
@@ -59,6 +64,7 @@ class Target:
     misuse_types: tuple[type[BaseException], ...] = ()
     allocator_type: str = "prefix_caching"
     factory_kwargs: tuple[tuple[str, Any], ...] = ()
+    step_timeout: float | None = DEFAULT_STEP_TIMEOUT
 
     def create(self, config: Config) -> Any:
         """A fresh allocator shaped by ``config``."""
@@ -78,6 +84,37 @@ class Target:
     def with_kwargs(self, **kwargs: Any) -> Target:
         """The same target with extra factory keyword arguments (e.g. an injected hash)."""
         return replace(self, factory_kwargs=(*self.factory_kwargs, *kwargs.items()))
+
+    def with_step_timeout(self, seconds: float | None) -> Target:
+        """The same target with another per-step time limit (``None`` or ``<= 0``: none)."""
+        return replace(self, step_timeout=seconds if seconds is not None and seconds > 0
+                       else None)
+
+
+_session_step_timeout: float | str | None = None
+
+
+def set_session_step_timeout(value: float | str | None) -> None:
+    """The limit every target loaded from now on gets unless given one (the session's
+    ``--step-timeout``; ``None``: back to the environment or the default)."""
+    global _session_step_timeout
+    step_timeout_setting(value)
+    _session_step_timeout = value
+
+
+def step_timeout_setting(value: float | str | None = None) -> float | None:
+    """The per-step time limit: ``value`` if given, else the session's, else
+    ``$PREFIXCACHE_STEP_TIMEOUT``, else the default; ``0`` or less disables it. A value that is
+    not a number is a :class:`TargetError`."""
+    if value is None:
+        value = _session_step_timeout
+    if value is None:
+        value = os.environ.get(TIMEOUT_ENV_VAR) or DEFAULT_STEP_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError as exc:
+        raise TargetError(f"step timeout {value!r} is not a number of seconds") from exc
+    return seconds if seconds > 0 else None
 
 
 def _package_of(factory: Callable[..., Any]) -> str:
@@ -109,9 +146,11 @@ def load_target(
     *,
     allocator_type: str = "prefix_caching",
     disable: Iterable[str] = (),
+    step_timeout: float | str | None = None,
 ) -> Target:
     """Resolve ``spec`` (default: ``$PREFIXCACHE_ALLOCATOR``, else the bundled allocator) and
-    detect its capabilities on a tiny instance."""
+    detect its capabilities on a tiny instance. Whatever the probe instance does wrong
+    (raises, returns something that is not an allocator) is a :class:`TargetError`."""
     spec = spec or os.environ.get(ENV_VAR) or DEFAULT_SPEC
     factory = resolve(spec)
     package = _package_of(factory)
@@ -119,8 +158,10 @@ def load_target(
     misuse = tuple(_resolve_types(claims.get("misuse_errors", ())))
     try:
         probe = FamilyAdapter(factory(allocator_type, 2, 2, 2), 2, misuse)
+        introspection = probe.introspect() is not None
     except Exception as exc:  # a factory that cannot build a tiny pool is not a target
-        raise TargetError(f"{spec!r} failed to create a 2+2-block allocator: {exc!r}") from exc
+        raise TargetError(f"{spec!r} failed to create a 2+2-block allocator: "
+                          f"{type(exc).__name__}: {exc}") from exc
     if probe.has_aphrodite_api and probe.has_vllm_api:
         generation = Generation.BOTH
     elif probe.has_vllm_api:
@@ -136,14 +177,14 @@ def load_target(
         generation=generation,
         atomic=bool(claims.get("atomic", False)),
         typed_errors=bool(claims.get("typed_errors", False)) and bool(misuse),
-        introspection=probe.introspect() is not None,
+        introspection=introspection,
     )
     disabled = tuple(disable)
     if disabled:
         caps = caps.without(*disabled)
     version = str(claims.get("version") or _version(package))
     return Target(spec, factory, caps, str(claims.get("name", package)), version, misuse,
-                  allocator_type)
+                  allocator_type, step_timeout=step_timeout_setting(step_timeout))
 
 
 def _resolve_types(specs: Iterable[Any]) -> Iterable[type[BaseException]]:

@@ -133,3 +133,18 @@ def test_a_runner_violation_ends_the_execution(bundled: Target,
     assert result.violation.step == 1
     assert len(result.program) == 2
     assert len(result.outcomes) == 1
+
+
+@pytest.mark.parametrize("name", ["factory_raises", "factory_returns_none"])
+def test_a_misbehaving_factory_is_a_recorded_verdict(name: str) -> None:
+    """The factory runs inside the judged region: its failure becomes the execution's
+    violation (with the target's name), not an exception out of the fuzz loop."""
+    target = load_target(f"tests.hardening.misbehaving.targets:{name}").with_step_timeout(5)
+    # The faults spare the loader's 2+2-block probe: pick an input with a bigger pool.
+    data = next(d for first in range(256)
+                if (c := Decoder(d := bytes([first, 7] * 32), Level.BLOCK, target.caps).config)
+                .num_gpu_blocks + c.num_cpu_blocks > 4)
+    result = execute(data, target, Level.BLOCK)
+    assert result.violation is not None
+    assert result.violation.family in (Family.CRASH, Family.TARGET)
+    assert result.runner is None and not result.program

@@ -1,0 +1,1 @@
+"""Deliberately misbehaving targets for ``test_misbehaving_targets`` (see ``targets``)."""
