@@ -147,7 +147,7 @@ class BlockTable:
         ``num_lookahead_slots``; shared blocks are copied on write and filled blocks
         promoted. With a sliding window, blocks below ``num_computed_slots // block_size
         - window`` are freed and replaced by the null block first. All or nothing."""
-        if not self._is_allocated:
+        if not self._blocks.list():
             raise InvalidArgumentError("the block table has no blocks; allocate it first")
         tokens = checked_tokens(token_ids)
         if num_lookahead_slots.__class__ is not int or num_lookahead_slots < 0:
