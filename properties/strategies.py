@@ -29,6 +29,18 @@ def _token(i: int) -> int:
     return i & 3 if i < 28 else _WILD[i - 28]
 
 
+#: Token pairs a weak key confuses: Python's ``hash`` folds ints modulo 2**61 - 1 and maps -1 to
+#: -2, so ``hash(x) == hash(twin)`` for each pair (and tuples of equal hashes hash equally).
+_TWINS = {-1: -2, 0: 2**61 - 1, 1: 2**61, 3: 2**63 - 1}
+_TWINS.update({v: k for k, v in list(_TWINS.items())})
+
+
+def twin(block: tuple[int, ...]) -> tuple[int, ...]:
+    """Different content that collides with ``block`` under Python's ``hash`` (every token
+    that has a twin is swapped; a block of 2s only stays as it is)."""
+    return tuple(_TWINS.get(t, t) for t in block)
+
+
 def tokens(min_size: int, max_size: int) -> st.SearchStrategy[tuple[int, ...]]:
     """Token ids from a tiny alphabet, so equal blocks (cache hits) are common; occasionally
     extreme values that a weak encoding would confuse (negatives, -1 vs -2, 2**61-1 + k).
@@ -42,3 +54,19 @@ def extra_hashes(caps: Capabilities) -> st.SearchStrategy[int | None]:
     if not caps.extra_keys:
         return st.none()
     return st.one_of(st.none(), st.none(), st.sampled_from((0, 1, 7, -1)))
+
+
+#: The block machine's read-only questions, each with the API generation it needs (None: all).
+QUERIES: tuple[tuple[str, str | None], ...] = (
+    ("hit_rate", None),
+    ("computed_block_ids", "aphrodite_api"),
+    ("cached_prefix", "vllm_api"),
+    ("count_touched", "aphrodite_api"),
+    ("count_full_touched", "vllm_api"),
+)
+
+
+def pressure() -> st.SearchStrategy[int]:
+    """How many free ids a drain leaves: none (the next allocation must evict or fail), or a
+    few."""
+    return st.sampled_from((0, 0, 1, 2))

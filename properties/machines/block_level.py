@@ -1,5 +1,16 @@
 """Block-level state machine: the allocator API called directly, as a block manager would,
-judged after every step by the model and the shadow KV memory."""
+judged after every step by the model and the shadow KV memory.
+
+The rule mix favours the writes that build the hard states; read-only questions are one rule
+(plus the question a scheduler asks right after a replayed prompt or a swap), so they do not
+crowd out writes. Besides plain allocation, appends, forks and frees there are rules that
+re-request a prompt seen before (hits; under another extra key or on the other device; after
+its first blocks were evicted while later ones stayed cached), fill a mutable block with
+content that is already cached (promotion onto a duplicate), fork then write (copy-on-write),
+drain the free pool (eviction; copy-on-write or a miss with no id left), swap out and back,
+reset the prefix cache, and, for targets that claim typed errors, misuse (the model classifies
+it; the target must refuse it and change nothing).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +19,12 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from models import operations as ops
 from models.capabilities import Config
-from models.operations import Dev
+from models.operations import Dev, Op, Tokens
 from properties.machines.base import OracleMachine
+from properties.machines.variants import naive_variant
 from properties.selection import current_target
-from properties.strategies import configs, extra_hashes, tokens
+from properties.strategies import QUERIES, configs, extra_hashes, pressure, tokens, twin
+from properties.targets import Target, TargetError
 
 
 def _has_blocks(m: BlockLevelMachine) -> bool:
@@ -19,13 +32,48 @@ def _has_blocks(m: BlockLevelMachine) -> bool:
 
 
 class BlockLevelMachine(OracleMachine):
-    """Allocate, append (copy-on-write, promotion), fork, free, swap, mark, query."""
+    """Allocate, append (copy-on-write, promotion), fork, free, swap, mark, query, misuse."""
+
+    #: Chains allocated so far, as (device, extra, chunks from the first block): replaying one
+    #: re-requests a prompt whose prefix may have been evicted meanwhile.
+    seen: list[tuple[Dev, int | None, tuple[Tokens, ...]]]
+
+    #: Handles freed since the last operation that could take a block object from the
+    #: target's pool: only these are surely stale (a pooled object may be handed out again, and
+    #: then an old handle names a live block).
+    stale: list[int]
 
     @initialize(config=st.deferred(lambda: configs(current_target().caps)))
     def start(self, config: Config) -> None:
         self.setup(config)
 
+    def setup(self, config: Config) -> None:
+        super().setup(config)
+        self.seen = []
+        self.stale = []
+
+    def do(self, op: Op) -> None:
+        before = len(self.runner.log)
+        super().do(op)
+        if isinstance(op, ops.Free):
+            if len(self.runner.log) > before and self.runner.log[-1].outcome.error is None:
+                self.stale.append(op.block)
+        elif op.mutates and not isinstance(op, _KEEP_OBJECTS):
+            self.stale.clear()
+
     # ------------------------------------------------------------------ helpers
+
+    def _made(self, op: Op) -> tuple[int, ...]:
+        """Run ``op``; the block handles it created (none if it was skipped or failed)."""
+        before = len(self.runner.log)
+        self.do(op)
+        return self.runner.log[-1].outcome.new_blocks if len(self.runner.log) > before else ()
+
+    def _ok(self, op: Op) -> bool:
+        """Run ``op``; whether it ran and succeeded."""
+        before = len(self.runner.log)
+        self.do(op)
+        return len(self.runner.log) > before and self.runner.log[-1].outcome.error is None
 
     def _chain_end(self, data: st.DataObject, *, hashed: bool) -> int | None:
         """None, or a live block that may be extended (last of its chain; hashed if asked)."""
@@ -41,19 +89,55 @@ class BlockLevelMachine(OracleMachine):
             return self.oracle.device_of(prev)
         return data.draw(st.sampled_from(self.devices()), label="device")
 
+    def _extra(self, data: st.DataObject, prev: int | None) -> int | None:
+        if prev is not None:
+            return self.oracle.extra_of(prev)
+        return data.draw(extra_hashes(self.caps), label="extra_hash")
+
     def _full_tokens(self, data: st.DataObject, prev: int | None, dev: Dev,
                      extra: int | None) -> tuple[int, ...]:
-        """Block contents, often one already cached after ``prev`` so the allocation hits."""
+        """Block contents: fresh, or often one already cached after ``prev`` (a hit), or the
+        last block of content cached elsewhere (same tokens, other prefix or extra key), or a
+        twin of one of those (other tokens a weak hash confuses with them)."""
         bs = self.config.block_size
         known = self.oracle.hit_candidates(prev, dev, extra)
+        elsewhere = sorted({t[-bs:] for t, _ in self.oracle.cached_contents(dev)} - set(known))
+        choices = [tokens(bs, bs)]
         if known:
-            return data.draw(st.one_of(tokens(bs, bs), st.sampled_from(known)), label="tokens")
-        return data.draw(tokens(bs, bs), label="tokens")
+            choices.append(st.sampled_from(known))
+        if elsewhere:
+            choices.append(st.sampled_from(elsewhere))
+        if known or elsewhere:
+            choices.append(st.sampled_from(known + elsewhere).map(twin))
+        return data.draw(st.one_of(*choices), label="tokens")
 
     def _some_blocks(self, data: st.DataObject) -> tuple[int, ...]:
         live = self.oracle.live_blocks()
+        if not live:
+            return ()
         return tuple(data.draw(st.lists(st.sampled_from(live), max_size=4, unique=True),
                                label="blocks"))
+
+    def _gpu_blocks(self) -> list[int]:
+        return [h for h in self.oracle.live_blocks() if self.oracle.device_of(h) is Dev.GPU]
+
+    def _gpu_chain(self, data: st.DataObject) -> tuple[int, ...] | None:
+        gpu = self._gpu_blocks()
+        if not gpu:
+            return None
+        return tuple(self.oracle.chain_of(data.draw(st.sampled_from(gpu), label="block")))
+
+    def _remember(self, dev: Dev, extra: int | None, prev: int | None,
+                  chunks: tuple[Tokens, ...]) -> None:
+        """Record the chain's chunks from its first block (only chains of full blocks)."""
+        before: list[Tokens] = []
+        if prev is not None:
+            chain = self.oracle.chain_of(prev)
+            if len(chain) != len(self.oracle.model.blocks.chain(prev)):
+                return  # an earlier block was freed: its tokens are not the program's to reuse
+            before = [self.oracle.tokens_of(h) for h in chain]
+        if len(self.seen) < 16:
+            self.seen.append((dev, extra, (*before, *chunks)))
 
     # ------------------------------------------------------------------ allocation
 
@@ -66,19 +150,86 @@ class BlockLevelMachine(OracleMachine):
     def allocate_immutable(self, data: st.DataObject) -> None:
         prev = self._chain_end(data, hashed=True)
         dev = self._device(data, prev)
-        extra = self.oracle.extra_of(prev) if prev is not None else data.draw(
-            extra_hashes(self.caps), label="extra_hash")
-        self.do(ops.AllocateImmutable(prev, self._full_tokens(data, prev, dev, extra), dev, extra))
+        extra = self._extra(data, prev)
+        chunk = self._full_tokens(data, prev, dev, extra)
+        self.do(ops.AllocateImmutable(prev, chunk, dev, extra))
+        self._remember(dev, extra, prev, (chunk,))
 
     @rule(data=st.data(), n=st.integers(1, 4))
     def allocate_chain(self, data: st.DataObject, n: int) -> None:
         prev = self._chain_end(data, hashed=True)
         dev = self._device(data, prev)
-        extra = self.oracle.extra_of(prev) if prev is not None else data.draw(
-            extra_hashes(self.caps), label="extra_hash")
+        extra = self._extra(data, prev)
         bs = self.config.block_size
         chunks = tuple(data.draw(tokens(bs, bs), label="chunk") for _ in range(n))
         self.do(ops.AllocateImmutableChain(prev, chunks, dev, extra))
+        self._remember(dev, extra, prev, chunks)
+
+    @precondition(lambda m: bool(m.seen))
+    @rule(data=st.data())
+    def replay_chain(self, data: st.DataObject) -> None:
+        """A prompt seen before, from its first block: hits where its blocks are still cached,
+        fresh ids where they were evicted (so a later block can be cached and computed while
+        an earlier one is not); sometimes under another extra key (another LoRA adapter or
+        cache salt: no hits at all), or on the other device (so one content lives on both)."""
+        dev, extra, chunks = data.draw(st.sampled_from(self.seen), label="seen chain")
+        length = data.draw(st.integers(1, len(chunks)), label="length")
+        extra = data.draw(st.one_of(st.just(extra), extra_hashes(self.caps)), label="extra")
+        dev = data.draw(st.one_of(st.just(dev), st.sampled_from(self.devices())), label="on")
+        made = self._made(ops.AllocateImmutableChain(None, chunks[:length], dev, extra))
+        if not made:
+            return
+        # Then, often, what the scheduler asks next: how much of the prompt is computed, or
+        # the hit rate the hits just moved.
+        asks = ["hit_rate"]
+        if dev is Dev.GPU:
+            asks.append("cached_prefix" if self.caps.vllm_api else "computed_block_ids")
+        ask = data.draw(st.sampled_from([None, *asks]), label="ask")
+        if ask == "hit_rate":
+            self.do(ops.HitRate(dev))
+        elif ask == "cached_prefix":
+            self.do(ops.CachedPrefix(made, Dev.GPU))
+        elif ask == "computed_block_ids":
+            self.do(ops.ComputedBlockIds(made, False))
+
+    @precondition(lambda m: m.caps.prefix_caching and _has_blocks(m))
+    @rule(data=st.data())
+    def evict_head(self, data: st.DataObject) -> None:
+        """A prompt whose first blocks were evicted while its later blocks stayed cached (held
+        by another sequence), requested again: the new chain has fresh, uncomputed ids in front
+        of cached, computed ones, which a prefix lookup that assumes prefix closure (a binary
+        search) gets wrong."""
+        m = self.oracle.model
+        chains = [c for c in (self.oracle.chain_of(h) for h in self._gpu_blocks()
+                              if self.oracle.last_in_chain(h))
+                  if len(c) >= 2 and all(self.oracle.is_hashed(h) for h in c)]
+        if not chains:
+            return
+        chain = data.draw(st.sampled_from(chains), label="chain")
+        k = data.draw(st.integers(1, len(chain) - 1), label="head")
+        chunks = tuple(self.oracle.tokens_of(h) for h in chain)
+        extra = self.oracle.extra_of(chain[0])
+        head = [m.blocks[h].content for h in chain[:k]]
+        self.do(ops.MarkComputed())
+        for h in chain[:k]:
+            self.do(ops.Free(h))
+        gpu = self.oracle.model.pools[Dev.GPU]
+        taken: list[int] = []
+        while any(c in gpu.id_of for c in head) and self.oracle.free_count(Dev.GPU):
+            made = self._made(ops.AllocateMutable(None, Dev.GPU))
+            if not made:
+                return
+            taken += made
+            gpu = self.oracle.model.pools[Dev.GPU]
+        if taken:
+            self.do(ops.Free(taken[-1]))  # room for the re-request
+        made = self._made(ops.AllocateImmutableChain(None, chunks, Dev.GPU, extra))
+        if not made:
+            return
+        if self.caps.vllm_api:
+            self.do(ops.CachedPrefix(made, Dev.GPU))
+        elif self.caps.aphrodite_api:
+            self.do(ops.ComputedBlockIds(made, False))
 
     # ------------------------------------------------------------------ writes
 
@@ -92,88 +243,266 @@ class BlockLevelMachine(OracleMachine):
         room = self.config.block_size - len(self.oracle.tokens_of(h))
         self.do(ops.Append(h, data.draw(tokens(1, room), label="tokens")))
 
+    @rule(data=st.data())
+    def fill(self, data: st.DataObject) -> None:
+        """Fill a mutable block to the end (promotion), preferably with content already cached
+        after its predecessor: the promotion then lands on the cached duplicate's id. With no
+        open block, a new mutable block is taken first."""
+        open_blocks = [h for h in self.oracle.live_blocks() if self.oracle.appendable(h)]
+        if open_blocks:
+            h = data.draw(st.sampled_from(open_blocks), label="block")
+        else:
+            prev = self._chain_end(data, hashed=False)
+            op = ops.AllocateMutable(prev, self._device(data, prev))
+            if self.oracle.would_fail_no_free(op):
+                return
+            made = self._made(op)
+            if not made or not self.oracle.appendable(made[0]):
+                return
+            h = made[0]
+        have = self.oracle.tokens_of(h)
+        prev = self.oracle.model.blocks[h].prev
+        dev = self.oracle.device_of(h)
+        known = [t[len(have):] for t in self.oracle.hit_candidates(
+            prev, dev, self.oracle.extra_of(h)) if t[:len(have)] == have]
+        room = self.config.block_size - len(have)
+        fresh = tokens(room, room)
+        rest = data.draw(st.one_of(st.sampled_from(known), fresh) if known else fresh,
+                         label="tokens")
+        self.do(ops.Append(h, rest))
+
     @precondition(_has_blocks)
     @rule(data=st.data())
     def fork(self, data: st.DataObject) -> None:
-        self.do(ops.Fork(data.draw(st.sampled_from(self.oracle.live_blocks()), label="block")))
+        """Parallel sampling; often of a block still being written, then one side writes its
+        next token (copy-on-write); forks of forks."""
+        live = self.oracle.live_blocks()
+        open_blocks = [h for h in live if self.oracle.appendable(h)]
+        pick = st.sampled_from(live)
+        if open_blocks:
+            pick = st.one_of(pick, st.sampled_from(open_blocks))
+        h = data.draw(pick, label="block")
+        made = self._made(ops.Fork(h))
+        if made and self.oracle.appendable(made[-1]):
+            side = data.draw(st.sampled_from((None, h, made[-1])), label="then write")
+            if side is not None:
+                self.do(ops.Append(side, data.draw(tokens(1, 1), label="token")))
 
     @precondition(_has_blocks)
     @rule(data=st.data())
     def free(self, data: st.DataObject) -> None:
         self.do(ops.Free(data.draw(st.sampled_from(self.oracle.live_blocks()), label="block")))
 
+    @precondition(_has_blocks)
+    @rule(data=st.data(), last_first=st.booleans())
+    def free_chain(self, data: st.DataObject, last_first: bool) -> None:
+        """A sequence ends: every block of one chain is freed, in either order; then, often,
+        new requests take every never-cached free id and then evict some of the just-freed
+        blocks (they tie on their last access: the deepest must go first)."""
+        h = data.draw(st.sampled_from(self.oracle.live_blocks()), label="block")
+        chain = self.oracle.chain_of(h)
+        dev = self.oracle.device_of(h)
+        for b in reversed(chain) if last_first else chain:
+            self.do(ops.Free(b))
+        evict = data.draw(st.integers(0, len(chain)), label="then evict")
+        if evict:
+            fresh = len(self.oracle.model.pools[dev].hashless)  # taken before any eviction
+            for _ in range(fresh + evict):
+                self.do(ops.AllocateMutable(None, dev))
+
+    @rule(data=st.data())
+    def drain(self, data: st.DataObject) -> None:
+        """Memory pressure: take mutable blocks until the device has at most ``left`` free ids
+        (evicting cached ones on the way), then often a decode step into an open block,
+        preferably a shared one (a copy-on-write with no id to spare must fail and change
+        nothing), or a new prompt (a miss that may not fit) and the hit rate."""
+        m = self.oracle.model
+        open_blocks = [h for h in self.oracle.live_blocks() if self.oracle.appendable(h)]
+        shared = [h for h in open_blocks if m.shared(m.blocks[h])]
+        write: int | None = None
+        if open_blocks:
+            write = data.draw(st.one_of(st.none(), st.sampled_from(shared or open_blocks)),
+                              label="then write")
+        if write is not None:
+            dev = self.oracle.device_of(write)
+        else:
+            dev = data.draw(st.sampled_from(self.devices()), label="device")
+        left = data.draw(pressure(), label="left")
+        while self.oracle.free_count(dev) > left:
+            before = self.oracle.free_count(dev)
+            self.do(ops.AllocateMutable(None, dev))
+            if self.oracle.free_count(dev) >= before:
+                return
+        if write is not None and self.oracle.appendable(write):
+            self.do(ops.Append(write, (0,)))
+        elif data.draw(st.booleans(), label="then allocate"):
+            # A new prompt under that pressure (a miss that may not fit), then the hit rate.
+            bs = self.config.block_size
+            self.do(ops.AllocateImmutable(None, data.draw(tokens(bs, bs), label="tokens"), dev))
+            self.do(ops.HitRate(dev))
+
+    def _swap(self, data: st.DataObject, src: Dev) -> None:
+        """Swap a chain from ``src`` to the other device (preferring cached content, which is
+        what swapping interacts with most); then, often, the scheduler's next question: what
+        swapping it back would cost (the ids it left are cached but evictable now)."""
+        live = [h for h in self.oracle.live_blocks() if self.oracle.device_of(h) is src]
+        if not live:
+            return
+        hashed = [h for h in live if self.oracle.is_hashed(h)]
+        pick = st.sampled_from(live)
+        if hashed:
+            pick = st.one_of(pick, st.sampled_from(hashed))
+        chain = tuple(self.oracle.chain_of(data.draw(pick, label="block")))
+        done = self._ok(ops.Swap(chain, src, _other(src)))
+        ask: bool = done and data.draw(st.booleans(), label="estimate back")
+        if ask and self.caps.aphrodite_api:
+            self.do(ops.CountTouched(chain, src, 0))
+        elif ask and self.caps.vllm_api:
+            self.do(ops.CountFullTouched(chain, src))
+
     @precondition(lambda m: _has_blocks(m) and m.config.num_cpu_blocks > 0)
     @rule(data=st.data())
-    def swap(self, data: st.DataObject) -> None:
-        h = data.draw(st.sampled_from(self.oracle.live_blocks()), label="block")
-        chain = tuple(self.oracle.chain_of(h))
-        src = self.oracle.device_of(h)
-        dst = Dev.CPU if src is Dev.GPU else Dev.GPU
-        self.do(ops.Swap(chain, src, dst))
+    def swap_out(self, data: st.DataObject) -> None:
+        """Preemption: a chain goes to the CPU."""
+        self._swap(data, Dev.GPU)
+
+    @precondition(lambda m: _has_blocks(m) and m.config.num_cpu_blocks > 0)
+    @rule(data=st.data())
+    def swap_in(self, data: st.DataObject) -> None:
+        """Resumption: a swapped-out chain comes back to the GPU."""
+        self._swap(data, Dev.CPU)
 
     # ------------------------------------------------------------------ bookkeeping
 
     @precondition(_has_blocks)
     @rule(data=st.data(), step=st.sampled_from((0.0, 1.0, 2.5)))
     def mark_accessed(self, data: st.DataObject, step: float) -> None:
-        gpu = [h for h in self.oracle.live_blocks() if self.oracle.device_of(h) is Dev.GPU]
+        gpu = self._gpu_blocks()
         if not gpu:
             return
         chosen = tuple(data.draw(st.lists(st.sampled_from(gpu), min_size=1, max_size=4,
                                           unique=True), label="blocks"))
         self.do(ops.MarkAccessed(chosen, self.tick(step)))
 
-    @rule()
-    def mark_computed(self) -> None:
-        self.do(ops.MarkComputed())
-
-    @rule()
-    def clear_cows(self) -> None:
-        self.do(ops.ClearCopyOnWrites())
+    @rule(data=st.data())
+    def mark_computed(self, data: st.DataObject) -> None:
+        """End of a scheduling step. The ids passed are a hint the contract lets the target
+        ignore: every block touched since the last call becomes computed."""
+        gpu = self._gpu_blocks()
+        hint = data.draw(st.lists(st.sampled_from(gpu), max_size=2, unique=True)
+                         if gpu else st.just([]), label="blocks")
+        self.do(ops.MarkComputed(tuple(hint)))
 
     @rule(data=st.data())
-    def hit_rate(self, data: st.DataObject) -> None:
-        self.do(ops.HitRate(data.draw(st.sampled_from(self.devices()), label="device")))
+    def maintenance(self, data: st.DataObject) -> None:
+        """Rare engine calls: drain copy-on-writes, take the null block."""
+        if data.draw(st.booleans(), label="null block"):
+            self.do(ops.GetNullBlock())
+        else:
+            self.do(ops.ClearCopyOnWrites())
 
     @precondition(lambda m: m.caps.vllm_api)
     @rule(data=st.data())
     def reset_prefix_cache(self, data: st.DataObject) -> None:
+        """Must refuse while any block is in use (cached or not), else drop every cached
+        content."""
         dev = data.draw(st.sampled_from((None, *self.devices())), label="device")
         self.do(ops.ResetPrefixCache(dev))
 
     # ------------------------------------------------------------------ queries
 
-    def _gpu_chain(self, data: st.DataObject) -> tuple[int, ...] | None:
-        gpu = [h for h in self.oracle.live_blocks() if self.oracle.device_of(h) is Dev.GPU]
-        if not gpu:
-            return None
-        return tuple(self.oracle.chain_of(data.draw(st.sampled_from(gpu), label="block")))
-
-    @precondition(lambda m: _has_blocks(m) and m.caps.aphrodite_api)
-    @rule(data=st.data(), skip_last=st.booleans())
-    def computed_block_ids(self, data: st.DataObject, skip_last: bool) -> None:
-        chain = self._gpu_chain(data)
-        if chain is not None:
-            self.do(ops.ComputedBlockIds(chain, skip_last))
-
-    @precondition(lambda m: _has_blocks(m) and m.caps.vllm_api)
     @rule(data=st.data())
-    def cached_prefix(self, data: st.DataObject) -> None:
-        chain = self._gpu_chain(data)
-        if chain is not None:
-            self.do(ops.CachedPrefix(chain, Dev.GPU))
-
-    @precondition(lambda m: _has_blocks(m) and m.caps.aphrodite_api)
-    @rule(data=st.data(), lookahead=st.integers(0, 9))
-    def count_touched(self, data: st.DataObject, lookahead: int) -> None:
+    def query(self, data: st.DataObject) -> None:
+        """One read-only question (queries are one rule, so they do not crowd out writes)."""
+        kinds = [k for k, api in QUERIES if api is None or getattr(self.caps, api)]
+        kind = data.draw(st.sampled_from(kinds), label="query")
+        if kind == "hit_rate":
+            self.do(ops.HitRate(data.draw(st.sampled_from(self.devices()), label="device")))
+            return
+        if kind in ("computed_block_ids", "cached_prefix"):
+            chain = self._gpu_chain(data)
+            if chain is None:
+                return
+            if kind == "cached_prefix":
+                self.do(ops.CachedPrefix(chain, Dev.GPU))
+            else:
+                self.do(ops.ComputedBlockIds(chain, data.draw(st.booleans(), label="skip")))
+            return
+        # The swap-in estimate of a chain on the other device (or of any blocks).
         dev = data.draw(st.sampled_from(self.devices()), label="device")
-        self.do(ops.CountTouched(self._some_blocks(data), dev, lookahead))
+        away = [h for h in self.oracle.live_blocks() if self.oracle.device_of(h) is not dev]
+        blocks = self._some_blocks(data)
+        estimate: bool = bool(away) and data.draw(st.booleans(), label="swap-in estimate")
+        if estimate:
+            blocks = tuple(self.oracle.chain_of(data.draw(st.sampled_from(away), label="of")))
+        if kind == "count_touched":
+            self.do(ops.CountTouched(blocks, dev, data.draw(st.integers(0, 9), label="lookahead")))
+        else:
+            self.do(ops.CountFullTouched(blocks, dev))
 
-    @precondition(lambda m: _has_blocks(m) and m.caps.vllm_api)
+    # ------------------------------------------------------------------ misuse
+
+    def _misuse_candidates(self, data: st.DataObject) -> list[Op]:
+        """Operations the contract says must be refused (typed error, nothing changed)."""
+        m = self.oracle.model
+        bs = self.config.block_size
+        freed = [h for h in self.stale if not m.blocks[h].live]
+        live = self.oracle.live_blocks()
+        out: list[Op] = []
+        for h in freed[-2:]:
+            out += [ops.Free(h), ops.Fork(h), ops.Swap((h,), Dev.GPU, Dev.CPU)]
+            room = bs - len(m.blocks[h].tokens)
+            if self.caps.prefix_caching and room:
+                # Only a write that fills a freed block is refused (it would need an id to be
+                # promoted); a partial write to an id-less block object is allowed upstream.
+                out.append(ops.Append(h, (1,) * room))
+        for h in live[-4:]:
+            rec = m.blocks[h]
+            room = bs - len(rec.tokens)
+            out.append(ops.Append(h, (0,) * (room + 1)))  # overflows (or appends to a full one)
+            out.append(ops.Swap((h, h), rec.device, _other(rec.device)))
+            out.append(ops.Swap((h,), _other(rec.device), rec.device))
+            if rec.device is Dev.CPU:
+                out.append(ops.MarkAccessed((h,), self.clock))
+                out.append(ops.ComputedBlockIds((h,), False))
+            out.append(ops.AllocateImmutable(h, (0,) * bs, rec.device, rec.extra))
+        out.append(ops.AllocateImmutable(None, (0,) * max(0, bs - 1)))
+        out.append(ops.AllocateImmutable(None, (0,) * (bs + 1)))
+        out.append(ops.ComputedBlockIds((), True))
+        return [op for op in out if self.oracle.is_misuse(op)]
+
+    @precondition(lambda m: m.caps.typed_errors)
     @rule(data=st.data())
-    def count_full_touched(self, data: st.DataObject) -> None:
-        dev = data.draw(st.sampled_from(self.devices()), label="device")
-        self.do(ops.CountFullTouched(self._some_blocks(data), dev))
+    def misuse(self, data: st.DataObject) -> None:
+        """A double free, a freed or wrong-device handle, an overflowing or immutable append,
+        a partial immutable block...: typed error, unchanged state (ATOMIC)."""
+        candidates = self._misuse_candidates(data)
+        if candidates:
+            self.do(data.draw(st.sampled_from(candidates), label="misuse"))
+
+
+#: Operations that never hand out a block object (everything else may reuse a freed one).
+_KEEP_OBJECTS = (ops.MarkAccessed, ops.MarkComputed, ops.ClearCopyOnWrites, ops.ResetPrefixCache)
+
+
+def _other(dev: Dev) -> Dev:
+    return Dev.CPU if dev is Dev.GPU else Dev.GPU
+
+
+def naive_target() -> Target:
+    variant = naive_variant()
+    if isinstance(variant, str):
+        raise TargetError(variant)
+    return variant
+
+
+class NaiveBlockLevelMachine(BlockLevelMachine):
+    """The same machine against the selected target's naive allocator type."""
+
+    @initialize(config=st.deferred(lambda: configs(naive_target().caps)))
+    def start(self, config: Config) -> None:
+        self.target = naive_target()
+        self.setup(config)
 
 
 TestBlockLevel = BlockLevelMachine.TestCase

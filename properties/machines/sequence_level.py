@@ -12,10 +12,11 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from models import operations as ops
 from models.capabilities import Config
-from models.operations import Dev
+from models.operations import Dev, Op
 from properties.machines.base import OracleMachine
+from properties.machines.block_level import naive_target
 from properties.selection import current_target
-from properties.strategies import configs, extra_hashes, tokens
+from properties.strategies import configs, extra_hashes, tokens, twin
 
 
 def _has_tables(m: SequenceLevelMachine) -> bool:
@@ -39,9 +40,11 @@ class SequenceLevelMachine(OracleMachine):
 
     @rule(data=st.data())
     def allocate(self, data: st.DataObject) -> None:
-        """A new request: a shared system prompt (or none) plus a unique suffix."""
+        """A new request: a shared system prompt (or none, or a twin of one that a weak hash
+        confuses with it) plus a unique suffix."""
         bs = self.config.block_size
-        prefix = data.draw(st.one_of(st.just(()), st.sampled_from(self.prompts)), label="prefix")
+        prompts = st.sampled_from(self.prompts)
+        prefix = data.draw(st.one_of(st.just(()), prompts, prompts.map(twin)), label="prefix")
         suffix = data.draw(tokens(0 if prefix else 1, 2 * bs), label="suffix")
         extra = data.draw(extra_hashes(self.caps), label="extra_hash")
         self.do(ops.TableAllocate(prefix + suffix, Dev.GPU, extra))
@@ -107,6 +110,37 @@ class SequenceLevelMachine(OracleMachine):
     @rule()
     def hit_rate(self) -> None:
         self.do(ops.HitRate(Dev.GPU))
+
+    @precondition(lambda m: m.caps.typed_errors)
+    @rule(data=st.data())
+    def misuse(self, data: st.DataObject) -> None:
+        """Growing or forking a freed table, a swap from the wrong device, marking a swapped-out
+        table, an empty prompt: the target must refuse them with a typed error and change
+        nothing (ATOMIC). (Freeing, swapping or marking a freed table touches no block: the
+        reference allocator treats those as no-ops, so they are not generated; see the report
+        on the model's classification.)"""
+        m = self.oracle.model
+        candidates: list[Op] = [ops.TableAllocate(())]
+        for t in sorted(m.tables)[-3:]:
+            if not m.tables[t].live:
+                candidates += [ops.TableFork(t), ops.TableAppend(t, (1,)),
+                               ops.TableEnsureSlots(t, 1)]
+                continue
+            dev = m.tables[t].device
+            candidates.append(ops.TableSwap(t, Dev.CPU if dev is Dev.GPU else Dev.GPU, dev))
+            if dev is Dev.CPU:
+                candidates.append(ops.TableMarkAccessed(t, self.clock))
+        candidates = [op for op in candidates if self.oracle.is_misuse(op)]
+        self.do(data.draw(st.sampled_from(candidates), label="misuse"))
+
+
+class NaiveSequenceLevelMachine(SequenceLevelMachine):
+    """The same machine against the selected target's naive allocator type."""
+
+    @initialize(config=st.deferred(lambda: configs(naive_target().caps)), data=st.data())
+    def start(self, config: Config, data: st.DataObject) -> None:
+        self.target = naive_target()
+        super().start(config, data)
 
 
 TestSequenceLevel = SequenceLevelMachine.TestCase

@@ -1,8 +1,14 @@
 """Running a mutant through the conformance suite, and shrinking what caught it.
 
 A *check* is one of the suite's state machines (``block``, ``sequence``) run with
-``run_state_machine_as_test`` under a derandomized, fixed budget (examples x steps), or the
+``run_state_machine_as_test`` under a fixed budget (examples x steps with a fixed seed), or the
 ``long_chain`` program replayed with ``properties.replay.run_program``.
+
+Determinism: the same seed must give the same examples whatever else the process imported.
+Hypothesis (6.1xx) also draws, now and then, integer constants collected from every local
+(non-test) module loaded so far; which modules that is depends on test order and xdist
+distribution, so a fixed seed alone is not enough (a mutant caught in one run was missed in
+another). Checks therefore run with that pool empty (:func:`fixed_constants`).
 
 The machines run without Hypothesis's shrink phase (like the suite's ``mutation`` profile):
 Hypothesis re-validates the machines' per-step strategies on every replay, so shrinking costs
@@ -22,13 +28,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from models import operations as ops
 from models.capabilities import Config
 from models.families import Family, Violation
 from models.operations import Op
+from properties.determinism import fixed_constants
 from properties.machines.base import OracleMachine
 from properties.machines.block_level import BlockLevelMachine
 from properties.machines.sequence_level import SequenceLevelMachine
@@ -48,16 +55,18 @@ LONG_CHAIN_BLOCKS = 2_000
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """A fixed, derandomized search budget: the same examples on every run."""
+    """A fixed search budget with its own seed: the same examples on every run (schedules
+    with different seeds explore independently)."""
 
     max_examples: int
     steps: int
+    seed: int = 0
 
     def settings(self) -> settings:
         return settings(
             max_examples=self.max_examples,
             stateful_step_count=self.steps,
-            derandomize=True,
+            derandomize=False,
             database=None,
             deadline=None,
             report_multiple_bugs=False,
@@ -142,8 +151,8 @@ def run_check(check: str, target: Target, budget: Budget) -> Catch | None:
 
     use(target)
     try:
-        with _quiet():
-            run_state_machine_as_test(Probe, settings=budget.settings())
+        with _quiet(), fixed_constants():
+            run_state_machine_as_test(seed(budget.seed)(Probe), settings=budget.settings())
     except Violation as violation:
         if not found:
             raise
@@ -164,7 +173,7 @@ class _FirstFailure:
 def _shrunk(check: str, target: Target, found: Violation, config: Config,
             program: Sequence[Op], examples: int, detect: float, total: float) -> Catch:
     started = time.perf_counter()
-    shrunk, violation = shrink(target, config, program, found)
+    config, shrunk, violation = shrink_with_pools(target, config, program, found)
     return Catch(check, found, config, tuple(shrunk), violation, len(program), examples, detect,
                  total, time.perf_counter() - started)
 
@@ -280,3 +289,30 @@ def shrink(target: Target, config: Config, program: Sequence[Op],
             if size == 1:
                 return current, violation
             size //= 2
+
+
+#: Pools up to this many ids in all (the machines' configs) are shrunk; larger ones belong to
+#: dedicated programs whose size is the point.
+MAX_SHRUNK_POOL = 32
+
+
+def shrink_with_pools(target: Target, config: Config, program: Sequence[Op],
+                      found: Violation) -> tuple[Config, list[Op], Violation]:
+    """:func:`shrink`, then the smallest GPU and CPU pools the shrunk program still fails on
+    with the same family (a smaller pool needs fewer allocations to fill), shrinking the program
+    again after each smaller pool. Returns the config, the program and its violation."""
+    program, violation = shrink(target, config, program, found)
+    if config.num_gpu_blocks + config.num_cpu_blocks > MAX_SHRUNK_POOL:
+        return config, program, violation  # a dedicated program (long chain): its size is it
+    gpu = [dataclasses.replace(config, num_gpu_blocks=n) for n in range(1, config.num_gpu_blocks)]
+    for candidates in (gpu, None):
+        if candidates is None:  # the CPU pool, once the GPU pool is final
+            candidates = [dataclasses.replace(config, num_cpu_blocks=n)
+                          for n in range(config.num_cpu_blocks)]
+        for smaller in candidates:
+            result = _replay(target, smaller, program, found.family)
+            if result is not None and result.step is not None:
+                config = smaller
+                program, violation = shrink(target, config, program[: result.step + 1], result)
+                break
+    return config, program, violation

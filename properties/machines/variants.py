@@ -1,0 +1,41 @@
+"""The selected target built as its other allocator type: a factory takes ``allocator_type``
+(``"prefix_caching"`` or ``"naive"``), and both are the target's to get right."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from properties.selection import current_target
+from properties.targets import Target, TargetError, load_target
+
+#: Features a user may switch off; switched off in the selected target, off in its variant too.
+_FEATURES = ("swap", "extra_keys", "atomic", "typed_errors", "introspection")
+
+_cache: dict[int, tuple[Target, Target | str]] = {}
+
+
+def naive_variant() -> Target | str:
+    """The selected target with ``allocator_type="naive"`` (same factory, factory keyword
+    arguments and disabled features), or why there is none."""
+    target = current_target()
+    hit = _cache.get(id(target))
+    if hit is not None and hit[0] is target:
+        return hit[1]
+    variant: Target | str
+    if target.allocator_type == "naive":
+        variant = "the selected allocator type is already naive (the main machines cover it)"
+    else:
+        try:
+            naive = load_target(target.spec, allocator_type="naive")
+        except TargetError as exc:
+            variant = f"the target cannot build a naive allocator: {exc}"
+        else:
+            off = [f for f in _FEATURES if not getattr(target.caps, f)]
+            variant = dataclasses.replace(naive, caps=naive.caps.without(*off),
+                                          factory_kwargs=target.factory_kwargs)
+    _cache.clear()
+    _cache[id(target)] = (target, variant)
+    return variant
+
+#: The naive variants run ``1 / NAIVE_SHARE`` of the profile's examples.
+NAIVE_SHARE = 4
