@@ -13,6 +13,7 @@ blocks, ``num_full_slots`` and the allocator are unchanged.
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections import Counter
 
 from prefixcache._validation import (
@@ -34,6 +35,8 @@ from prefixcache.prefix_caching_block import PrefixCachingBlock
 from prefixcache.utils import Device, cdiv, chunk_list
 
 __all__ = ["BlockTable"]
+
+_block_id_of = operator.attrgetter("block_id")
 
 
 class BlockTable:
@@ -334,12 +337,9 @@ class BlockTable:
         Raises :class:`DoubleFreeError` unless each block still holds an id whose
         refcount covers every handle given, so freeing them one by one cannot fail part
         way for lack of references (ownership is left to the allocator's ``free``)."""
-        handles: Counter[int] = Counter()
-        for block in blocks:
-            block_id = block.block_id
-            if block_id is None:
-                raise DoubleFreeError("a block of the table was already freed")
-            handles[block_id] += 1
+        handles: Counter[int] = Counter(map(_block_id_of, blocks))
+        if None in handles:
+            raise DoubleFreeError("a block of the table was already freed")
         for block_id, count in handles.items():
             if self._allocator.get_block_refcount(block_id) < count:
                 raise DoubleFreeError(f"block id {block_id} has fewer references than handles")

@@ -443,13 +443,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     ) -> Block:
         """``Block.Factory`` bound to this allocator."""
         return PrefixCachingBlock(
-            prev_block=prev_block,
-            token_ids=token_ids,
-            block_size=block_size,
-            allocator=self,
-            block_id=block_id,
-            computed=computed,
-            extra_hash=extra_hash,
+            prev_block, token_ids, block_size, self, block_id, computed, extra_hash
         )
 
     @property
