@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import dataclasses
+import unittest
+
+import hypothesis
 
 from properties.selection import current_target
 from properties.targets import Target, TargetError, load_target
@@ -39,3 +42,19 @@ def naive_variant() -> Target | str:
 
 #: The naive variants run ``1 / NAIVE_SHARE`` of the profile's examples.
 NAIVE_SHARE = 4
+
+
+class NaiveVariantTest:
+    """Mixin for a machine's ``TestCase`` run against :func:`naive_variant`: skipped with the
+    reason when there is none, and with ``1 / NAIVE_SHARE`` of the profile's examples (a naive
+    allocator caches nothing, so it has far fewer states)."""
+
+    settings: hypothesis.settings  # the profile's, from the machine's TestCase
+
+    def setUp(self) -> None:
+        why = naive_variant()
+        if isinstance(why, str):
+            raise unittest.SkipTest(why)
+        base = self.settings
+        self.settings = hypothesis.settings(
+            base, max_examples=max(1, base.max_examples // NAIVE_SHARE))
