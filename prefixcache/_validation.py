@@ -7,7 +7,7 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any
 
-from prefixcache.errors import InvalidArgumentError, UnknownBlockIdError
+from prefixcache.errors import BlockFullError, InvalidArgumentError, UnknownBlockIdError
 from prefixcache.interfaces import Block
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "check_positive",
     "check_time",
     "checked_block_ids",
+    "checked_block_tokens",
     "checked_blocks",
     "checked_list",
     "checked_tokens",
@@ -68,6 +69,17 @@ def checked_tokens(token_ids: object) -> list[int]:
             append(operator.index(token))
     except TypeError:
         raise InvalidArgumentError("token_ids must contain only ints") from None
+    return tokens
+
+
+def checked_block_tokens(token_ids: object, block_size: int) -> list[int]:
+    """A fresh list of the token ids (see :func:`checked_tokens`) for a block of
+    ``block_size`` (a positive int): more tokens than that is a :class:`BlockFullError`."""
+    if block_size.__class__ is not int or block_size <= 0:
+        check_block_size(block_size)
+    tokens = checked_tokens(token_ids)
+    if len(tokens) > block_size:
+        raise BlockFullError(f"{len(tokens)} tokens do not fit a block of size {block_size}")
     return tokens
 
 

@@ -17,6 +17,7 @@ from prefixcache._validation import (
     check_device_none,
     check_extra_hash,
     checked_block_ids,
+    checked_block_tokens,
     checked_blocks,
     checked_list,
     checked_tokens,
@@ -74,11 +75,7 @@ class NaiveBlock(Block):
         _cow_target: Block | None = None,
         extra_hash: int | None = None,
     ) -> None:
-        check_block_size(block_size)
-        tokens = checked_tokens(token_ids)
-        if len(tokens) > block_size:
-            raise BlockFullError(f"{len(tokens)} tokens do not fit a block of size {block_size}")
-        self._token_ids = tokens
+        self._token_ids = checked_block_tokens(token_ids, block_size)
         self._block_size = block_size
         self._prev_block = prev_block
         self._block_id = block_id

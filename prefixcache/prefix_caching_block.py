@@ -36,6 +36,7 @@ from prefixcache._validation import (
     check_extra_hash,
     check_time,
     checked_block_ids,
+    checked_block_tokens,
     checked_blocks,
     checked_list,
     checked_tokens,
@@ -196,12 +197,7 @@ class PrefixCachingBlock(Block):
             )
         if extra_hash is not None:
             check_extra_hash(extra_hash)
-        if block_size.__class__ is not int or block_size <= 0:
-            check_block_size(block_size)
-        tokens = checked_tokens(token_ids)
-        if len(tokens) > block_size:
-            raise BlockFullError(f"{len(tokens)} tokens do not fit a block of size {block_size}")
-        self._token_ids = tokens
+        self._token_ids = checked_block_tokens(token_ids, block_size)
         self._block_size = block_size
         self._block_id = block_id
         self._prev_block = prev_block
