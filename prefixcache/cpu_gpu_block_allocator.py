@@ -172,7 +172,7 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
                 self._block_ids_to_allocator[block_id] = allocator
                 self._block_ids_to_device[block_id] = device
         self._all_block_ids: frozenset[int] = cpu_ids | gpu_ids
-        self._gpu_allocator = gpu_block_allocator  # per-step calls skip the enum-keyed lookup
+        self._gpu_allocator = gpu_block_allocator  # the calls that always go to the GPU
         self._swap_mapping: dict[BlockId, BlockId] = {}
         self._null_block: NullBlock | None = None
 
@@ -191,10 +191,6 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
         if allocator is None:
             raise UnknownBlockIdError(f"block id {block_id} belongs to no device")
         return allocator
-
-    @property
-    def _gpu(self) -> BlockAllocator:
-        return self._allocators[Device.GPU]
 
     # -- allocation ------------------------------------------------------------------------
 
@@ -316,12 +312,12 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
         block_ids: list[int],
         skip_last_block_id: bool = True,
     ) -> list[int]:
-        return self._gpu.get_computed_block_ids(
+        return self._gpu_allocator.get_computed_block_ids(
             prev_computed_block_ids, block_ids, skip_last_block_id
         )
 
     def get_common_computed_block_ids(self, computed_seq_block_ids: list[list[int]]) -> list[int]:
-        return self._gpu.get_common_computed_block_ids(computed_seq_block_ids)
+        return self._gpu_allocator.get_common_computed_block_ids(computed_seq_block_ids)
 
     # -- prefix cache ----------------------------------------------------------------------
 

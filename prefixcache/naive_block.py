@@ -166,11 +166,10 @@ def held_block_id(owner: object, block: Block, refcounts: dict[BlockId, int]) ->
     block_owner = getattr(block, "_owner", None)
     if block_owner is not owner:
         check_block(block)
-    block_id = block.block_id
-    if block_owner is not owner:
-        if block_owner is None and block_id is None:
+        if block_owner is None and block.block_id is None:
             raise InvalidBlockError("block was never allocated")
         raise InvalidBlockError("block is not held by this allocator")
+    block_id = block.block_id
     if block_id is None:
         raise DoubleFreeError("block holds no id (already freed)")
     count = refcounts.get(block_id)

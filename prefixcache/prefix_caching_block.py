@@ -246,11 +246,7 @@ class PrefixCachingBlock(Block):
         else:
             self._block_id = target.cow_block_if_not_appendable(self)
         self._token_ids.extend(tokens)
-        prev = self._prev_block
-        if type(prev) is PrefixCachingBlock:  # the common case of _update_num_tokens_total
-            self._cached_num_tokens_total = len(self._token_ids) + prev._cached_num_tokens_total
-        else:
-            self._update_num_tokens_total()
+        self._update_num_tokens_total()
         if self._current_hash() is not None:
             self._block_id = target.promote_to_immutable_block(self)
 
