@@ -26,7 +26,7 @@ PROFILES: dict[str, dict[str, object]] = {
     "dev": dict(max_examples=60, stateful_step_count=40),
     "ci": dict(max_examples=200, stateful_step_count=50, derandomize=True, database=None,
                print_blob=True),
-    "nightly": dict(max_examples=20_000, stateful_step_count=100, print_blob=True),
+    "nightly": dict(max_examples=4_000, stateful_step_count=100, print_blob=True),
     "mutation": dict(max_examples=150, stateful_step_count=40, derandomize=True, database=None,
                      phases=[Phase.explicit, Phase.reuse, Phase.generate],
                      verbosity=Verbosity.quiet),
