@@ -85,13 +85,11 @@ class BlockTable:
         tokens = checked_tokens(token_ids)
         if not tokens:
             raise InvalidArgumentError("cannot allocate a block table for no tokens")
-        chunks = chunk_list(tokens, self._block_size)
-        full = [chunk for chunk in chunks if len(chunk) == self._block_size]
-        has_tail = len(full) != len(chunks)
+        full, tail = self._split_full(tokens)
         needed = self._needed_for_immutable(full, device, extra_hash)
-        if needed is not None and needed + has_tail > self._allocator.get_num_free_blocks(device):
+        if needed is not None and needed + bool(tail) > self._allocator.get_num_free_blocks(device):
             raise NoFreeBlocksError()
-        blocks = self._allocate_blocks_for_token_ids(None, tokens, device, extra_hash)
+        blocks = self._allocate_chunks(None, full, tail, device, extra_hash)
         self.update(blocks)
         self._num_full_slots = len(tokens)
 
@@ -110,14 +108,25 @@ class BlockTable:
         device: Device,
         extra_hash: int | None = None,
     ) -> list[Block]:
+        full, tail = self._split_full(token_ids)
+        return self._allocate_chunks(prev_block, full, tail, device, extra_hash)
+
+    def _split_full(self, token_ids: list[int]) -> tuple[list[list[int]], list[int]]:
+        """Fresh lists: the full block-size chunks, and the partial tail (maybe empty)."""
+        size = self._block_size
+        end = len(token_ids) - len(token_ids) % size
+        return [token_ids[i : i + size] for i in range(0, end, size)], token_ids[end:]
+
+    def _allocate_chunks(
+        self,
+        prev_block: Block | None,
+        full: list[list[int]],
+        tail: list[int],
+        device: Device,
+        extra_hash: int | None,
+    ) -> list[Block]:
+        """Immutable blocks for the full chunks, then one mutable block for the tail."""
         blocks: list[Block] = []
-        full: list[list[int]] = []
-        tail: list[int] = []
-        for chunk in chunk_list(token_ids, self._block_size):
-            if len(chunk) == self._block_size:
-                full.append(chunk)
-            else:
-                tail = chunk
         if full:
             blocks.extend(
                 self._allocator.allocate_immutable_blocks(

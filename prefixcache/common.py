@@ -177,10 +177,9 @@ class BlockPool:
         """Return a (re)initialised block object holding ``physical_block_id``."""
         kwargs: dict[str, object] = {} if extra_hash is None else {"extra_hash": extra_hash}
         args = (prev_block, token_ids, block_size, self._allocator, physical_block_id)
-        if len(self._pool) >= self._capacity and self._free_ids:
-            pool_id = self._free_ids.popleft()
-            self._is_free[pool_id] = 0
-            block = self._pool[pool_id]
+        block = self.take_reusable()
+        if block is not None:
+            pool_id = block.pool_id  # type: ignore[attr-defined]
             block.__init__(*args, **kwargs)  # type: ignore[misc]
         else:
             if len(self._pool) >= self._capacity:
@@ -198,6 +197,15 @@ class BlockPool:
             self._is_free.append(0)
         block.pool_id = pool_id  # type: ignore[attr-defined]
         return block
+
+    def take_reusable(self) -> Block | None:
+        """A freed object to re-initialise (marked in use; its ``pool_id`` attribute is
+        its index), or ``None`` while the pool is below capacity or has no freed object."""
+        if self._free_ids and len(self._pool) >= self._capacity:
+            pool_id = self._free_ids.popleft()
+            self._is_free[pool_id] = 0
+            return self._pool[pool_id]
+        return None
 
     def free_block(self, block: Block) -> None:
         """Return ``block`` for reuse (a no-op for objects not created here or already free)."""

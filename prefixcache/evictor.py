@@ -6,15 +6,27 @@ chain goes first); remaining ties go to the earliest ``add`` (Aphrodite's rule;
 ``update`` keeps a candidate's add position). This holds for any insertion order of
 timestamps and after any number of updates.
 
-Implementation: a binary heap of keys ordered by ``(last_accessed, -num_hashed_tokens,
-add_order)`` (packed into one int per entry, see :class:`LRUEvictor`) with lazy
-invalidation: each candidate's metadata holds its one live heap key; any other heap key
-for that id is stale and skipped when popped.
-When stale entries outnumber live ones (plus a small slack) the heap is rebuilt from the
-live entries. Costs, n = candidates: ``add``/``update`` O(log n); ``remove`` O(1) plus
-amortized O(1) compaction; ``evict`` amortized O(log n) (each stale entry is popped at
-most once); ``__contains__``/``num_blocks`` O(1). No operation scans all candidates
-except a compaction, which is paid for by the stale entries that triggered it.
+Implementation: every candidate has one live key ordered by ``(last_accessed,
+-num_hashed_tokens, add_order)`` (packed into one int, see :class:`LRUEvictor`). Keys live
+in one of two places:
+
+- *runs*: a deque of small heaps, one per access time, with strictly increasing times
+  along the deque. A key whose time is not older than the newest run's goes there (a new
+  run, or the newest run's heap when the time is equal). This is the serving pattern:
+  blocks are freed and touched with a clock that never goes back, so ``add``, ``update``
+  and ``evict`` cost O(log b) in b = candidates sharing one time stamp, independent of
+  the pool size.
+- the *heap*: a binary heap for every key older than the newest run (out-of-order times);
+  O(log n) as before.
+
+Every key in run i is smaller than every key in run j > i, so the victim is the smaller
+of the heap's minimum and the first run's minimum: the order is exact for any mix. Keys
+are invalidated lazily: each candidate's metadata holds its one live key; any other
+stored key for that id is stale and skipped when popped. When stored keys exceed twice
+the live ones (plus a small slack) both places are filtered in place (runs keep their
+order). Costs, n = candidates: ``add``/``update`` O(1) + O(log b) in order, O(log n) out
+of order; ``remove`` O(1) plus amortized O(1) compaction; ``evict`` amortized O(log b) or
+O(log n) (each stale key is popped at most once); ``__contains__``/``num_blocks`` O(1).
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import enum
 import heapq
 import struct
 from abc import ABC, abstractmethod
+from collections import deque
 
 from prefixcache._validation import check_time
 from prefixcache.errors import InvalidArgumentError, NoFreeBlocksError, UnknownBlockIdError
@@ -103,6 +116,7 @@ _FIELD_BITS = 64
 _FIELD_MASK = (1 << _FIELD_BITS) - 1
 _SIGN_BIT = 1 << 63
 _MAX_TOKENS = (1 << 63) - 1
+_LOW_MASK = (1 << 192) - 1  # every key field but the time
 
 
 def _time_field(last_accessed: float) -> int:
@@ -123,12 +137,15 @@ class LRUEvictor(Evictor):
 
     ``free_table`` maps candidate id -> :class:`BlockMetaData` in ``add`` order.
 
-    Each candidate has one live heap key, a single int packing four 64-bit fields,
-    most significant first: access time (order-preserving), ``2**63 - 1 -
-    num_hashed_tokens``, add order, block id. The smallest key is the victim; the add
-    order is unique, so the id never decides. Int keys keep the heap compact (one object
-    per entry), which is what makes large heaps fast. Block ids must be in
-    ``[0, 2**64)`` and token counts in ``[0, 2**63)``.
+    Each candidate has one live key, a single int packing four 64-bit fields, most
+    significant first: access time (order-preserving), ``2**63 - 1 - num_hashed_tokens``,
+    add order, block id. The smallest key is the victim; the add order is unique, so the
+    id never decides. Int keys keep the heaps compact (one object per entry). Block ids
+    must be in ``[0, 2**64)`` and token counts in ``[0, 2**63)``.
+
+    Stored keys (live or stale) are in ``_heap`` or in one of ``_runs``; every run is a
+    non-empty heap of keys of one time field, and the runs' time fields strictly increase
+    (``_tail_time`` is the last run's). ``_stored`` counts every stored key.
     """
 
     _COMPACT_SLACK = 64
@@ -136,6 +153,9 @@ class LRUEvictor(Evictor):
     def __init__(self) -> None:
         self.free_table: dict[int, BlockMetaData] = {}
         self._heap: list[int] = []
+        self._runs: deque[list[int]] = deque()
+        self._tail_time = 0
+        self._stored = 0
         self._next_order = 0
 
     def __contains__(self, block_id: object) -> bool:
@@ -173,18 +193,31 @@ class LRUEvictor(Evictor):
         meta = BlockMetaData(content_hash, num_hashed_tokens, last_accessed)
         meta._key = key
         self.free_table[block_id] = meta
-        heapq.heappush(self._heap, key)
+        self._store(time_field, key)
 
     def update(self, block_id: int, last_accessed: float) -> None:
         meta = self.free_table.get(block_id)
         if meta is None:
             raise UnknownBlockIdError(f"block {block_id} is not an eviction candidate")
         time_field = _time_field(last_accessed)
-        key = time_field << 192 | (meta._key & ((1 << 192) - 1))
+        key = time_field << 192 | (meta._key & _LOW_MASK)
         meta.last_accessed = last_accessed
         meta._key = key
-        heapq.heappush(self._heap, key)
+        self._store(time_field, key)
         self._maybe_compact()
+
+    def _store(self, time_field: int, key: int) -> None:
+        """File ``key`` in the runs if its time is not older than the newest run's, else
+        in the heap."""
+        runs = self._runs
+        if not runs or time_field > self._tail_time:
+            runs.append([key])
+            self._tail_time = time_field
+        elif time_field == self._tail_time:
+            heapq.heappush(runs[-1], key)
+        else:
+            heapq.heappush(self._heap, key)
+        self._stored += 1
 
     def remove(self, block_id: int) -> None:
         if block_id not in self.free_table:
@@ -193,32 +226,70 @@ class LRUEvictor(Evictor):
         self._maybe_compact()
 
     def evict(self) -> tuple[int, int]:
-        if not self.free_table:
+        """Pop the smallest stored key (the heap's top or the first run's) until a live
+        one comes out."""
+        free_table = self.free_table
+        if not free_table:
             raise NoFreeBlocksError("no evictable block")
         heap = self._heap
-        free_table = self.free_table
+        runs = self._runs
         while True:
-            key = heapq.heappop(heap)
+            if runs:
+                run = runs[0]
+                if heap and heap[0] < run[0]:
+                    key = heapq.heappop(heap)
+                else:
+                    key = heapq.heappop(run)
+                    if not run:
+                        runs.popleft()
+            else:
+                key = heapq.heappop(heap)
+            self._stored -= 1
             block_id = key & _FIELD_MASK
             meta = free_table.get(block_id)
             if meta is not None and meta._key is key:
                 break
         del free_table[block_id]
         if not free_table:
-            heap.clear()
+            self._clear_stored()
         return block_id, meta.content_hash
 
     def peek_order(self) -> list[int]:
         """Candidate ids in the order they would be evicted (O(n log n); for tests)."""
         return [key & _FIELD_MASK for key in sorted(m._key for m in self.free_table.values())]
 
+    def _clear_stored(self) -> None:
+        self._heap.clear()
+        self._runs.clear()
+        self._stored = 0
+
     def _maybe_compact(self) -> None:
-        live = len(self.free_table)
-        if live == 0:
-            self._heap.clear()
-        elif len(self._heap) > 2 * live + self._COMPACT_SLACK:
-            self._heap = [meta._key for meta in self.free_table.values()]
-            heapq.heapify(self._heap)
+        """Drop stale keys once they outnumber live ones (plus slack); runs keep their
+        order, empty runs go."""
+        free_table = self.free_table
+        if not free_table:
+            self._clear_stored()
+            return
+        if self._stored <= 2 * len(free_table) + self._COMPACT_SLACK:
+            return
+
+        def live(key: int) -> bool:
+            meta = free_table.get(key & _FIELD_MASK)
+            return meta is not None and meta._key is key
+
+        heap = [key for key in self._heap if live(key)]
+        heapq.heapify(heap)
+        runs: deque[list[int]] = deque()
+        for run in self._runs:
+            kept = [key for key in run if live(key)]
+            if kept:
+                heapq.heapify(kept)
+                runs.append(kept)
+        self._heap = heap
+        self._runs = runs
+        if runs:
+            self._tail_time = runs[-1][0] >> 192
+        self._stored = len(heap) + sum(map(len, runs))
 
 
 def make_evictor(eviction_policy: EvictionPolicy) -> Evictor:

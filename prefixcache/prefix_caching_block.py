@@ -15,9 +15,11 @@ ids with refcount 0. Operations validate everything before mutating anything, so
 raised error leaves all of that (and the hit-rate counters, copy-on-write records and
 block objects) unchanged.
 
-Costs: allocation, free, promotion and copy-on-write are O(1) plus O(log n) for the
-evictor heap (n = evictable blocks); chain operations (fork, allocate_immutable_blocks,
-content hashing) are O(k) in the k blocks involved and never recurse.
+Costs: allocation, free, promotion and copy-on-write are O(1) plus the evictor's cost
+(O(log b) for access times that never go back, b = blocks sharing one time stamp; O(log n)
+otherwise, n = evictable blocks; see :mod:`prefixcache.evictor`); chain operations (fork,
+allocate_immutable_blocks, content hashing) are O(k) in the k blocks involved and never
+recurse.
 """
 
 from __future__ import annotations
@@ -209,6 +211,33 @@ class PrefixCachingBlock(Block):
         self._extra_hash = extra_hash
         self._owner: BlockAllocator | None = None
         self._update_num_tokens_total()
+
+    def _reinit(
+        self,
+        prev_block: PrefixCachingBlock | None,
+        token_ids: list[int],
+        block_id: int,
+        extra_hash: int | None,
+        owner: PrefixCachingBlockAllocator,
+    ) -> None:
+        """``__init__`` for an ``owner`` that already checked every argument:
+        ``token_ids`` is a fresh list of ints that fits ``owner``'s block size, and
+        ``prev_block`` and ``extra_hash`` passed its public checks. Sets ``_owner``."""
+        self._token_ids = token_ids
+        self._block_size = owner._block_size
+        self._block_id = block_id
+        self._prev_block = prev_block
+        self._cached_content_hash = None
+        self._allocator = owner
+        self._hash_fn = owner._hash_function
+        self._last_accessed = _DEFAULT_LAST_ACCESSED_TIME
+        self._computed = False
+        self._extra_hash = extra_hash
+        self._owner = owner
+        total = len(token_ids)
+        if prev_block is not None:
+            total += prev_block._cached_num_tokens_total
+        self._cached_num_tokens_total = total
 
     def _update_num_tokens_total(self) -> None:
         prev = self._prev_block
@@ -474,7 +503,10 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     def _release(self, block_id: BlockId, block: Block) -> None:
         """Drop one reference. At 0 a cached id enters the evictor (still cached), any
         other id returns to the left of the free deque."""
-        if self._refcounter.decr(block_id):
+        refcounts = self._refcounter._refcounts
+        count = refcounts[block_id] - 1  # a held id (callers checked): count >= 1
+        refcounts[block_id] = count
+        if count:
             return
         tracker = self._block_tracker[block_id]
         content_hash = tracker.content_hash
@@ -515,8 +547,12 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         prev_block: Block | None,
         chunks: Sequence[list[int]],
         extra_hash: int | None,
+        chunks_kept: bool = True,
     ) -> list[PrefixHash]:
-        """Content hashes of full blocks ``chunks`` chained after ``prev_block``."""
+        """Content hashes of full blocks ``chunks`` chained after ``prev_block``.
+
+        The memo copies ``chunks`` unless ``chunks_kept`` is false (the caller's fresh
+        lists, which nobody else keeps or mutates)."""
         for tokens in chunks:
             if len(tokens) != self._block_size:
                 raise InvalidArgumentError(
@@ -544,7 +580,8 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         for tokens in chunks:
             prev_hash = self._hash_function(prev_hash is None, prev_hash, tokens, extra_hash)
             hashes.append(prev_hash)
-        self._last_chain = (first_hash, extra_hash, [list(t) for t in chunks], tuple(hashes))
+        memo_chunks = [list(t) for t in chunks] if chunks_kept else list(chunks)
+        self._last_chain = (first_hash, extra_hash, memo_chunks, tuple(hashes))
         return hashes
 
     def _count_needed(self, hashes: Iterable[PrefixHash]) -> int:
@@ -566,10 +603,38 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         token_ids: list[int],
         block_id: BlockId,
         extra_hash: int | None,
+        owned: bool = False,
     ) -> PrefixCachingBlock:
-        block = self._block_pool.init_block(
-            prev_block, token_ids, self._block_size, block_id, extra_hash=extra_hash
-        )
+        """A block of this allocator holding ``block_id``; the caller has checked the
+        arguments (``prev_block`` a :class:`PrefixCachingBlock` or ``None``, ``token_ids``
+        ints that fit a block). ``token_ids`` is copied unless ``owned`` (a fresh list
+        nobody else keeps). A pooled object of exactly :class:`PrefixCachingBlock` is
+        re-initialised without re-checking; anything else goes through ``__init__``."""
+        pool = self._block_pool
+        reusable = pool.take_reusable()
+        if reusable is not None:
+            if reusable.__class__ is PrefixCachingBlock and (
+                prev_block is None or prev_block.__class__ is PrefixCachingBlock
+            ):
+                reusable._reinit(
+                    prev_block,
+                    token_ids if owned else list(token_ids),
+                    block_id,
+                    extra_hash,
+                    self,
+                )
+                return reusable
+            pool_id = reusable.pool_id  # type: ignore[attr-defined]
+            kwargs = {} if extra_hash is None else {"extra_hash": extra_hash}
+            reusable.__init__(  # type: ignore[misc]
+                prev_block, token_ids, self._block_size, self, block_id, **kwargs
+            )
+            reusable.pool_id = pool_id  # type: ignore[attr-defined]
+            block: Block = reusable
+        else:
+            block = pool.init_block(
+                prev_block, token_ids, self._block_size, block_id, extra_hash=extra_hash
+            )
         if not isinstance(block, PrefixCachingBlock):  # pragma: no cover - pool invariant
             raise TypeError("block pool produced a foreign block")
         block._owner = self
@@ -584,7 +649,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         check_device_none(device)
         check_extra_hash(extra_hash)
         self._check_prev(prev_block)
-        return self._new_block(prev_block, [], self._take_fresh_id(), extra_hash)
+        return self._new_block(prev_block, [], self._take_fresh_id(), extra_hash, owned=True)
 
     def allocate_immutable_block(
         self,
@@ -611,18 +676,19 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         content_hash: PrefixHash,
         extra_hash: int | None,
     ) -> Block:
+        """One full block of checked, fresh ``tokens`` (the block keeps that list)."""
         cached_id = self._cached_blocks.get(content_hash)
         if cached_id is not None:
             self.metric_data.query(hit=True)
             self._acquire_cached(cached_id)
-            block = self._new_block(prev_block, tokens, cached_id, extra_hash)
+            block = self._new_block(prev_block, tokens, cached_id, extra_hash, owned=True)
             block.computed = True
         else:
             if not self._hashless_allocator._free_block_indices and not self.evictor.num_blocks:
                 raise NoFreeBlocksError()
             self.metric_data.query(hit=False)
             block_id = self._take_fresh_id()
-            block = self._new_block(prev_block, tokens, block_id, extra_hash)
+            block = self._new_block(prev_block, tokens, block_id, extra_hash, owned=True)
             self._cache(content_hash, block_id)
         block._cached_content_hash = content_hash
         return block
@@ -662,7 +728,9 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         chunks = [
             checked_tokens(tokens) for tokens in checked_list(block_token_ids, "block_token_ids")
         ]
-        return self._count_needed(self._chain_hashes(prev_block, chunks, extra_hash))
+        return self._count_needed(
+            self._chain_hashes(prev_block, chunks, extra_hash, chunks_kept=False)
+        )
 
     # -- release and sharing ---------------------------------------------------------------------
 
@@ -670,7 +738,10 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         """Drop the block's reference; a cached id at refcount 0 becomes evictable."""
         block_id = self._check_held(block)
         self._release(block_id, block)
-        block.block_id = None
+        if type(block) is PrefixCachingBlock:
+            block._block_id = None
+        else:
+            block.block_id = None
         if not keep_block_object:
             self._block_pool.free_block(block)
 
@@ -678,11 +749,22 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         """New handles sharing every id of the chain ending at ``last_block`` (iterative;
         the whole chain is checked first; free count and trackers are unchanged)."""
         chain = get_all_blocks_recursively(check_block(last_block, "last_block"))
-        ids = [forkable_block_id(self, block, self._refcounter._refcounts) for block in chain]
+        refcounts = self._refcounter._refcounts
+        ids: list[BlockId] = []
+        for block in chain:
+            if (
+                type(block) is PrefixCachingBlock
+                and block._owner is self
+                and (held := block._block_id) is not None
+                and refcounts.get(held)
+            ):
+                ids.append(held)
+            else:
+                ids.append(forkable_block_id(self, block, refcounts))  # or names the error
         forked: list[Block] = []
         prev: Block | None = None
         for block, block_id in zip(chain, ids, strict=True):
-            self._refcounter.incr(block_id)
+            refcounts[block_id] += 1  # a held id: known, positive count
             new_block = self._new_block(prev, block.token_ids, block_id, block.extra_hash)
             real = _real_block(block)
             new_block._cached_content_hash = None if real is None else real._cached_content_hash
@@ -770,18 +852,25 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         block_ids = checked_list(block_ids, "block_ids")
         check_time(now)
         trackers = self._block_tracker
+        evictor = self.evictor
+        active: list[BlockTracker] = []
+        evictable: list[BlockId] = []
         for block_id in block_ids:
-            tracker = trackers.get(check_block_id(block_id))
+            if block_id.__class__ is not int:
+                check_block_id(block_id)
+            tracker = trackers.get(block_id)
             if tracker is None:
                 raise UnknownBlockIdError(f"block id {block_id} does not belong to this allocator")
-            if not tracker.active and block_id not in self.evictor:
-                raise InvalidBlockError(f"block id {block_id} is free; it cannot be accessed")
-        for block_id in block_ids:
-            tracker = trackers[block_id]
             if tracker.active:
-                tracker.last_accessed = now
+                active.append(tracker)
+            elif block_id in evictor:
+                evictable.append(block_id)
             else:
-                self.evictor.update(block_id, now)
+                raise InvalidBlockError(f"block id {block_id} is free; it cannot be accessed")
+        for tracker in active:
+            tracker.last_accessed = now
+        for block_id in evictable:
+            evictor.update(block_id, now)
 
     def mark_blocks_as_computed(self, block_ids: list[int]) -> None:
         """Mark every id promoted since the last call as computed (the argument is

@@ -110,13 +110,103 @@ def test_heap_stays_bounded_under_many_updates_and_removals() -> None:
     for block_id in range(100):
         evictor.add(block_id, block_id, 16, block_id)
     for step in range(10_000):
-        evictor.update(step % 100, 1000 + step)
-        assert len(evictor._heap) <= 2 * evictor.num_blocks + LRUEvictor._COMPACT_SLACK + 1
+        # in-order updates (runs) mixed with out-of-order ones (heap)
+        evictor.update(step % 100, 1000 + step if step % 3 else step / 100)
+        assert evictor._stored <= 2 * evictor.num_blocks + LRUEvictor._COMPACT_SLACK + 1
+        check_structure(evictor)
     for block_id in range(0, 100, 2):
         evictor.remove(block_id)
-    assert len(evictor._heap) <= 2 * evictor.num_blocks + LRUEvictor._COMPACT_SLACK + 1
-    assert drain(evictor) == sorted(range(1, 100, 2), key=lambda b: 1000 + 9900 + b)
-    assert evictor._heap == []
+    assert evictor._stored <= 2 * evictor.num_blocks + LRUEvictor._COMPACT_SLACK + 1
+    check_structure(evictor)
+    last_time = {b: (1000 + s if s % 3 else s / 100) for s in range(10_000) for b in [s % 100]}
+    expected = sorted(range(1, 100, 2), key=lambda b: last_time[b])
+    assert drain(evictor) == expected
+    assert evictor._heap == [] and not evictor._runs and evictor._stored == 0
+
+
+def check_structure(evictor: LRUEvictor) -> None:
+    """The evictor's storage invariants: non-empty runs with strictly increasing time
+    fields, ``_tail_time`` the last run's, ``_stored`` exact, every live key stored."""
+    times = []
+    for run in evictor._runs:
+        assert run, "an empty run"
+        assert len({key >> 192 for key in run}) == 1, "a run mixes time stamps"
+        assert run[0] == min(run), "a run is not a heap"
+        times.append(run[0] >> 192)
+    assert times == sorted(set(times))
+    if times:
+        assert evictor._tail_time == times[-1]
+    assert evictor._heap[:1] == sorted(evictor._heap)[:1]
+    stored = list(evictor._heap) + [key for run in evictor._runs for key in run]
+    assert evictor._stored == len(stored)
+    stored_ids = set(map(id, stored))
+    assert all(id(meta._key) in stored_ids for meta in evictor.free_table.values())
+
+
+def test_in_order_times_use_runs_and_leave_the_heap_empty() -> None:
+    evictor = LRUEvictor()
+    for block_id in range(50):
+        # five blocks per time stamp, freed first block first (fewest tokens first)
+        evictor.add(block_id, block_id, 16 * (1 + block_id % 5), block_id // 5)
+    assert evictor._heap == [] and len(evictor._runs) == 10
+    evictor.update(3, 100)  # a touch at a later time: a new run at the end
+    evictor.update(7, 0)  # older than the newest run: the heap
+    assert len(evictor._heap) == 1
+    check_structure(evictor)
+    expected = sorted(
+        range(50),
+        key=lambda b: ({3: 100, 7: 0}.get(b, b // 5), -(16 * (1 + b % 5)), b),
+    )
+    assert drain(evictor) == expected
+
+
+def test_runs_restart_after_a_drain_below_old_heap_times() -> None:
+    evictor = LRUEvictor()
+    evictor.add(0, 0, 16, 10)
+    evictor.add(1, 1, 16, 20)
+    evictor.add(2, 2, 16, 15)  # heap
+    assert evictor.evict()[0] == 0
+    assert evictor.evict()[0] == 2
+    evictor.add(3, 3, 16, 5)  # runs: [20, ...] -> heap
+    evictor.add(4, 4, 16, 30)
+    assert drain(evictor) == [3, 1, 4]
+    evictor.add(5, 5, 16, 1)  # empty again: a new run at any time
+    evictor.add(6, 6, 16, 0)
+    evictor.add(7, 7, 32, 1)
+    check_structure(evictor)
+    assert drain(evictor) == [6, 7, 5]
+
+
+def test_compaction_can_drop_every_run() -> None:
+    evictor = LRUEvictor()
+    evictor.add(0, 0, 16, 100)  # the only run
+    times = {block_id: float(block_id) for block_id in range(1, 40)}
+    for block_id, time in times.items():
+        evictor.add(block_id, block_id, 16, time)  # older than the run: the heap
+    evictor.remove(0)  # the run now holds one stale key
+    for step in range(200):
+        block_id = 1 + step % 39
+        times[block_id] = float(step % 50)
+        evictor.update(block_id, times[block_id])  # still older than the run: the heap
+        if not evictor._runs:
+            break  # a compaction dropped the emptied run
+    assert not evictor._runs and evictor._heap
+    check_structure(evictor)
+    assert drain(evictor) == sorted(times, key=lambda b: (times[b], b))
+
+
+def test_compaction_keeps_runs_in_order() -> None:
+    evictor = LRUEvictor()
+    for block_id in range(200):
+        evictor.add(block_id, block_id, 16, block_id // 4)
+    for block_id in range(0, 200, 3):
+        evictor.remove(block_id)
+    for block_id in range(1, 200, 3):
+        evictor.update(block_id, 1000 - block_id)  # all but the first out of order
+    check_structure(evictor)
+    assert evictor._stored <= 2 * evictor.num_blocks + LRUEvictor._COMPACT_SLACK + 1
+    times = {b: (1000 - b if b % 3 == 1 else b // 4) for b in range(200) if b % 3}
+    assert drain(evictor) == sorted(times, key=lambda b: (times[b], b))
 
 
 def test_make_evictor() -> None:
@@ -184,6 +274,10 @@ class EvictorVersusBruteForce(RuleBasedStateMachine):
         del self.model[victim]
 
     @invariant()
+    def storage_is_consistent(self) -> None:
+        check_structure(self.evictor)
+
+    @invariant()
     def same_candidates(self) -> None:
         assert set(self.evictor.free_table) == set(self.model)
         assert self.evictor.num_blocks == len(self.model)
@@ -200,6 +294,33 @@ EvictorVersusBruteForce.TestCase.settings = settings(
     max_examples=200, stateful_step_count=60, derandomize=True, deadline=None
 )
 TestEvictorVersusBruteForce = EvictorVersusBruteForce.TestCase
+
+
+class MostlyInOrderVersusBruteForce(EvictorVersusBruteForce):
+    """The serving pattern: a clock that never goes back drives most adds and updates
+    (the runs), mixed with the parent's arbitrary times (the heap)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = 0.0
+
+    @rule(ticks=st.integers(0, 2))
+    def tick(self, ticks: int) -> None:
+        self.clock += ticks
+
+    @rule(block_id=EvictorVersusBruteForce.ids, tokens=st.sampled_from([16, 32, 48]))
+    def add_now(self, block_id: int, tokens: int) -> None:
+        self.add(block_id, self.clock, tokens)
+
+    @rule(block_id=EvictorVersusBruteForce.ids)
+    def update_now(self, block_id: int) -> None:
+        self.update(block_id, self.clock)
+
+
+MostlyInOrderVersusBruteForce.TestCase.settings = settings(
+    max_examples=200, stateful_step_count=80, derandomize=True, deadline=None
+)
+TestMostlyInOrderVersusBruteForce = MostlyInOrderVersusBruteForce.TestCase
 
 
 def test_time_keys_order_exactly_like_the_numbers() -> None:
