@@ -20,6 +20,7 @@ from models.fresh_ids import ModelError
 from models.hash_ledger import HashLedger
 from models.operations import Dev
 from models.pool import Pool
+from models.tracker_state import SeqState
 
 F = Family
 
@@ -44,7 +45,9 @@ class Model:
         self.live_tables: set[int] = set()
         self.table_ids: dict[int, tuple[int | None, ...]] = {}  # refreshed by each table step
         self.null_id: int | None = None
+        self.swap_log: dict[int, int] = {}  # src -> dst of swaps since get_and_reset_swaps
         self.hashes = HashLedger()  # what the target showed: shared by every clone
+        self.seqs = SeqState()  # engine-side sequence trackers (models.trackers)
         self.ctx: Context | None = None
 
     def clone(self) -> Model:
@@ -57,6 +60,8 @@ class Model:
         other.tables = {k: t.clone() for k, t in self.tables.items()}
         other.live_tables = set(self.live_tables)
         other.table_ids = dict(self.table_ids)
+        other.swap_log = dict(self.swap_log)
+        other.seqs = self.seqs.clone()
         other.ctx = None
         return other
 
@@ -252,6 +257,7 @@ class Model:
                 rec.id = self.fresh(dst, hint)
             rec.device = dst
             mapping[old] = rec.id
+        self.swap_log.update(mapping)
         return [[s, d] for s, d in mapping.items()]
 
     # ------------------------------------------------------------------ costs

@@ -122,7 +122,8 @@ class TableRec:
     blocks: list[int] = field(default_factory=list)
     tokens: tuple[int, ...] = ()
     live: bool = True
+    window: int | None = None  # sliding window in blocks (see ``models.window``)
 
     def clone(self) -> TableRec:
         return TableRec(self.key, self.device, self.extra, list(self.blocks), self.tokens,
-                        self.live)
+                        self.live, self.window)

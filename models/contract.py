@@ -18,10 +18,12 @@ from collections.abc import Iterable
 
 from models import operations as ops
 from models.allocator_model import Model
-from models.blocks import BlockRec
+from models.blocks import BlockRec, TableRec
 from models.content import ROOT
+from models.malformed import NotValidated, malformed_misuse
 from models.operations import Dev, Op
 from models.table_model import allocate_cost, append_cost, new_blocks_needed
+from models.window import holds_null
 
 
 class OutOfContract(Exception):
@@ -98,6 +100,14 @@ def misuse_or_out(m: Model, op: Op) -> str | None:
 
 def _check(m: Model, op: Op) -> str | None:
     c = m.caps
+    if isinstance(op, ops.Malformed):  # contract in models.malformed
+        if isinstance(op.call, ops.Malformed):
+            raise _Out("a malformed call of a malformed call")
+        _check(m, op.call)
+        try:
+            return malformed_misuse(m, op)
+        except NotValidated as why:
+            raise _Out(str(why)) from None
     if isinstance(op, ops.AllocateMutable):
         prev = _prev(m, op.prev, op.device)
         if prev is not None and len(prev.tokens) != m.bs:
@@ -144,9 +154,9 @@ def _check(m: Model, op: Op) -> str | None:
         return None if rec.live else f"double free of block {op.block}"
     if isinstance(op, ops.Swap):
         _api(c.swap, "swap")
-        if op.src is op.dst:
-            raise _Out("swap within one device")
         recs = [_block(m, h) for h in op.blocks]
+        if op.src is op.dst:  # refused before the blocks are looked at
+            return f"swap from {op.src.value} to itself"
         if len(set(op.blocks)) != len(op.blocks):
             return "the same block swapped twice"
         for rec in recs:
@@ -188,19 +198,51 @@ def _check(m: Model, op: Op) -> str | None:
         return None
     if isinstance(op, ops.ClearCopyOnWrites | ops.HitRate | ops.GetNullBlock):
         return None
+    table = getattr(op, "table", None)
+    if isinstance(op, ops.ENGINE_OPS) and table in m.tables and holds_null(m.tables[table]):
+        # a sequence holds every token, its windowed table only the window's blocks.
+        raise _Out("engine-side question about a table whose window dropped blocks")
+    if isinstance(op, ops.ENGINE_OPS):  # engine-side ops: contract in models.trackers
+        from models.trackers import engine_check
+        engine_check(m, op)
+        return None
+    if isinstance(op, ops.IdSpace | ops.SwapLog):  # table queries: read-only, no misuse
+        if isinstance(op, ops.IdSpace) and any(i not in m.pools[op.device].ids for i in op.ids):
+            raise _Out(f"an id outside {op.device.value}")
+        return None
     return _check_table(m, op)
+
+
+def _check_window(m: Model, t: TableRec, op: Op) -> str | None:
+    """Sliding-window tables (see ``models.window``)."""
+    if isinstance(op, ops.TableFork | ops.TableSwap) and holds_null(t):
+        raise _Out(f"{op.kind} of a table holding the null block")
+    if not isinstance(op, ops.TableAppend):
+        return None
+    if op.computed is None:
+        return None if t.window is None else "sliding-window append without num_computed_slots"
+    if t.window is None:
+        raise _Out("num_computed_slots for a table without a sliding window")
+    if not 0 <= op.computed <= len(t.tokens):
+        raise _Out("num_computed_slots outside 0..the table's token count")
+    return None
 
 
 def _check_table(m: Model, op: Op) -> str | None:
     if isinstance(op, ops.TableAllocate):
         _extra(m, op.extra_hash)
+        if op.window is not None and op.window < 1:
+            raise _Out("a sliding window of fewer than one block")
         return None if op.tokens else "allocate of an empty table"
     table = getattr(op, "table", None)
     if not isinstance(table, int) or table not in m.tables:
         raise _Out(f"table handle {table} never existed")
     t = m.tables[table]
+    if t.live and isinstance(op, ops.TableFork | ops.TableSwap):
+        _check_window(m, t, op)
     if not t.live:
-        if isinstance(op, ops.TableFree | ops.TableSwap | ops.TableMarkAccessed):
+        if isinstance(op, ops.TableFree | ops.TableSwap | ops.TableMarkAccessed
+                      | ops.TableSlots):
             # A freed table holds no blocks: upstream frees, swaps or marks nothing.
             raise _Out(f"{op.kind} on freed (empty) table {table}")
         return f"{op.kind} on freed table {table}"
@@ -209,15 +251,19 @@ def _check_table(m: Model, op: Op) -> str | None:
             raise _Out("appending to a swapped-out (CPU) table")
         if min(getattr(op, "lookahead", 0), getattr(op, "slots", 0)) < 0:
             raise _Out("negative slot count")
-        return None
+        return _check_window(m, t, op)
     if isinstance(op, ops.TableSwap):
         _api(m.caps.swap, "swap")
         if op.src is op.dst:
-            raise _Out("swap within one device")
+            return f"swap of table {table} from {op.src.value} to itself"
         return None if t.device is op.src else f"table {table} is not on {op.src.value}"
     if isinstance(op, ops.TableMarkAccessed):
         return "mark_blocks_as_accessed with CPU blocks" if m.pc and t.device is Dev.CPU else None
     if isinstance(op, ops.TableFork | ops.TableFree):
+        return None
+    if isinstance(op, ops.TableSlots):
+        if op.lookahead < 0:
+            raise _Out("negative lookahead")
         return None
     raise _Out(f"unknown operation {op.kind}")
 

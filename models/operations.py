@@ -211,6 +211,111 @@ class GetNullBlock(Op):
     kind: ClassVar[str] = "null_block"
 
 
+# --------------------------------------------------------------------------- engine-side
+# What an engine's block manager asks besides the allocator calls above: the common computed
+# prefix of a batch, bursts of cache queries (the hit-rate window), and the per-sequence
+# trackers of ``prefix_caching_block`` (one entry per table: the table handle is the seq_id).
+
+
+@dataclass(frozen=True, slots=True)
+class CommonComputedIds(Op):
+    """``get_common_computed_block_ids([[ids of blocks] for blocks in lists])``; value: the
+    list, or ``""`` (upstream's ``commonprefix`` of nothing) when every list is empty."""
+
+    kind: ClassVar[str] = "common_computed_ids"
+    mutates: ClassVar[bool] = False
+    lists: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HitBurst(Op):
+    """``count`` times ``allocate_immutable_block(block.prev_block, block.token_ids, device,
+    extra_hash)`` then ``free`` of the new block: ``count`` cache queries on ``block``'s
+    content (cached and held, so every one is a hit and nothing else changes)."""
+
+    kind: ClassVar[str] = "hit_burst"
+    block: int
+    count: int
+    device: Dev = Dev.GPU
+    extra_hash: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerStart(Op):
+    """The engine's trackers: ``ComputedBlocksTracker(alloc[, block_size, True])`` and
+    ``LastAccessBlocksTracker(alloc)``."""
+
+    kind: ClassVar[str] = "tracker_start"
+
+
+@dataclass(frozen=True, slots=True)
+class SeqTrack(Op):
+    """``add_seq(table)`` on the last-access tracker (and the Aphrodite computed tracker)."""
+
+    kind: ClassVar[str] = "seq_track"
+    table: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeqUntrack(Op):
+    """``remove_seq(table)`` on the last-access tracker, and on the computed tracker if
+    ``computed`` (it holds an entry for the table)."""
+
+    kind: ClassVar[str] = "seq_untrack"
+    table: int
+    computed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SeqCachedTokens(Op):
+    """vLLM ``get_num_cached_tokens(seq)`` for a sequence with the table's tokens and
+    extra_hash; value: int (frozen while ``prefill``)."""
+
+    kind: ClassVar[str] = "seq_cached_tokens"
+    table: int
+    prefill: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SeqComputedIds(Op):
+    """Aphrodite ``get_cached_computed_blocks_and_update(table, table.physical_block_ids)``;
+    value: list of ids."""
+
+    kind: ClassVar[str] = "seq_computed_ids"
+    table: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeqAccess(Op):
+    """``update_last_access(table, now)``."""
+
+    kind: ClassVar[str] = "seq_access"
+    table: int
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class SeqStampBlocks(Op):
+    """``update_seq_blocks_last_access(table, table.physical_block_ids)``."""
+
+    kind: ClassVar[str] = "seq_stamp_blocks"
+    table: int
+
+
+ENGINE_OPS: tuple[type[Op], ...] = (
+    CommonComputedIds,
+    HitBurst,
+    TrackerStart,
+    SeqTrack,
+    SeqUntrack,
+    SeqCachedTokens,
+    SeqComputedIds,
+    SeqAccess,
+    SeqStampBlocks,
+)
+# --------------------------------------------------------------------------- end engine-side
+
+
 # --------------------------------------------------------------------------- sequence level
 
 
@@ -223,6 +328,7 @@ class TableAllocate(Op):
     tokens: Tokens
     device: Dev = Dev.GPU
     extra_hash: int | None = None
+    window: int | None = None  # BlockTable(max_block_sliding_window=window)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +339,7 @@ class TableAppend(Op):
     table: int
     tokens: Tokens
     lookahead: int = 0
+    computed: int | None = None  # num_computed_slots (sliding-window tables); value: null id
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +387,48 @@ class TableMarkAccessed(Op):
     now: float
 
 
+# --------------------------------------------------------------------------- table queries
+# What a block manager reads besides the calls above: a table's slot counters, the id space
+# (physical ids, totals) and the swap log.
+
+
+@dataclass(frozen=True, slots=True)
+class TableSlots(Op):
+    """``num_full_slots``, ``get_unseen_token_ids(tokens)`` (``tokens``: the whole sequence)
+    and ``get_num_blocks_touched_by_append_slots(unseen, lookahead)``; value:
+    ``{"full_slots": int, "unseen": [int], "touched": int}``."""
+
+    kind: ClassVar[str] = "table_slots"
+    mutates: ClassVar[bool] = False
+    table: int
+    tokens: Tokens
+    lookahead: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class IdSpace(Op):
+    """``get_num_total_blocks(device)``, ``all_block_ids`` and ``get_physical_block_id(device,
+    i)`` for each ``i`` of ``ids`` (absolute ids of ``device``: GPU ``0..G-1``, CPU ``G..``);
+    value: ``{"total": int, "all": sorted [int], "physical": [int]}``."""
+
+    kind: ClassVar[str] = "id_space"
+    mutates: ClassVar[bool] = False
+    device: Dev
+    ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SwapLog(Op):
+    """``get_and_reset_swaps()``; value: ``[src, dst]`` pairs of every swap since the last
+    call (a later swap of the same source id overwrites its entry in place)."""
+
+    kind: ClassVar[str] = "swap_log"
+
+
+TABLE_QUERY_OPS: tuple[type[Op], ...] = (TableSlots, IdSpace, SwapLog)
+# --------------------------------------------------------------------------- end table queries
+
+
 BLOCK_OPS: tuple[type[Op], ...] = (
     AllocateMutable,
     AllocateImmutable,
@@ -312,7 +461,38 @@ TABLE_OPS: tuple[type[Op], ...] = (
     HitRate,
     ResetPrefixCache,
 )
-OPS_BY_KIND: dict[str, type[Op]] = {cls.kind: cls for cls in (*BLOCK_OPS, *TABLE_OPS)}
+OPS_BY_KIND: dict[str, type[Op]] = {cls.kind: cls for cls in (*BLOCK_OPS, *TABLE_OPS,
+                                                                *ENGINE_OPS, *TABLE_QUERY_OPS)}
+
+
+# --------------------------------------------------------------------------- malformed
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed(Op):
+    """``call`` with its argument ``argument`` (a field name of ``call``) replaced by the
+    literal ``bad``: a value of the wrong type or range (``None``, ``"x"``, ``1.5``, ``True``,
+    ``-1``, ``2**64``, a list of strs where token ids are expected, ...). Lists are kept as
+    tuples so the operation stays hashable; the call plan passes them as lists.
+
+    The contract (``models.malformed``): a typed misuse error and an unchanged allocator."""
+
+    kind: ClassVar[str] = "malformed"
+    call: Op
+    argument: str
+    bad: JSON
+
+
+def frozen_literal(value: JSON) -> JSON:
+    """A JSON literal with every list turned into a tuple (hashable, as ``Malformed.bad``)."""
+    if isinstance(value, list | tuple):
+        return tuple(frozen_literal(v) for v in value)
+    return value
+
+
+OPS_BY_KIND[Malformed.kind] = Malformed
+
+# --------------------------------------------------------------------------- end malformed
 
 
 # --------------------------------------------------------------------------- results
@@ -365,11 +545,13 @@ def _encode(value: Any) -> JSON:
         return value.value
     if isinstance(value, tuple):
         return [_encode(v) for v in value]
+    if isinstance(value, Op):  # Malformed.call
+        return op_to_json(value)
     return value
 
 
 _DEVICE_FIELDS = frozenset({"device", "src", "dst"})
-_TOKEN_FIELDS = frozenset({"tokens", "blocks"})
+_TOKEN_FIELDS = frozenset({"tokens", "blocks", "ids"})
 
 
 def _decode(name: str, value: JSON) -> Any:
@@ -377,8 +559,12 @@ def _decode(name: str, value: JSON) -> Any:
         return None if value is None else Dev(value)
     if name in _TOKEN_FIELDS:
         return tuple(int(v) for v in value)
-    if name == "chunks":
+    if name in ("chunks", "lists"):
         return tuple(tuple(int(v) for v in chunk) for chunk in value)
+    if name == "call":  # Malformed
+        return op_from_json(value)
+    if name == "bad":
+        return frozen_literal(value)
     return value
 
 

@@ -37,13 +37,15 @@ from models.operations import Dev, ErrorKind, Op, Outcome, Snapshot
 from models.queries import Queries
 from models.shadow_memory import ShadowMemory
 from models.table_model import TABLE_STEPS
+from models.trackers import ENGINE_STEPS
 
 __all__ = ["Inconclusive", "Oracle", "OutOfContract"]
 
 F = Family
 MAX_WORLDS = 16
 MAX_PATHS = 16
-STEPS: dict[type[Op], Callable[[Model, Any], None]] = {**BLOCK_STEPS, **TABLE_STEPS}
+STEPS: dict[type[Op], Callable[[Model, Any], None]] = {**BLOCK_STEPS, **TABLE_STEPS,
+                                                       **ENGINE_STEPS}
 
 # When several families fire on one step, the most specific one is reported.
 PRIORITY = (F.CRASH, F.ATOMIC, F.HASH, F.COW, F.CONTENT, F.SWAP, F.LRU, F.CACHE, F.COMPUTED,
@@ -54,6 +56,7 @@ MISUSE_FAMILY: dict[type[Op], Family] = {
     ops.AllocateImmutable: F.CACHE, ops.AllocateImmutableChain: F.CACHE, ops.Swap: F.SWAP,
     ops.TableSwap: F.SWAP, ops.MarkAccessed: F.LRU, ops.TableMarkAccessed: F.LRU,
     ops.ComputedBlockIds: F.COMPUTED,
+    ops.Malformed: F.ATOMIC,  # bad input must be refused and leave no trace
 }
 CRASHES = (ErrorKind.UNEXPECTED, ErrorKind.ASSERTION)
 

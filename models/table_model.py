@@ -24,6 +24,8 @@ from models.blocks import TableRec
 from models.content import ROOT
 from models.families import Family
 from models.operations import Dev
+from models.table_queries import id_space, swap_log, table_slots
+from models.window import NULL_KEY, drop, ids_returned, needs_null, take_null
 
 
 def cdiv(a: int, b: int) -> int:
@@ -43,10 +45,17 @@ def written_indices(m: Model, t: TableRec, count: int) -> range:
 
 
 def append_cost(m: Model, t: TableRec, op: ops.TableAppend) -> int:
+    """Net GPU ids taken: the null block (first use), new blocks and copies, less the ids
+    the window drop gives back; the null block is taken first, so it alone needs a free id."""
     new = new_blocks_needed(m, t, len(op.tokens) + op.lookahead)
     shared = sum(1 for i in written_indices(m, t, len(op.tokens))
                  if i < len(t.blocks) and m.shared(m.blocks[t.blocks[i]]))
-    return new + shared
+    if t.window is None or op.computed is None:
+        return new + shared
+    null = needs_null(m, t)
+    if null and m.pools[Dev.GPU].free < 1:
+        return 1
+    return null + new + shared - ids_returned(m, t, op.computed)
 
 
 def allocate_cost(m: Model, op: ops.TableAllocate) -> int:
@@ -78,7 +87,7 @@ def table_allocate(m: Model, op: ops.TableAllocate) -> None:
     if key is None:
         m.c.flag(Family.TABLE, "no table handle reported for a successful allocate")
         return
-    t = m.tables[key] = TableRec(key, op.device, op.extra_hash)
+    t = m.tables[key] = TableRec(key, op.device, op.extra_hash, window=op.window)
     m.live_tables.add(key)
     prev: int | None = None
     bs = m.bs
@@ -99,6 +108,9 @@ def table_allocate(m: Model, op: ops.TableAllocate) -> None:
 
 def table_append(m: Model, op: ops.TableAppend) -> None:
     t = m.tables[op.table]
+    if t.window is not None and op.computed is not None:
+        take_null(m, m.c.outcome.value)
+        drop(m, t, op.computed)
     total = len(t.tokens) + len(op.tokens)
     _ensure(m, t, len(op.tokens) + op.lookahead, total)
     pos = 0
@@ -125,7 +137,8 @@ def table_fork(m: Model, op: ops.TableFork) -> None:
     if key is None:
         m.c.flag(Family.TABLE, "no table handle reported for a successful fork")
         return
-    t = m.tables[key] = TableRec(key, src.device, src.extra, tokens=src.tokens)
+    t = m.tables[key] = TableRec(key, src.device, src.extra, tokens=src.tokens,
+                                 window=src.window)
     m.live_tables.add(key)
     keys = [m.blocks.internal_key() for _ in src.blocks]
     m.fork(src.blocks, keys)
@@ -136,10 +149,11 @@ def table_fork(m: Model, op: ops.TableFork) -> None:
 
 def table_free(m: Model, op: ops.TableFree) -> None:
     t = m.tables[op.table]
-    for k in t.blocks:
+    held = [k for k in t.blocks if k != NULL_KEY]  # the allocator never frees the null block
+    for k in held:
         m.free(m.blocks[k])
         m.c.write(k, None, None)
-    m.c.forget.extend(t.blocks)  # dropped once the step is judged
+    m.c.forget.extend(held)  # dropped once the step is judged
     t.blocks = []
     t.live = False
     m.live_tables.discard(op.table)
@@ -169,4 +183,7 @@ TABLE_STEPS: dict[type[ops.Op], Callable[[Model, Any], None]] = {
     ops.TableFree: table_free,
     ops.TableSwap: table_swap,
     ops.TableMarkAccessed: table_mark_accessed,
+    ops.TableSlots: table_slots,
+    ops.IdSpace: id_space,
+    ops.SwapLog: swap_log,
 }

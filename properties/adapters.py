@@ -125,6 +125,14 @@ def checked_pairs(value: Any, what: str) -> list[list[int]]:
     return out
 
 
+def checked_id_set(value: Any, what: str) -> frozenset[int]:
+    """A set of ints, as ``all_block_ids`` returns (a list is a wrong type: the API says a
+    frozenset)."""
+    if not isinstance(value, frozenset | set) or not all(is_int(x) for x in value):
+        raise wrong_type(what, "frozenset of int", value)
+    return frozenset(int(x) for x in value)
+
+
 def checked_mapping(value: Any, what: str) -> list[list[int]]:
     """A ``{int: int}`` mapping, as ``swap`` returns; as ``[[src, dst], ...]``."""
     if not isinstance(value, Mapping):
@@ -199,6 +207,21 @@ def _maybe_block(handle: int | None) -> Expr:
     return Lit(None) if handle is None else block(handle)
 
 
+def _deep_list(value: Any) -> Any:
+    return [_deep_list(v) for v in value] if isinstance(value, tuple) else value
+
+
+def _bad_literal(bad: Any) -> Lit:
+    """``Malformed.bad`` as a call argument: lists as lists, each call getting a fresh
+    copy checked for changes; a list that mixes lists and other items is passed unchecked
+    (the runner copies only uniform lists)."""
+    value = _deep_list(bad)
+    if isinstance(value, list) and value and isinstance(value[0], list) \
+            and not all(isinstance(v, list) for v in value):
+        return Lit(tuple(value))
+    return Lit(value)
+
+
 class FamilyAdapter:
     """Adapter for ``DeviceAwareBlockAllocator``-compatible allocators (vLLM v0, Aphrodite, ours).
 
@@ -227,7 +250,8 @@ class FamilyAdapter:
 
     def env(self) -> dict[str, Any]:
         """Names a plan may use besides block and table handles."""
-        return {"alloc": self.alloc, "Device": self.device_enum, "BlockTable": self.block_table_cls}
+        return {"alloc": self.alloc, "Device": self.device_enum, "BlockTable": self.block_table_cls,
+                "__import__": __import__}  # engine-side plans import the trackers
 
     def device(self, dev: Dev) -> Attr:
         return Attr(Name("Device"), dev.name)
@@ -352,20 +376,153 @@ class FamilyAdapter:
             checked_block(r[-1], "alloc.allocate_or_get_null_block").block_id,
             "allocate_or_get_null_block().block_id"))
 
+    # ------------------------------------------------------------------ engine-side
+    # Trackers come from ``<package>.prefix_caching_block`` of the allocator; the sequence
+    # stand-in is :class:`EngineSeq`. Both are reached with ``__import__`` so the reproducer's
+    # script replays them as is. The flavour (Aphrodite ``add_seq`` / vLLM ``block_size``) is
+    # read from the tracker class.
+
+    def tracker_module(self) -> str | None:
+        """The module defining the target's trackers: that of a class the allocator (or its
+        GPU allocator) derives from, or ``prefix_caching_block`` of its package; None if the
+        target has none (a capability the machines respect)."""
+        if "_trackers_in" not in self.__dict__:
+            self._trackers_in = self._find_tracker_module()
+        return self._trackers_in
+
+    def _find_tracker_module(self) -> str | None:
+        subs = getattr(self.alloc, "_allocators", None)
+        gpu = subs.get(self.device_enum.GPU) if isinstance(subs, Mapping) else None
+        names: list[str] = []
+        for obj in (gpu, self.alloc):
+            for cls in type(obj).__mro__ if obj is not None else ():
+                names += [cls.__module__, f"{cls.__module__.rsplit('.', 1)[0]}"
+                          ".prefix_caching_block"]
+        for name in dict.fromkeys(names):
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                continue
+            if hasattr(module, "ComputedBlocksTracker") and hasattr(
+                    module, "LastAccessBlocksTracker"):
+                return name
+        return None
+
+    def _tracker_module(self) -> str:
+        name = self.tracker_module()
+        if name is None:
+            raise Unsupported("the target has no sequence trackers")
+        return name
+
+    def _tracker_cls(self, name: str) -> Any:
+        cls = getattr(importlib.import_module(self._tracker_module()), name, None)
+        if cls is None:
+            raise Unsupported(f"the target has no {name}")
+        return cls
+
+    def _plan_common_computed_ids(self, op: ops.CommonComputedIds, _: Any) -> Plan:
+        lists = ListOf(tuple(self._ids(lst) for lst in op.lists))
+        call = method("alloc", "get_common_computed_block_ids", lists)
+        what = "alloc.get_common_computed_block_ids"
+        return Plan([Stmt(call)], value=lambda r: "" if r[-1] == "" and type(r[-1]) is str
+                    else checked_ints(r[-1], what))
+
+    def _plan_hit_burst(self, op: ops.HitBurst, _: Any) -> Plan:
+        b = block(op.block)
+        get = method("alloc", "allocate_immutable_block", Attr(b, "prev_block"),
+                     Attr(b, "token_ids"), device=self.device(op.device),
+                     **self._extra(op.extra_hash))
+        stmts: list[Stmt] = []
+        for _i in range(op.count):
+            stmts += [Stmt(get, bind="burst"), Stmt(method("alloc", "free", Name("burst")))]
+        return Plan(stmts)
+
+    def _plan_tracker_start(self, op: ops.TrackerStart, _: Any) -> Plan:
+        module = Call(Name("__import__"), (Lit(self._tracker_module()),),
+                      (("fromlist", Lit(["_"])),))
+        computed = self._tracker_cls("ComputedBlocksTracker")
+        self._tracker_cls("LastAccessBlocksTracker")
+        kwargs: dict[str, Expr] = {}
+        if "block_size" in inspect.signature(computed).parameters:
+            kwargs = {"block_size": Lit(self.block_size), "enable_caching": Lit(True)}
+        return Plan([
+            Stmt(Call(Attr(module, "ComputedBlocksTracker"), (Name("alloc"),),
+                      tuple(kwargs.items())), bind="computed_tracker"),
+            Stmt(Call(Attr(module, "LastAccessBlocksTracker"), (Name("alloc"),)),
+                 bind="access_tracker"),
+        ])
+
+    def _computed_has(self, name: str) -> bool:
+        return hasattr(self._tracker_cls("ComputedBlocksTracker"), name)
+
+    def _plan_seq_track(self, op: ops.SeqTrack, _: Any) -> Plan:
+        stmts = [Stmt(method("access_tracker", "add_seq", Lit(op.table)))]
+        if self._computed_has("add_seq"):
+            stmts.append(Stmt(method("computed_tracker", "add_seq", Lit(op.table))))
+        return Plan(stmts)
+
+    def _plan_seq_untrack(self, op: ops.SeqUntrack, _: Any) -> Plan:
+        stmts = [Stmt(method("access_tracker", "remove_seq", Lit(op.table)))]
+        if op.computed:
+            stmts.append(Stmt(method("computed_tracker", "remove_seq", Lit(op.table))))
+        return Plan(stmts)
+
+    def _plan_seq_cached_tokens(self, op: ops.SeqCachedTokens,
+                                tables: Mapping[int, Any]) -> Plan:
+        if not self._computed_has("get_num_cached_tokens"):
+            raise Unsupported("get_num_cached_tokens is vLLM-generation only")
+        extra = tables.get(op.table)
+        if extra is not None and not self.has_extra_hash:
+            raise Unsupported("extra_hash needs a vLLM-generation allocator")
+        seq = Call(Attr(Call(Name("__import__"), (Lit(__name__),), (("fromlist", Lit(["_"])),)),
+                        "EngineSeq"),
+                   (Lit(op.table), method(table(op.table), "_get_all_token_ids"), Lit(extra),
+                    Lit(op.prefill)))
+        call = method("computed_tracker", "get_num_cached_tokens", seq)
+        return Plan([Stmt(call)], value=lambda r: checked_int(
+            r[-1], "ComputedBlocksTracker.get_num_cached_tokens"))
+
+    def _plan_seq_computed_ids(self, op: ops.SeqComputedIds, _: Any) -> Plan:
+        if not self._computed_has("get_cached_computed_blocks_and_update"):
+            raise Unsupported("get_cached_computed_blocks_and_update is Aphrodite-generation only")
+        call = method("computed_tracker", "get_cached_computed_blocks_and_update", Lit(op.table),
+                      Attr(table(op.table), "physical_block_ids"))
+        return Plan([Stmt(call)], value=lambda r: checked_ints(
+            r[-1], "ComputedBlocksTracker.get_cached_computed_blocks_and_update"))
+
+    def _plan_seq_access(self, op: ops.SeqAccess, _: Any) -> Plan:
+        call = method("access_tracker", "update_last_access", Lit(op.table), Lit(op.now))
+        return Plan([Stmt(call)])
+
+    def _plan_seq_stamp_blocks(self, op: ops.SeqStampBlocks, _: Any) -> Plan:
+        call = method("access_tracker", "update_seq_blocks_last_access", Lit(op.table),
+                      Attr(table(op.table), "physical_block_ids"))
+        return Plan([Stmt(call)])
+
     # ------------------------------------------------------------------ tables
 
     def _plan_table_allocate(self, op: ops.TableAllocate, tables: Mapping[int, Any]) -> Plan:
         name = "new_table"
-        make = Call(Name("BlockTable"), (),
-                    (("block_size", Lit(self.block_size)), ("block_allocator", Name("alloc"))))
+        shape: tuple[tuple[str, Expr], ...] = (("block_size", Lit(self.block_size)),
+                                                ("block_allocator", Name("alloc")))
+        if op.window is not None:
+            shape += (("max_block_sliding_window", Lit(op.window)),)
+        make = Call(Name("BlockTable"), (), shape)
         fill = method(name, "allocate", _tokens(op.tokens), device=self.device(op.device),
                       **self._extra(op.extra_hash))
         return Plan([Stmt(make, bind=name), Stmt(fill)], creates_table=name)
 
     def _plan_table_append(self, op: ops.TableAppend, tables: Mapping[int, Any]) -> Plan:
+        if op.computed is None:
+            call = method(table(op.table), "append_token_ids", _tokens(op.tokens),
+                          num_lookahead_slots=Lit(op.lookahead), **self._extra(tables[op.table]))
+            return Plan([Stmt(call)])
+        # A sliding-window append: the value is the null block's id, read back after.
         call = method(table(op.table), "append_token_ids", _tokens(op.tokens),
-                      num_lookahead_slots=Lit(op.lookahead), **self._extra(tables[op.table]))
-        return Plan([Stmt(call)])
+                      num_lookahead_slots=Lit(op.lookahead), num_computed_slots=Lit(op.computed),
+                      **self._extra(tables[op.table]))
+        null = self._plan_null_block(ops.GetNullBlock(), None)
+        return Plan([Stmt(call), *null.stmts], value=null.value)
 
     def _plan_table_ensure_slots(self, op: ops.TableEnsureSlots, tables: Mapping[int, Any]) -> Plan:
         call = method(table(op.table), "ensure_num_empty_slots", Lit(op.slots),
@@ -410,6 +567,81 @@ class FamilyAdapter:
     def _plan_table_mark_accessed(self, op: ops.TableMarkAccessed, _: Any) -> Plan:
         ids = Attr(table(op.table), "physical_block_ids")
         return Plan([Stmt(method("alloc", "mark_blocks_as_accessed", ids, Lit(op.now)))])
+
+    # ------------------------------------------------------------------ table queries
+
+    def _plan_table_slots(self, op: ops.TableSlots, _: Any) -> Plan:
+        tbl = table(op.table)
+        unseen = method(tbl, "get_unseen_token_ids", _tokens(op.tokens))
+        touched = method(tbl, "get_num_blocks_touched_by_append_slots", Name("unseen"),
+                         Lit(op.lookahead))
+        return Plan([Stmt(Attr(tbl, "num_full_slots")), Stmt(unseen, bind="unseen"),
+                     Stmt(touched)], value=lambda r: {
+            "full_slots": checked_int(r[0], "BlockTable.num_full_slots"),
+            "unseen": checked_ints(r[1], "BlockTable.get_unseen_token_ids"),
+            "touched": checked_int(r[2], "BlockTable.get_num_blocks_touched_by_append_slots")})
+
+    def _plan_id_space(self, op: ops.IdSpace, _: Any) -> Plan:
+        dev = self.device(op.device)
+        stmts = [Stmt(method("alloc", "get_num_total_blocks", dev)),
+                 Stmt(Attr(Name("alloc"), "all_block_ids"))]
+        stmts += [Stmt(method("alloc", "get_physical_block_id", dev, Lit(i))) for i in op.ids]
+        return Plan(stmts, value=lambda r: {
+            "total": checked_int(r[0], "alloc.get_num_total_blocks"),
+            "all": sorted(checked_id_set(r[1], "alloc.all_block_ids")),
+            "physical": [checked_int(x, "alloc.get_physical_block_id") for x in r[2:]]})
+
+    def _plan_swap_log(self, op: ops.SwapLog, _: Any) -> Plan:
+        return Plan([Stmt(method("alloc", "get_and_reset_swaps"))],
+                    value=lambda r: checked_pairs(r[-1], "alloc.get_and_reset_swaps"))
+
+    # ------------------------------------------------------------------ malformed calls
+
+    #: Where each validated field of an operation lands in the last call of its plan: a
+    #: positional index or a keyword (appended when the plan leaves it out).
+    MALFORMED_SLOTS: dict[tuple[str, str], int | str] = {
+        ("allocate_mutable", "prev"): 0, ("allocate_mutable", "device"): "device",
+        ("allocate_immutable", "prev"): 0, ("allocate_immutable", "tokens"): 1,
+        ("allocate_immutable", "device"): "device",
+        ("allocate_immutable", "extra_hash"): "extra_hash",
+        ("allocate_immutable_chain", "prev"): 0, ("allocate_immutable_chain", "chunks"): 1,
+        ("allocate_immutable_chain", "device"): "device",
+        ("allocate_immutable_chain", "extra_hash"): "extra_hash",
+        ("append", "tokens"): 0, ("fork", "block"): 0, ("free", "block"): 0,
+        ("swap", "blocks"): 0, ("swap", "src"): 1, ("swap", "dst"): 2,
+        ("mark_accessed", "blocks"): 0, ("mark_accessed", "now"): 1,
+        ("computed_block_ids", "blocks"): 1,
+        ("cached_prefix", "blocks"): 0, ("cached_prefix", "device"): "device",
+        ("count_touched", "blocks"): 0, ("count_touched", "device"): 1,
+        ("count_touched", "lookahead"): 2,
+        ("count_full_touched", "blocks"): 0, ("count_full_touched", "device"): 1,
+        ("hit_rate", "device"): 0, ("reset_prefix_cache", "device"): 0,
+        ("table_allocate", "tokens"): 0, ("table_allocate", "device"): "device",
+        ("table_allocate", "extra_hash"): "extra_hash",
+        ("table_append", "tokens"): 0, ("table_append", "lookahead"): "num_lookahead_slots",
+        ("table_ensure_slots", "slots"): 0, ("table_mark_accessed", "now"): 1,
+    }
+
+    def _plan_malformed(self, op: ops.Malformed, tables: Mapping[int, Any]) -> Plan:
+        """The plan of ``op.call`` with the argument's expression in its last call replaced
+        by the literal ``op.bad`` (commented, so a reproducer shows which argument is bad)."""
+        slot = self.MALFORMED_SLOTS.get((op.call.kind, op.argument))
+        plan = self.plan(op.call, tables)
+        last = plan.stmts[-1]
+        call = last.expr
+        if slot is None or not isinstance(call, Call) or (
+                isinstance(slot, int) and slot > len(call.args)):
+            raise Unsupported(f"{op.call.kind} has no argument {op.argument!r} to malform")
+        bad = _bad_literal(op.bad)
+        if isinstance(slot, int):
+            args = [*call.args[:slot], bad, *call.args[slot + 1:]]
+            call = Call(call.func, tuple(args), call.kwargs)
+        else:
+            kwargs = {**dict(call.kwargs), slot: bad}
+            call = Call(call.func, call.args, tuple(kwargs.items()))
+        plan.stmts[-1] = Stmt(call, bind=last.bind, unpack=last.unpack,
+                              comment=f"malformed {op.argument}")
+        return plan
 
     # ------------------------------------------------------------------ observation
 
@@ -496,3 +728,27 @@ class FamilyAdapter:
             evictable[dev] = frozenset(int(k) for k in table_)
         return cached, evictable, refcounts
 
+
+
+# --------------------------------------------------------------------------- engine-side
+
+
+class EngineSeq:
+    """The least of a ``Sequence`` the trackers read: ``seq_id``, ``get_token_ids()``,
+    ``extra_hash()`` and ``is_prefill()``."""
+
+    def __init__(self, seq_id: int, token_ids: list[int], extra_hash: int | None,
+                 prefill: bool) -> None:
+        self.seq_id = seq_id
+        self._token_ids = list(token_ids)
+        self._extra_hash = extra_hash
+        self._prefill = prefill
+
+    def get_token_ids(self) -> list[int]:
+        return self._token_ids
+
+    def extra_hash(self) -> int | None:
+        return self._extra_hash
+
+    def is_prefill(self) -> bool:
+        return self._prefill

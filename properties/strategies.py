@@ -22,7 +22,8 @@ def configs(caps: Capabilities) -> st.SearchStrategy[Config]:
     )
 
 
-_WILD = (-1, -2, 2**61 - 1, 2**61, 2**63 - 1, 50_000)
+_WILD = (-1, -2, 2**61 - 1, 2**61, 2**63 - 1, 50_000,
+         2**64 + 1, -(2**63) - 1)  # beyond int64: every accepted int must work
 
 
 def _token(i: int) -> int:

@@ -19,6 +19,7 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from models import operations as ops
 from models.capabilities import Config
+from models.malformed import ARGUMENTS, bad_values
 from models.operations import Dev, Op, Tokens
 from properties.machines.base import OracleMachine
 from properties.machines.variants import naive_variant
@@ -466,6 +467,7 @@ class BlockLevelMachine(OracleMachine):
             out.append(ops.Append(h, (0,) * (room + 1)))  # overflows (or appends to a full one)
             out.append(ops.Swap((h, h), rec.device, _other(rec.device)))
             out.append(ops.Swap((h,), _other(rec.device), rec.device))
+            out.append(ops.Swap((h,), rec.device, rec.device))  # to itself
             if rec.device is Dev.CPU:
                 out.append(ops.MarkAccessed((h,), self.clock))
                 out.append(ops.ComputedBlockIds((h,), False))
@@ -475,18 +477,93 @@ class BlockLevelMachine(OracleMachine):
         out.append(ops.ComputedBlockIds((), True))
         return [op for op in out if self.oracle.is_misuse(op)]
 
+    # ------------------------------------------------------------------ engine-side
+
+    @precondition(_has_blocks)
+    @rule(data=st.data())
+    def engine_query(self, data: st.DataObject) -> None:
+        """What a block manager asks of a batch: the common computed prefix of its sequences'
+        computed-id lists (prefixes of GPU chains, some empty), or a burst of requests for
+        cached, held content (more than a hit-rate window of 1000 queries), then the rate."""
+        m = self.oracle.model
+        held = [h for h in self.oracle.live_blocks()
+                if self.oracle.contract_error(ops.HitBurst(
+                    h, 1, self.oracle.device_of(h), self.oracle.extra_of(h))) is None]
+        kinds = ["common"] + (["burst"] if held else [])
+        if data.draw(st.sampled_from(kinds), label="engine query") == "burst":
+            h = data.draw(st.sampled_from(held), label="block")
+            count = data.draw(st.sampled_from((1, 3, 1001)), label="count")
+            dev = self.oracle.device_of(h)
+            self.do(ops.HitBurst(h, count, dev, m.blocks[h].extra))
+            self.do(ops.HitRate(dev))
+            return
+        lists = []
+        for _ in range(data.draw(st.integers(1, 3), label="sequences")):
+            chain = self._gpu_chain(data) or ()
+            cut = data.draw(st.integers(0, len(chain)), label="computed")
+            lists.append(tuple(chain[:cut]))
+        self.do(ops.CommonComputedIds(tuple(lists)))
+
+    def _call_for(self, cls: type[Op]) -> Op | None:
+        """A call of ``cls`` on the current state (live handles where it needs them; None
+        when it needs one and there is none), for a malformed argument to replace."""
+        bs = self.config.block_size
+        live = self.oracle.live_blocks()
+        gpu = self._gpu_blocks()
+        open_blocks = [h for h in live if self.oracle.appendable(h)]
+        calls: dict[type[Op], Op | None] = {
+            ops.AllocateMutable: ops.AllocateMutable(None, Dev.GPU),
+            ops.AllocateImmutable: ops.AllocateImmutable(None, (0,) * bs),
+            ops.AllocateImmutableChain: ops.AllocateImmutableChain(None, ((0,) * bs,)),
+            ops.Append: ops.Append(open_blocks[-1], (1,)) if open_blocks else None,
+            ops.Fork: ops.Fork(live[-1]) if live else None,
+            ops.Free: ops.Free(live[-1]) if live else None,
+            ops.Swap: ops.Swap((live[-1],), self.oracle.device_of(live[-1]),
+                               _other(self.oracle.device_of(live[-1]))) if live
+            else ops.Swap((), Dev.GPU, Dev.CPU),
+            ops.MarkAccessed: ops.MarkAccessed(tuple(gpu[-1:]), self.clock),
+            ops.ComputedBlockIds: ops.ComputedBlockIds(tuple(gpu[-1:]), False),
+            ops.CachedPrefix: ops.CachedPrefix(()),
+            ops.CountTouched: ops.CountTouched(tuple(live[-1:])),
+            ops.CountFullTouched: ops.CountFullTouched(tuple(live[-1:])),
+            ops.HitRate: ops.HitRate(),
+            ops.ResetPrefixCache: ops.ResetPrefixCache(),
+        }
+        return calls[cls]
+
+    def _malformed(self, data: st.DataObject) -> Op | None:
+        """A block-level call with one validated argument replaced by a malformed value."""
+        cls, argument = data.draw(st.sampled_from(_BLOCK_ARGUMENTS), label="argument")
+        call = self._call_for(cls)
+        if call is None:
+            return None
+        like = getattr(call, argument)
+        bad = data.draw(st.sampled_from(bad_values(ARGUMENTS[cls, argument][0], self.config,
+                                                   like)), label="malformed value")
+        op = ops.Malformed(call, argument, bad)
+        return op if self.oracle.is_misuse(op) else None
+
     @precondition(lambda m: m.caps.typed_errors)
     @rule(data=st.data())
     def misuse(self, data: st.DataObject) -> None:
         """A double free, a freed or wrong-device handle, an overflowing or immutable append,
-        a partial immutable block...: typed error, unchanged state (ATOMIC)."""
+        a partial immutable block, a swap to the same device...; then a call with a malformed
+        argument (wrong type or range): typed error, unchanged state (ATOMIC)."""
         candidates = self._misuse_candidates(data)
         if candidates:
             self.do(data.draw(st.sampled_from(candidates), label="misuse"))
+        malformed = self._malformed(data)
+        if malformed is not None:
+            self.do(malformed)
 
 
 #: Operations that never hand out a block object (everything else may reuse a freed one).
-_KEEP_OBJECTS = (ops.MarkAccessed, ops.MarkComputed, ops.ClearCopyOnWrites, ops.ResetPrefixCache)
+_KEEP_OBJECTS = (ops.MarkAccessed, ops.MarkComputed, ops.ClearCopyOnWrites, ops.ResetPrefixCache,
+                 ops.Malformed)
+
+#: The validated arguments of block-level calls (the malformed call of ``misuse``).
+_BLOCK_ARGUMENTS = sorted(((cls, arg) for cls, arg in ARGUMENTS if cls in ops.BLOCK_OPS),
+                          key=lambda pair: (pair[0].kind, pair[1]))
 
 
 def _other(dev: Dev) -> Dev:

@@ -12,7 +12,9 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from models import operations as ops
 from models.capabilities import Config
+from models.malformed import ARGUMENTS, bad_values
 from models.operations import Dev, Op
+from models.window import holds_null
 from properties.machines.base import OracleMachine
 from properties.machines.block_level import naive_target
 from properties.selection import current_target
@@ -38,16 +40,46 @@ class SequenceLevelMachine(OracleMachine):
     def _tables_on(self, dev: Dev) -> list[int]:
         return [t for t in self.oracle.live_tables() if self.oracle.table_device(t) is dev]
 
-    @rule(data=st.data())
-    def allocate(self, data: st.DataObject) -> None:
-        """A new request: a shared system prompt (or none, or a twin of one that a weak hash
-        confuses with it) plus a unique suffix."""
+    def _whole(self, tables: list[int]) -> list[int]:
+        """Tables holding every block they were given (no sliding-window drop yet): the only
+        ones that may be forked or swapped."""
+        return [t for t in tables if not holds_null(self.oracle.model.tables[t])]
+
+    def _request(self, data: st.DataObject) -> ops.TableAllocate:
         bs = self.config.block_size
         prompts = st.sampled_from(self.prompts)
         prefix = data.draw(st.one_of(st.just(()), prompts, prompts.map(twin)), label="prefix")
         suffix = data.draw(tokens(0 if prefix else 1, 2 * bs), label="suffix")
         extra = data.draw(extra_hashes(self.caps), label="extra_hash")
-        self.do(ops.TableAllocate(prefix + suffix, Dev.GPU, extra))
+        return ops.TableAllocate(prefix + suffix, Dev.GPU, extra)
+
+    @rule(data=st.data())
+    def allocate(self, data: st.DataObject) -> None:
+        """A new request: a shared system prompt (or none, or a twin of one that a weak hash
+        confuses with it) plus a unique suffix."""
+        self.do(self._request(data))
+
+    @rule(data=st.data(), window=st.integers(1, 2))
+    def allocate_windowed(self, data: st.DataObject, window: int) -> None:
+        """A request of a sliding-window model: its appends drop blocks below the window."""
+        request = self._request(data)
+        short = max(0, (window + 1) * self.config.block_size - len(request.tokens))
+        pad = data.draw(tokens(short, short + 1), label="padding")  # the first slide drops
+        self.do(ops.TableAllocate(request.tokens + pad, request.device, request.extra_hash,
+                                  window))
+
+    @precondition(lambda m: bool(m._windowed()))
+    @rule(data=st.data())
+    def slide(self, data: st.DataObject) -> None:
+        """A decode step of a sliding-window sequence with everything so far computed: blocks
+        below the window go back to the pool and the null block takes their place."""
+        t = data.draw(st.sampled_from(self._windowed()), label="table")
+        new = data.draw(tokens(1, self.config.block_size), label="tokens")
+        self.do(ops.TableAppend(t, new, 0, self.oracle.table_len(t)))
+
+    def _windowed(self) -> list[int]:
+        tables = self.oracle.model.tables
+        return [t for t in self._tables_on(Dev.GPU) if tables[t].window is not None]
 
     @precondition(_has_tables)
     @rule(data=st.data())
@@ -60,7 +92,13 @@ class SequenceLevelMachine(OracleMachine):
         t = data.draw(st.sampled_from(running), label="table")
         new = data.draw(tokens(1, 2 * bs), label="tokens")
         lookahead = data.draw(st.integers(0, bs), label="lookahead")
-        self.do(ops.TableAppend(t, new, lookahead))
+        computed = None
+        if self.oracle.model.tables[t].window is not None:
+            # Usually everything written so far (no chunked prefill), sometimes less.
+            length = self.oracle.table_len(t)
+            computed = data.draw(st.one_of(st.just(length), st.integers(0, length)),
+                                 label="num_computed_slots")
+        self.do(ops.TableAppend(t, new, lookahead, computed))
 
     @precondition(_has_tables)
     @rule(data=st.data())
@@ -75,7 +113,7 @@ class SequenceLevelMachine(OracleMachine):
     @rule(data=st.data())
     def fork(self, data: st.DataObject) -> None:
         """Parallel sampling: a child sequence shares every block of its parent."""
-        running = self._tables_on(Dev.GPU)
+        running = self._whole(self._tables_on(Dev.GPU))
         if running:
             self.do(ops.TableFork(data.draw(st.sampled_from(running), label="table")))
 
@@ -89,7 +127,10 @@ class SequenceLevelMachine(OracleMachine):
     @rule(data=st.data())
     def swap(self, data: st.DataObject) -> None:
         """Preemption by swapping: a running sequence goes to the CPU, a swapped one comes back."""
-        t = data.draw(st.sampled_from(self.oracle.live_tables()), label="table")
+        whole = self._whole(self.oracle.live_tables())
+        if not whole:
+            return
+        t = data.draw(st.sampled_from(whole), label="table")
         src = self.oracle.table_device(t)
         dst = Dev.CPU if src is Dev.GPU else Dev.GPU
         self.do(ops.TableSwap(t, src, dst))
@@ -111,6 +152,68 @@ class SequenceLevelMachine(OracleMachine):
     def hit_rate(self) -> None:
         self.do(ops.HitRate(Dev.GPU))
 
+    # -- table queries: what a block manager reads, each predicted by the model
+
+    @precondition(_has_tables)
+    @rule(data=st.data())
+    def slots(self, data: st.DataObject) -> None:
+        """The sequence's unseen tokens and the worst-case blocks their append touches."""
+        bs = self.config.block_size
+        t = data.draw(st.sampled_from(self.oracle.live_tables()), label="table")
+        new = data.draw(tokens(0, 2 * bs), label="tokens")
+        lookahead = data.draw(st.integers(0, 2 * bs), label="lookahead")
+        self.do(ops.TableSlots(t, self.oracle.table_tokens(t) + new, lookahead))
+
+    @rule(data=st.data())
+    def id_space(self, data: st.DataObject) -> None:
+        """Physical ids of a whole device, its size and every id."""
+        dev = data.draw(st.sampled_from(self.devices()), label="device")
+        first = 0 if dev is Dev.GPU else self.config.num_gpu_blocks
+        size = self.config.num_gpu_blocks if dev is Dev.GPU else self.config.num_cpu_blocks
+        self.do(ops.IdSpace(dev, tuple(range(first, first + size))))
+
+    @rule()
+    def swap_log(self) -> None:
+        self.do(ops.SwapLog())
+
+    # ------------------------------------------------------------------ engine-side
+
+    @rule(data=st.data(), step=st.sampled_from((0.0, 1.0)))
+    def track(self, data: st.DataObject, step: float) -> None:
+        """The engine's per-sequence trackers: created once; a sequence is added when it is
+        scheduled, asked how much of it is cached (vLLM, frozen during prefill) or which of its
+        blocks are computed (Aphrodite), stamped with its access time, and removed."""
+        o = self.oracle
+        seqs = o.model.seqs
+        if self.runner.adapter.tracker_module() is None:
+            return
+        if not seqs.started:
+            self.do(ops.TrackerStart())
+            return
+        tracked = sorted(t for t, e in seqs.entries.items() if e.access)
+        live = set(o.live_tables())
+        candidates: list[Op] = [ops.SeqTrack(t) for t in sorted(live - set(seqs.entries))]
+        for t in tracked:
+            e = seqs.entries[t]
+            candidates += [ops.SeqAccess(t, self.clock + step), ops.SeqStampBlocks(t),
+                           ops.SeqUntrack(t, e.computed is not None or e.frozen is not None),
+                           ops.SeqComputedIds(t), ops.SeqCachedTokens(t, True),
+                           ops.SeqCachedTokens(t, False)]
+        candidates = [op for op in candidates if o.contract_error(op) is None]
+        if not candidates:
+            return
+        op = data.draw(st.sampled_from(candidates), label="tracker")
+        if isinstance(op, ops.SeqAccess):
+            op = ops.SeqAccess(op.table, self.tick(step))
+        self.do(op)
+        if isinstance(op, ops.SeqComputedIds | ops.SeqCachedTokens) and data.draw(
+                st.booleans(), label="next step asks again"):
+            # The scheduler asks every step: the answer must stay frozen in prefill, and a
+            # computed-id list stops growing once it has a gap.
+            self.do(ops.MarkComputed())
+            if o.contract_error(op) is None:
+                self.do(op)
+
     @precondition(lambda m: m.caps.typed_errors)
     @rule(data=st.data())
     def misuse(self, data: st.DataObject) -> None:
@@ -118,7 +221,7 @@ class SequenceLevelMachine(OracleMachine):
         table, an empty prompt: the target must refuse them with a typed error and change
         nothing (ATOMIC). (Freeing, swapping or marking a freed table touches no block: the
         reference allocator treats those as no-ops, so they are not generated; see the report
-        on the model's classification.)"""
+        on the model's classification.) Then a call with a malformed argument."""
         m = self.oracle.model
         candidates: list[Op] = [ops.TableAllocate(())]
         for t in sorted(m.tables)[-3:]:
@@ -127,11 +230,46 @@ class SequenceLevelMachine(OracleMachine):
                                ops.TableEnsureSlots(t, 1)]
                 continue
             dev = m.tables[t].device
+            if m.tables[t].window is not None and dev is Dev.GPU:
+                candidates.append(ops.TableAppend(t, (1,)))  # no num_computed_slots
             candidates.append(ops.TableSwap(t, Dev.CPU if dev is Dev.GPU else Dev.GPU, dev))
+            candidates.append(ops.TableSwap(t, dev, dev))  # to itself
             if dev is Dev.CPU:
                 candidates.append(ops.TableMarkAccessed(t, self.clock))
         candidates = [op for op in candidates if self.oracle.is_misuse(op)]
         self.do(data.draw(st.sampled_from(candidates), label="misuse"))
+        for op in self._malformed(data):
+            if self.oracle.is_misuse(op):
+                self.do(op)
+
+    def _malformed(self, data: st.DataObject) -> list[Op]:
+        """a table call with one validated argument replaced by a malformed value (wrong-
+        typed or bool tokens, a negative or non-int lookahead or slot count, a device that is
+        not a ``Device``, a bad extra_hash or time stamp); empty if it needs a running table
+        and there is none."""
+        cls, argument = data.draw(st.sampled_from(_TABLE_ARGUMENTS), label="argument")
+        running = self._tables_on(Dev.GPU)
+        t = running[-1] if running else None
+        calls: dict[type[Op], Op | None] = {
+            ops.TableAllocate: ops.TableAllocate(self.prompts[0]),
+            ops.TableAppend: None if t is None else ops.TableAppend(t, (1,)),
+            ops.TableEnsureSlots: None if t is None else ops.TableEnsureSlots(t, 1),
+            ops.TableMarkAccessed: None if t is None else ops.TableMarkAccessed(t, self.clock),
+            ops.HitRate: ops.HitRate(),
+            ops.ResetPrefixCache: ops.ResetPrefixCache(),
+        }
+        call = calls[cls]
+        if call is None:
+            return []
+        like = getattr(call, argument)
+        bad = data.draw(st.sampled_from(bad_values(ARGUMENTS[cls, argument][0], self.config,
+                                                   like)), label="malformed value")
+        return [ops.Malformed(call, argument, bad)]
+
+
+#: The validated arguments of sequence-level calls (the malformed call of ``misuse``).
+_TABLE_ARGUMENTS = sorted(((cls, arg) for cls, arg in ARGUMENTS if cls in ops.TABLE_OPS),
+                          key=lambda pair: (pair[0].kind, pair[1]))
 
 
 class NaiveSequenceLevelMachine(SequenceLevelMachine):

@@ -7,7 +7,12 @@ marked ``# BUG`` is the one change (a missing, extra, reordered or altered line)
 
 from __future__ import annotations
 
-from prefixcache._validation import check_device_none, check_extra_hash, checked_tokens
+from prefixcache._validation import (
+    check_device_none,
+    check_extra_hash,
+    checked_list,
+    checked_tokens,
+)
 from prefixcache.common import CacheMetricData, get_all_blocks_recursively
 from prefixcache.errors import NoFreeBlocksError
 from prefixcache.evictor import make_evictor
@@ -364,6 +369,8 @@ class BisectedCachedPrefix(PluggableAllocator):
     computed blocks form a prefix of every chain."""
 
     def find_cached_blocks_prefix(self, block_hashes: list[int]) -> list[int]:
+        block_hashes = checked_list(block_hashes, "block_hashes")
+
         def usable(content_hash: int) -> bool:
             block_id = self._cached_blocks.get(content_hash)
             return block_id is not None and self.block_is_computed(block_id)

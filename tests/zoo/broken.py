@@ -22,8 +22,10 @@ from prefixcache.interfaces import BlockAllocator
 from prefixcache.naive_block import NaiveBlock, NaiveBlockAllocator
 from tests.zoo import allocator_mutants as am
 from tests.zoo import device_mutants as dm
+from tests.zoo import engine_mutants as xm
 from tests.zoo import evictor_mutants as em
 from tests.zoo import hashing_mutants as hm
+from tests.zoo import table_mutants as tm
 from tests.zoo.plumbing import PluggableAllocator
 
 F = Family
@@ -174,6 +176,23 @@ def _mutants() -> Iterable[Mutant]:
     yield m("cached_prefix_bisect",
             "find_cached_blocks_prefix bisects, assuming cached+computed blocks are prefix-closed",
             (F.COMPUTED,), allocator=am.BisectedCachedPrefix)
+    # -- engine-side questions: only CommonComputedIds / HitBurst reach these
+    yield m("common_computed_shortest",
+            "get_common_computed_block_ids returns the shortest list, not the common prefix",
+            (F.COMPUTED,), (BLOCK,), allocator=xm.CommonComputedShortest)
+    yield m("hit_rate_window_forgets",
+            "the hit-rate counters restart after every completed window of 1000 queries",
+            (F.HIT,), (BLOCK,), allocator=xm.HitRateWindowForgets)
+    # -- table queries and sliding windows: only TableSlots / IdSpace / SwapLog and
+    # windowed tables reach these
+    yield m("physical_id_not_offset",
+            "get_physical_block_id returns the absolute id (CPU ids are not offset to 0..C-1)",
+            (F.SWAP,), (SEQUENCE,), device=tm.PhysicalIdNotOffset)
+    yield m("swap_log_not_reset", "get_and_reset_swaps returns the swap log but keeps it",
+            (F.SWAP,), (SEQUENCE,), device=tm.SwapLogNotReset)
+    yield m("null_block_freed",
+            "free of the null block frees the GPU block it wraps while it stays in use",
+            (F.FREE, F.LEAK, F.RC), (SEQUENCE,), device=tm.NullBlockFreed)
 
 
 ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}

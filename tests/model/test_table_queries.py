@@ -1,0 +1,146 @@
+"""The model's semantics for sliding-window tables, a table's slot read-outs, the id space and
+the swap log (``models.window``, ``models.table_queries``): honest traces pass, each broken
+read-out is rejected with its family."""
+
+from __future__ import annotations
+
+from models.families import Family
+from models.operations import (
+    ErrorKind,
+    IdSpace,
+    SwapLog,
+    TableAllocate,
+    TableAppend,
+    TableFork,
+    TableFree,
+    TableSlots,
+    TableSwap,
+)
+
+from .trace import CPU, GPU, Trace
+
+F = Family
+
+
+def _windowed(**caps: bool) -> Trace:
+    """Block size 2, 5 GPU ids: a window-1 table of 5 tokens on ids 0, 1, 2."""
+    t = Trace(bs=2, gpu=5, introspect=False, **caps)
+    return t.do(TableAllocate((1, 2, 3, 4, 5), window=1), table=(0, 1, 2), free=2)
+
+
+def _slide(t: Trace, **seen: object) -> Trace:
+    """Append token 6 with 5 computed slots: block 0 leaves the window (5 // 2 - 1 = 1)."""
+    t.ttokens[0] = (3, 4, 5)  # the table no longer shows the dropped block's tokens
+    return t.do(TableAppend(0, (6,), computed=5), **seen)  # type: ignore[arg-type]
+
+
+def test_window_drop_frees_the_block_and_shows_the_null_block() -> None:
+    # Null block on id 3 (free 2 -> 1); the dropped block goes back (cached: evictable).
+    t = _slide(_windowed(), table=(3, 1, 2), value=3, free=2)
+    assert t.oracle.model.null_id == 3
+    # Sliding again: block 1 leaves the window, the null block is not taken twice.
+    t.ttokens[0] = (5, 6)
+    t.do(TableAppend(0, (7,), computed=6), table=(3, 3, 2, 4), value=3, free=2)
+    # Freeing the table keeps the null block: one id stays taken.
+    t.do(TableFree(0), free=4)
+
+
+def test_window_drop_that_keeps_the_block_is_caught() -> None:
+    t = _windowed()
+    t.ttokens[0] = (3, 4, 5)
+    t.rejects(F.FREE, TableAppend(0, (6,), computed=5), table=(3, 1, 2), value=3, free=1)
+    t = _windowed()
+    t.ttokens[0] = (1, 2, 3, 4, 5)
+    t.rejects(F.TABLE, TableAppend(0, (6,), computed=5), table=(0, 1, 2), value=3, free=2)
+
+
+def test_window_drop_leaking_the_id_is_caught() -> None:
+    t = _windowed(prefix_caching=False)
+    t.ttokens[0] = (3, 4, 5)
+    t.rejects(F.LEAK, TableAppend(0, (6,), computed=5), table=(3, 1, 2), value=3, free=1)
+
+
+def test_null_block_must_not_change() -> None:
+    t = _slide(_windowed(), table=(3, 1, 2), value=3, free=2)
+    t.ttokens[0] = (5, 6)
+    t.rejects(F.LEAK, TableAppend(0, (7,), computed=6), table=(3, 3, 2, 4), value=4, free=2)
+
+
+def test_window_contract() -> None:
+    t = _windowed()
+    # Without num_computed_slots a windowed append is misuse; for other tables it is out.
+    assert t.oracle.is_misuse(TableAppend(0, (6,)))
+    t.do(TableAppend(0, (6,)), error=ErrorKind.MISUSE, free=2)
+    t.rejects(F.TABLE, TableAppend(0, (6,)), table=(0, 1, 2), free=2)
+    assert t.oracle.contract_error(TableAppend(0, (6,), computed=9)) is not None
+    assert t.oracle.contract_error(TableAllocate((1,), window=0)) is not None
+    plain = Trace(bs=2, gpu=4).do(TableAllocate((1,)), table=(0,), free=3)
+    assert plain.oracle.contract_error(TableAppend(0, (2,), computed=1)) is not None
+    # A table holding the null block is neither forked nor swapped.
+    _slide(t, table=(3, 1, 2), value=3, free=2)
+    assert t.oracle.contract_error(TableFork(0)) is not None
+    assert t.oracle.contract_error(TableSwap(0, GPU, CPU)) is not None
+
+
+def test_window_append_needs_a_free_id_for_the_null_block_first() -> None:
+    t = Trace(bs=2, gpu=3, introspect=False)
+    t.do(TableAllocate((1, 2, 3, 4, 5), window=1), table=(0, 1, 2), free=0)
+    # The drop would give an id back, but the null block is taken before anything is freed.
+    assert t.oracle.would_fail_no_free(TableAppend(0, (6,), computed=5))
+    t.do(TableAppend(0, (6,), computed=5), error=ErrorKind.NO_FREE_BLOCKS, free=0)
+
+
+def test_table_slots() -> None:
+    t = Trace(bs=2, gpu=4, introspect=False)
+    t.do(TableAllocate((1, 2, 3, 4, 5)), table=(0, 1, 2), free=1)
+    # 5 full slots; 3 unseen + 2 lookahead from slot 5 (1 empty slot): 1 + cdiv(4, 2) = 3.
+    want = {"full_slots": 5, "unseen": [7, 8, 9], "touched": 3}
+    t.do(TableSlots(0, (1, 2, 3, 4, 5, 7, 8, 9), 2), value=want)
+    t.rejects(F.FREE, TableSlots(0, (1, 2, 3, 4, 5, 7, 8, 9), 2), value={**want, "touched": 2})
+    t.rejects(F.TABLE, TableSlots(0, (1, 2, 3, 4, 5), 0),
+              value={"full_slots": 5, "unseen": [5], "touched": 1})
+
+
+def test_slots_count_dropped_tokens() -> None:
+    t = _slide(_windowed(), table=(3, 1, 2), value=3, free=2)
+    t.do(TableSlots(0, (1, 2, 3, 4, 5, 6, 7), 0),
+         value={"full_slots": 6, "unseen": [7], "touched": 1})
+
+
+def test_id_space() -> None:
+    t = Trace(bs=2, gpu=3, cpu=2)
+    every = [0, 1, 2, 3, 4]
+    t.do(IdSpace(CPU, (3, 4)), value={"total": 2, "all": every, "physical": [0, 1]})
+    t.do(IdSpace(GPU, (2, 0)), value={"total": 3, "all": every, "physical": [2, 0]})
+    t.rejects(F.SWAP, IdSpace(CPU, (3, 4)), value={"total": 2, "all": every, "physical": [3, 4]})
+    t.rejects(F.FREE, IdSpace(CPU, ()), value={"total": 5, "all": every, "physical": []})
+    t.rejects(F.LEAK, IdSpace(CPU, ()), value={"total": 2, "all": [0, 1, 2], "physical": []})
+    assert t.oracle.contract_error(IdSpace(GPU, (3,))) is not None
+
+
+def test_swap_log_since_the_last_reset() -> None:
+    t = Trace(bs=2, gpu=3, cpu=3, introspect=False)
+    t.do(TableAllocate((1, 2, 3)), table=(0, 1), free=(1, 3))
+    t.do(TableSwap(0, GPU, CPU), table=(3, 4), value=[[0, 3], [1, 4]], free=(3, 1),
+         admitted=True)
+    t.do(TableSwap(0, CPU, GPU), table=(0, 2), value=[[3, 0], [4, 2]], free=(1, 3),
+         admitted=True)
+    t.do(SwapLog(), value=[[0, 3], [1, 4], [3, 0], [4, 2]])
+    t.do(SwapLog(), value=[])
+    t.do(TableSwap(0, GPU, CPU), table=(3, 5), value=[[0, 3], [2, 5]], free=(3, 1),
+         admitted=True)
+    t.rejects(F.SWAP, SwapLog(), value=[[0, 3], [1, 4], [3, 0], [4, 2], [0, 3], [2, 5]])
+
+
+def test_new_fields_and_ops_round_trip_through_json() -> None:
+    from models.operations import Dev, op_from_json, op_to_json
+
+    for op in (TableAllocate((1, 2), window=2), TableAppend(0, (1,), 2, 5),
+               TableSlots(0, (1, 2), 3), IdSpace(Dev.CPU, (3, 4)), SwapLog()):
+        assert op_from_json(op_to_json(op)) == op
+    # Traces written before the window fields still decode.
+    old = op_from_json({"op": "table_allocate", "tokens": [1], "device": "gpu",
+                        "extra_hash": None})
+    assert old == TableAllocate((1,))
+    assert op_from_json({"op": "table_append", "table": 0, "tokens": [1],
+                         "lookahead": 0}).computed is None
