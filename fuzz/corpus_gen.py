@@ -16,8 +16,8 @@ import itertools
 import random
 from pathlib import Path
 
-from fuzz.decoder import MAX_GPU_BLOCKS, Decoder, Level
-from fuzz.execution import Execution
+from fuzz.decoder import MAX_GPU_BLOCKS, Level
+from fuzz.execution import Execution, decodable_kinds
 from fuzz.harness import Harness
 
 CANDIDATES = 1500
@@ -116,7 +116,7 @@ def regenerate(fuzz_dir: Path, *, seed: int = 0) -> dict[str, set[str]]:
         (fuzz_dir / f"{level.value}.dict").write_text(
             _dict_text(level.value, dictionary_entries(seeds)), encoding="utf-8")
         kinds = {op.kind for _, result in seeds for op in result.program}
-        want = Decoder(b"", level, harness.target.caps).kinds()
+        want = decodable_kinds(harness.target, level)
         covered[level.value] = kinds
         missing = sorted(want - kinds)
         print(f"{out}: {len(seeds)} seeds, {sum(len(d) for d, _ in seeds)} bytes, "

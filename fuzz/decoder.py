@@ -27,13 +27,19 @@ that walks the whole chain (fork by default, swap, or a chain query). Programs t
 :data:`LONG_POOL_MAX_OPS` operations, since every step's snapshot is linear in the live blocks.
 The block level also drives ``BlockTable`` operations at a low weight: only a table chains a
 block after an empty one (growing by several blocks for lookahead slots).
+
+Block and sequence level: one opcode entry is the *extension entry*, whose next byte picks
+among table queries, sliding-window tables, engine-side operations (sequence trackers only
+for targets whose adapter finds them: :meth:`Decoder.use_trackers`) and malformed arguments.
+Adding an operation there is one weighted production; the opcode bytes of the others keep
+their meaning.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fuzz.alphabet import (
     ADVERSARIAL_EXTRAS,
@@ -45,6 +51,7 @@ from fuzz.alphabet import (
 from fuzz.bytesource import ByteSource
 from models import operations as ops
 from models.capabilities import Capabilities, Config
+from models.malformed import ARGUMENTS, bad_values
 from models.operations import Dev, Op, Tokens
 from models.oracle import Oracle
 
@@ -86,10 +93,23 @@ class Level(enum.Enum):
     HASHING = "hashing"
 
 
+#: The engine's per-sequence tracker operations (only for targets that have the trackers).
+TRACKER_OPS: tuple[type[Op], ...] = (ops.TrackerStart, ops.SeqTrack, ops.SeqUntrack,
+                                     ops.SeqCachedTokens, ops.SeqComputedIds, ops.SeqAccess,
+                                     ops.SeqStampBlocks)
+TRACKER_KINDS = frozenset(cls.kind for cls in TRACKER_OPS)
+#: What the extension entry produces at both levels (see ``Decoder._extension_table``), at the
+#: block level only (questions about block handles) and at the sequence level only (the
+#: per-sequence trackers).
+_BOTH_EXTRAS: tuple[type[Op], ...] = (ops.TableSlots, ops.IdSpace, ops.SwapLog, ops.Malformed)
+_BLOCK_EXTRAS: tuple[type[Op], ...] = (ops.CommonComputedIds, ops.HitBurst)
+
 ALL_KINDS = frozenset(ops.OPS_BY_KIND)
 LEVEL_KINDS: dict[Level, frozenset[str]] = {
-    Level.BLOCK: frozenset(cls.kind for cls in (*ops.BLOCK_OPS, *ops.TABLE_OPS)),
-    Level.SEQUENCE: frozenset(cls.kind for cls in ops.TABLE_OPS),
+    Level.BLOCK: frozenset(cls.kind for cls in (*ops.BLOCK_OPS, *ops.TABLE_OPS, *_BLOCK_EXTRAS,
+                                                *_BOTH_EXTRAS)),
+    Level.SEQUENCE: frozenset(cls.kind for cls in (*ops.TABLE_OPS, *_BOTH_EXTRAS,
+                                                   *TRACKER_OPS)),
     Level.HASHING: frozenset({"allocate_immutable", "allocate_immutable_chain", "table_allocate",
                               "append", "allocate_mutable", "free", "table_free", "fork",
                               "cached_prefix", "reset_prefix_cache", "mark_computed"}),
@@ -125,10 +145,11 @@ class Decoder:
     that judges the program after each step (``next_op``)."""
 
     def __init__(self, data: bytes, level: Level, caps: Capabilities, *,
-                 max_ops: int = MAX_OPS) -> None:
+                 max_ops: int = MAX_OPS, trackers: bool = False) -> None:
         self.src = ByteSource(data)
         self.level = level
         self.caps = caps
+        self.trackers = trackers
         self.config = decode_config(self.src, caps, long_pool=level is Level.BLOCK)
         self.long_pool = self.config.num_gpu_blocks > MAX_GPU_BLOCKS
         self.max_ops = min(max_ops, LONG_POOL_MAX_OPS) if self.long_pool else max_ops
@@ -147,6 +168,14 @@ class Decoder:
             for _ in range(1 + self.src.below(3)):
                 self.prompts.append(self._tokens(self.src.int_in(self.bs, 3 * self.bs)))
         self.table = self._opcode_table()
+        self.extensions = self._extension_table()
+
+    def use_trackers(self, trackers: bool) -> None:
+        """Whether the target has the engine's sequence trackers (the adapter finds them once
+        an allocator exists, after the pool shape is decoded); call before the first
+        operation."""
+        self.trackers = trackers
+        self.extensions = self._extension_table()
 
     # ------------------------------------------------------------------ driving
 
@@ -180,6 +209,16 @@ class Decoder:
             out -= {"computed_block_ids", "count_touched"}
         if len(self.devices) < 2:
             out -= {"swap", "table_swap"}
+        if not caps.prefix_caching:
+            out -= {"hit_burst"}
+        if not self.trackers:
+            out -= TRACKER_KINDS
+        if not caps.vllm_api:
+            out -= {"seq_cached_tokens"}  # the vLLM computed tracker's question
+        if not caps.aphrodite_api:
+            out -= {"seq_computed_ids"}  # the Aphrodite computed tracker's question
+        if not self.misuse_allowed:
+            out -= {"malformed"}
         return frozenset(out)
 
     def admissible(self, oracle: Oracle, op: Op) -> bool:
@@ -201,6 +240,7 @@ class Decoder:
                 _Entry(1, self._hit_rate), _Entry(1, self._clear_cows),
                 _Entry(1 if caps.vllm_api else 0, self._reset_prefix_cache),
                 _Entry(1 if self.misuse_allowed else 0, self._table_misuse),
+                _Entry(3, self._extension),
             ]
         elif self.level is Level.HASHING:
             entries = [
@@ -230,8 +270,28 @@ class Decoder:
                 # BlockTables over the same pool: the only way to chain after an empty block.
                 _Entry(1, self._table_allocate), _Entry(1, self._table_append),
                 _Entry(1, self._table_ensure_slots), _Entry(1, self._table_other),
+                _Entry(3, self._extension),
             ]
         return tuple(e.make for e in entries for _ in range(e.weight))
+
+    def _extension_table(self) -> tuple[Generator, ...]:
+        """The productions behind the opcode table's one extension entry: table queries,
+        sliding-window tables, engine-side operations and malformed arguments. Adding an
+        operation is one weighted entry here; the opcode bytes of everything else keep their
+        meaning (only inputs that pick the extension entry decode differently)."""
+        caps, block = self.caps, self.level is Level.BLOCK
+        entries = [
+            _Entry(2, self._table_allocate_windowed), _Entry(2, self._slide),
+            _Entry(1, self._table_slots), _Entry(1, self._id_space), _Entry(1, self._swap_log),
+            _Entry(3 if self.trackers and not block else 0, self._tracker),
+            _Entry(2 if self.misuse_allowed else 0, self._malformed),
+            _Entry(2 if block else 0, self._common_computed_ids),
+            _Entry(2 if block and caps.prefix_caching else 0, self._hit_burst),
+        ]
+        return tuple(e.make for e in entries for _ in range(e.weight))
+
+    def _extension(self, oracle: Oracle) -> Op | None:
+        return self.src.pick(self.extensions)(oracle)
 
     # ------------------------------------------------------------------ values
 
@@ -264,7 +324,7 @@ class Decoder:
         return self.src.pick([None, *ends])
 
     def _full_tokens(self, oracle: Oracle, prev: int | None, dev: Dev,
-                     extra: int | None) -> Tokens:
+                     extra: ops.Extra) -> Tokens:
         """A full block's tokens; with a flag, content already cached after ``prev``."""
         hit = self.src.flag(40)
         known = oracle.hit_candidates(prev, dev, extra) if self.caps.prefix_caching else []
@@ -278,7 +338,7 @@ class Decoder:
         prev = self._chain_end(oracle, hashed=False)
         return ops.AllocateMutable(prev, self._device(oracle, prev))
 
-    def _prev_and_extra(self, oracle: Oracle) -> tuple[int | None, Dev, int | None]:
+    def _prev_and_extra(self, oracle: Oracle) -> tuple[int | None, Dev, ops.Extra]:
         prev = self._chain_end(oracle, hashed=True)
         dev = self._device(oracle, prev)
         extra = oracle.extra_of(prev) if prev is not None else self._extra()
@@ -464,7 +524,13 @@ class Decoder:
             return None
         t = self.src.pick(running)
         tokens = self._tokens(self.src.int_in(1, 2 * self.bs))
-        return ops.TableAppend(t, tokens, self.src.int_in(0, self.bs))
+        lookahead = self.src.int_in(0, self.bs)
+        if oracle.model.tables[t].window is None:
+            return ops.TableAppend(t, tokens, lookahead)
+        # A sliding-window table: usually everything so far computed, sometimes less.
+        length = oracle.table_len(t)
+        computed = length if self.src.flag(60) else self.src.int_in(0, length)
+        return ops.TableAppend(t, tokens, lookahead, computed)
 
     def _table_ensure_slots(self, oracle: Oracle) -> Op | None:
         running = self._running(oracle)
@@ -512,6 +578,149 @@ class Decoder:
         if kind == 1:
             return ops.TableEnsureSlots(t, self.src.int_in(0, self.bs))
         return ops.TableAppend(t, self._tokens(1), 0)
+
+    # ------------------------------------------------------------------ extension entries
+
+    def _table_allocate_windowed(self, oracle: Oracle) -> Op | None:
+        """A request of a sliding-window model (a window of one or two blocks), long enough
+        that its first decode step with everything computed drops a block."""
+        window = 1 + self.src.below(2)
+        request = self._table_allocate(oracle)
+        if not isinstance(request, ops.TableAllocate):
+            return None
+        short = max(0, (window + 1) * self.bs - len(request.tokens))
+        return replace(request, tokens=request.tokens + self._tokens(short), window=window)
+
+    def _slide(self, oracle: Oracle) -> Op | None:
+        """A decode step of a sliding-window table with everything so far computed: blocks
+        below the window go back to the pool and the null block takes their place."""
+        tables = oracle.model.tables
+        windowed = [t for t in self._running(oracle) if tables[t].window is not None]
+        if not windowed:
+            return None
+        t = self.src.pick(windowed)
+        return ops.TableAppend(t, self._tokens(self.src.int_in(1, self.bs)), 0,
+                               oracle.table_len(t))
+
+    def _table_slots(self, oracle: Oracle) -> Op | None:
+        """A table's slot read-outs for its sequence plus a few unseen tokens."""
+        live = oracle.live_tables()
+        if not live:
+            return None
+        t = self.src.pick(live)
+        new = self._tokens(self.src.int_in(0, 2 * self.bs))
+        return ops.TableSlots(t, oracle.table_tokens(t) + new, self.src.int_in(0, 2 * self.bs))
+
+    def _id_space(self, oracle: Oracle) -> Op | None:
+        """A device's size, every id, and the physical ids of up to four of its ids."""
+        dev = self.src.pick(self.devices)
+        cfg = self.config
+        first = 0 if dev is Dev.GPU else cfg.num_gpu_blocks
+        size = cfg.num_gpu_blocks if dev is Dev.GPU else cfg.num_cpu_blocks
+        ids = range(first, first + size)
+        return ops.IdSpace(dev, self.src.subset(ids, 4, min_size=1))
+
+    def _swap_log(self, oracle: Oracle) -> Op | None:
+        return ops.SwapLog()
+
+    def _tracker(self, oracle: Oracle) -> Op | None:
+        """The engine's per-sequence trackers: created once, then a sequence is added, asked
+        how much of it is cached (vLLM) or which of its blocks are computed (Aphrodite),
+        stamped with its access time, or removed. A question may be asked again after a
+        scheduling step (follow-up), as a scheduler does: frozen in prefill, a computed-id
+        list that stops at its first gap."""
+        seqs = oracle.model.seqs
+        if not seqs.started:
+            self.then = self._tracker  # a new tracker's first job: add a sequence
+            return ops.TrackerStart()
+        live = oracle.live_tables()
+        candidates: list[Op] = [ops.SeqTrack(t) for t in live if t not in seqs.entries]
+        for t, e in sorted(seqs.entries.items()):
+            if e.access:
+                candidates += [ops.SeqAccess(t, self.clock), ops.SeqStampBlocks(t),
+                               ops.SeqUntrack(t, e.computed is not None or e.frozen is not None),
+                               ops.SeqComputedIds(t), ops.SeqCachedTokens(t, True),
+                               ops.SeqCachedTokens(t, False)]
+        candidates = [op for op in candidates if oracle.contract_error(op) is None]
+        if not candidates:
+            return None
+        op = self.src.pick(candidates)
+        if isinstance(op, ops.SeqAccess):
+            return ops.SeqAccess(op.table, self._tick((0.0, 1.0)))
+        if isinstance(op, ops.SeqComputedIds | ops.SeqCachedTokens) and self.src.flag(50):
+            self.then = self._then_ask_again(op)
+        elif self.src.flag(50):
+            self.then = self._tracker  # trackers see runs of calls, one per sequence
+        return op
+
+    def _then_ask_again(self, question: Op) -> Generator:
+        """Follow-up: end the scheduling step, then ask ``question`` again."""
+        def again(oracle: Oracle) -> Op | None:
+            return question
+
+        def step(oracle: Oracle) -> Op | None:
+            self.then = again
+            return ops.MarkComputed()
+
+        return step
+
+    def _common_computed_ids(self, oracle: Oracle) -> Op | None:
+        """The common computed prefix of a batch: one to three prefixes of GPU chains."""
+        lists = []
+        for _ in range(1 + self.src.below(3)):
+            chain = self._gpu_chain(oracle) or ()
+            lists.append(chain[:self.src.int_in(0, len(chain))])
+        return ops.CommonComputedIds(tuple(lists))
+
+    def _hit_burst(self, oracle: Oracle) -> Op | None:
+        """A burst of requests for cached, held content (one, a few, or more than the
+        hit-rate window of 1000 queries); its follow-up reads the device's hit rate."""
+        held = [h for h in oracle.live_blocks()[-16:] if oracle.contract_error(ops.HitBurst(
+            h, 1, oracle.device_of(h), oracle.extra_of(h))) is None]
+        if not held:
+            return None
+        h = self.src.pick(held)
+        dev = oracle.device_of(h)
+        self.then = lambda _: ops.HitRate(dev)
+        return ops.HitBurst(h, self.src.pick((1, 3, 1001)), dev, oracle.extra_of(h))
+
+    def _malformed(self, oracle: Oracle) -> Op | None:
+        """A call this level makes, decoded as usual, with one validated argument replaced
+        by a value of the wrong type or range (``models.malformed``): typed error, state
+        unchanged."""
+        cls, argument = self.src.pick(self.malformable)
+        call = self._makers[cls](oracle)
+        self.then = None  # the call is not run, so neither is its follow-up
+        if call is None or (isinstance(call, ops.TableAppend) and call.computed is not None):
+            return None  # a sliding-window append's plan ends with another call
+        kind = ARGUMENTS[cls, argument][0]
+        bad = self.src.pick(bad_values(kind, self.config, getattr(call, argument)))
+        return ops.Malformed(call, argument, bad)
+
+    @property
+    def _makers(self) -> dict[type[Op], Generator]:
+        """The production of a call of each operation class a malformed argument may go to."""
+        return {
+            ops.AllocateMutable: self._allocate_mutable,
+            ops.AllocateImmutable: self._allocate_immutable,
+            ops.AllocateImmutableChain: self._allocate_chain, ops.Append: self._append,
+            ops.Fork: self._fork, ops.Free: self._free, ops.Swap: self._swap,
+            ops.MarkAccessed: self._mark_accessed, ops.ComputedBlockIds: self._computed_block_ids,
+            ops.CachedPrefix: self._cached_prefix, ops.CountTouched: self._count_touched,
+            ops.CountFullTouched: self._count_full_touched, ops.HitRate: self._hit_rate,
+            ops.ResetPrefixCache: self._reset_prefix_cache,
+            ops.TableAllocate: self._table_allocate, ops.TableAppend: self._table_append,
+            ops.TableEnsureSlots: self._table_ensure_slots,
+            ops.TableMarkAccessed: self._table_mark_accessed,
+        }
+
+    @property
+    def malformable(self) -> list[tuple[type[Op], str]]:
+        """(operation class, argument) pairs of this level's validated arguments."""
+        level = ops.BLOCK_OPS if self.level is Level.BLOCK else ops.TABLE_OPS
+        makers = self._makers
+        return sorted(((cls, arg) for cls, arg in ARGUMENTS if cls in level and cls in makers),
+                      key=lambda pair: (pair[0].kind, pair[1]))
 
 
 def _partner(token: int, which: int) -> int:

@@ -63,6 +63,7 @@ def execute(data: bytes, target: Target, level: Level, *, max_ops: int = MAX_OPS
     try:  # a misbehaving factory is a verdict too
         runner = result.runner = Runner(target, config)
         oracle.initial_check(runner.snapshot())
+        decoder.use_trackers(runner.adapter.tracker_module() is not None)
     except Violation as violation:
         result.violation = violation
         return result
@@ -92,6 +93,14 @@ def execute(data: bytes, target: Target, level: Level, *, max_ops: int = MAX_OPS
     result.op_starts = decoder.op_starts
     result.consumed = decoder.src.consumed
     return result
+
+
+def decodable_kinds(target: Target, level: Level) -> frozenset[str]:
+    """The operation kinds the decoder can produce against ``target`` (its capabilities, and
+    whether its adapter finds the engine's trackers): what a seed corpus should cover."""
+    runner = execute(b"", target, level).runner
+    trackers = runner is not None and runner.adapter.tracker_module() is not None
+    return Decoder(b"", level, target.caps, trackers=trackers).kinds()
 
 
 def _note_features(out: set[Feature], previous: str, op: Op, outcome: Outcome,

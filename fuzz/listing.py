@@ -17,6 +17,8 @@ SHOWN_ITEMS = 8
 
 
 def _value(name: str, value: object) -> str:
+    if isinstance(value, Op):  # the call of a malformed-argument operation
+        return format_op(value)
     if isinstance(value, Dev):
         return value.value
     if name in _BLOCK_FIELDS and isinstance(value, int):

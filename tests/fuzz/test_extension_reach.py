@@ -1,0 +1,212 @@
+"""What the decoder's extension entry reaches: table queries (id space, swap log, slot
+read-outs), sliding-window tables and the null block, engine-side questions (common computed
+ids, hit-rate bursts, per-sequence trackers) and malformed arguments. Each reach is shown by a
+hand-built input that the bundled allocator passes and the zoo mutant it is for fails."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from fuzz.decoder import MAX_GPU_BLOCKS, TRACKER_KINDS, Decoder, Level
+from fuzz.execution import Execution, execute
+from models import operations as ops
+from models.families import Family
+from models.operations import Dev, ErrorKind
+from properties.adapters import FamilyAdapter
+from properties.targets import Target, load_target
+
+#: Block size 4, 12 GPU blocks, 3 CPU blocks (ids 12..14).
+WITH_CPU = bytes([3, MAX_GPU_BLOCKS - 1, 3])
+#: Sequence level: block size 1, 12 GPU blocks, no CPU pool, one system prompt ``(1,)``.
+SEQ_CONFIG = bytes([0, MAX_GPU_BLOCKS - 1, 0]) + bytes([0, 0, 1])
+NO_HIT = 255  # a hit flag byte that says "fresh tokens"
+
+
+def _opcode(config: bytes, level: Level, target: Target, production: str) -> bytes:
+    """The opcode byte of a main-table production."""
+    names = [make.__name__ for make in Decoder(config, level, target.caps).table]
+    return bytes([names.index(production)])
+
+
+def _ext(config: bytes, level: Level, target: Target, production: str, *,
+         trackers: bool = False) -> bytes:
+    """The opcode byte of the extension entry, then the byte that picks ``production``."""
+    decoder = Decoder(config, level, target.caps, trackers=trackers)
+    names = [make.__name__ for make in decoder.table]
+    extensions = [make.__name__ for make in decoder.extensions]
+    return bytes([names.index("_extension"), extensions.index(production)])
+
+
+def _immutable(target: Target, tokens: tuple[int, ...], *, first: bool = True) -> bytes:
+    """An immutable GPU block of fresh ``tokens`` (plain alphabet: 0..3) starting a chain.
+    The choice of a chain to extend reads a byte only when there is one (not ``first``)."""
+    extra = b"\x00" if target.caps.extra_keys and target.caps.vllm_api else b""
+    prev = b"" if first else b"\x00"
+    return (_opcode(WITH_CPU, Level.BLOCK, target, "_allocate_immutable") + prev + b"\x00"
+            + extra + bytes([NO_HIT, *tokens]))
+
+
+def _run(data: bytes, target: Target, level: Level = Level.BLOCK) -> Execution:
+    result = execute(data, target, level)
+    assert result.stopped is None, result.stopped
+    return result
+
+
+def _swap_log_input(t: Target) -> bytes:
+    """A mutable GPU block swapped to the CPU, then the swap log read twice (a choice among
+    one option reads no byte)."""
+    log = _ext(WITH_CPU, Level.BLOCK, t, "_swap_log")
+    return (WITH_CPU + _opcode(WITH_CPU, Level.BLOCK, t, "_allocate_mutable") + b"\x00"
+            + _opcode(WITH_CPU, Level.BLOCK, t, "_swap") + log + log)
+
+
+def test_the_swap_log_is_read_and_reset(bundled: Target) -> None:
+    result = _run(_swap_log_input(bundled), bundled)
+    assert result.violation is None, str(result.violation)
+    assert result.program[2:] == [ops.SwapLog(), ops.SwapLog()]
+    assert len(result.outcomes[2].value) == 1
+    assert result.outcomes[3].value == []
+
+
+def test_swap_log_not_reset_fails() -> None:
+    target = load_target("tests.zoo.broken:swap_log_not_reset")
+    result = _run(_swap_log_input(target), target)
+    assert result.violation is not None
+    assert (result.violation.family, result.violation.step) == (Family.SWAP, 3)
+
+
+def _id_space_input(t: Target) -> bytes:
+    """The CPU's size, every id, and the physical id of CPU id 14 (subset of one, third id)."""
+    return WITH_CPU + _ext(WITH_CPU, Level.BLOCK, t, "_id_space") + bytes([1, 0, 2])
+
+
+def test_physical_ids_are_device_positions(bundled: Target) -> None:
+    result = _run(_id_space_input(bundled), bundled)
+    assert result.violation is None, str(result.violation)
+    assert result.program == [ops.IdSpace(Dev.CPU, (14,))]
+    assert result.outcomes[0].value == {"total": 3, "all": list(range(15)), "physical": [2]}
+
+
+def test_physical_id_not_offset_fails() -> None:
+    target = load_target("tests.zoo.broken:physical_id_not_offset")
+    result = _run(_id_space_input(target), target)
+    assert result.violation is not None
+    assert result.violation.family is Family.SWAP
+
+
+def _common_computed_input(t: Target) -> bytes:
+    """Two one-block GPU chains of different content, then the common computed ids of the
+    batch ``[[b0], [b1]]`` (two lists, each its whole chain)."""
+    return (WITH_CPU + _immutable(t, (1, 2, 3, 0)) + _immutable(t, (3, 2, 1, 0), first=False)
+            + _ext(WITH_CPU, Level.BLOCK, t, "_common_computed_ids") + bytes([1, 0, 1, 1, 1]))
+
+
+def test_common_computed_ids_of_a_batch(bundled: Target) -> None:
+    result = _run(_common_computed_input(bundled), bundled)
+    assert result.violation is None, str(result.violation)
+    assert result.program[-1] == ops.CommonComputedIds(((0,), (1,)))
+    assert result.outcomes[-1].value == []
+
+
+def test_common_computed_shortest_fails() -> None:
+    target = load_target("tests.zoo.broken:common_computed_shortest")
+    result = _run(_common_computed_input(target), target)
+    assert result.violation is not None
+    assert (result.violation.family, result.violation.step) == (Family.COMPUTED, 2)
+
+
+def _hit_burst_input(t: Target) -> bytes:
+    """A held, cached block (the only one: picking it reads no byte), then 1001 requests for
+    its content; the follow-up (no bytes left) reads the hit rate."""
+    return (WITH_CPU + _immutable(t, (1, 2, 3, 0))
+            + _ext(WITH_CPU, Level.BLOCK, t, "_hit_burst") + bytes([2]))
+
+
+def test_a_hit_burst_past_the_window_then_the_rate(bundled: Target) -> None:
+    result = _run(_hit_burst_input(bundled), bundled)
+    assert result.violation is None, str(result.violation)
+    assert result.program[1:] == [ops.HitBurst(0, 1001, Dev.GPU), ops.HitRate(Dev.GPU)]
+    assert result.outcomes[2].value == pytest.approx(1001 / 1002)
+
+
+def test_hit_rate_window_forgets_fails() -> None:
+    target = load_target("tests.zoo.broken:hit_rate_window_forgets")
+    result = _run(_hit_burst_input(target), target)
+    assert result.violation is not None
+    assert (result.violation.family, result.violation.step) == (Family.HIT, 2)
+
+
+def _window_input(t: Target) -> bytes:
+    """A sliding-window table (window 1) of tokens 2 3 (one padding token), a decode step
+    with everything computed (block 0 leaves the window, the null block takes its entry),
+    then ``free`` of the table."""
+    extra = b"\x00" if t.caps.extra_keys and t.caps.vllm_api else b""
+    allocate = _ext(SEQ_CONFIG, Level.SEQUENCE, t, "_table_allocate_windowed") + \
+        bytes([0, 0, 0, 2]) + extra + bytes([3])
+    slide = _ext(SEQ_CONFIG, Level.SEQUENCE, t, "_slide") + bytes([1])  # one table, one token
+    free = _opcode(SEQ_CONFIG, Level.SEQUENCE, t, "_table_free")
+    return SEQ_CONFIG + allocate + slide + free
+
+
+def test_a_sliding_window_drops_a_block(bundled: Target) -> None:
+    result = _run(_window_input(bundled), bundled, Level.SEQUENCE)
+    assert result.violation is None, str(result.violation)
+    assert result.program == [ops.TableAllocate((2, 3), window=1),
+                              ops.TableAppend(0, (1,), 0, 2), ops.TableFree(0)]
+    assert isinstance(result.outcomes[1].value, int)  # the null block's id
+
+
+def test_null_block_freed_fails() -> None:
+    target = load_target("tests.zoo.broken:null_block_freed")
+    result = _run(_window_input(target), target, Level.SEQUENCE)
+    assert result.violation is not None
+    assert result.violation.family in {Family.FREE, Family.LEAK, Family.RC}
+
+
+def test_a_tracker_starts_and_tracks_a_sequence(bundled: Target) -> None:
+    """The tracker production creates the trackers; its follow-up adds a sequence."""
+    extra = b"\x00" if bundled.caps.extra_keys and bundled.caps.vllm_api else b""
+    data = (SEQ_CONFIG + _opcode(SEQ_CONFIG, Level.SEQUENCE, bundled, "_table_allocate")
+            + bytes([0, 0, 2]) + extra
+            + _ext(SEQ_CONFIG, Level.SEQUENCE, bundled, "_tracker", trackers=True))
+    result = _run(data, bundled, Level.SEQUENCE)
+    assert result.violation is None, str(result.violation)
+    assert result.program == [ops.TableAllocate((2,)), ops.TrackerStart(), ops.SeqTrack(0)]
+
+
+def test_no_tracker_operations_for_a_target_without_trackers(
+        bundled: Target, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(FamilyAdapter, "tracker_module", lambda self: None)
+    rng = random.Random(5)
+    kinds: set[str] = set()
+    for _ in range(150):
+        result = _run(rng.randbytes(96), bundled, Level.SEQUENCE)
+        assert result.violation is None, str(result.violation)
+        kinds |= {op.kind for op in result.program}
+    assert "table_slots" in kinds
+    assert not kinds & TRACKER_KINDS
+
+
+def _malformed_input(t: Target) -> bytes:
+    """``allocate_immutable_block`` with its tokens replaced by four ``True``s."""
+    decoder = Decoder(WITH_CPU, Level.BLOCK, t.caps)
+    pair = decoder.malformable.index((ops.AllocateImmutable, "tokens"))
+    return (WITH_CPU + _ext(WITH_CPU, Level.BLOCK, t, "_malformed") + bytes([pair])
+            + _immutable(t, (1, 2, 3, 0))[1:] + bytes([4]))
+
+
+def test_a_malformed_argument_is_refused(bundled: Target) -> None:
+    result = _run(_malformed_input(bundled), bundled)
+    assert result.violation is None, str(result.violation)
+    assert result.program == [ops.Malformed(ops.AllocateImmutable(None, (1, 2, 3, 0)),
+                                            "tokens", (True,) * 4)]
+    assert result.outcomes[0].error is ErrorKind.MISUSE
+
+
+def test_coerced_tokens_fail() -> None:
+    target = load_target("tests.zoo.argument_mutants:tokens_coerced")
+    result = _run(_malformed_input(target), target)
+    assert result.violation is not None
+    assert result.violation.family is Family.ATOMIC
