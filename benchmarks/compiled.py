@@ -232,7 +232,7 @@ def build(target: Target, config: Config, rendered: Sequence[RenderedOp], name: 
 def render_table_program(adapter: FamilyAdapter, program: Iterable[Op]) -> list[RenderedOp]:
     """Call plans for a program of table-level operations, with the handle bindings the
     runner makes (``t<n>`` for the n-th table created). Every operation must succeed."""
-    table_extra: dict[int, int | None] = {}
+    table_extra: dict[int, ops.Extra] = {}
     next_table = 0
     out: list[RenderedOp] = []
     for op in program:

@@ -18,7 +18,7 @@ from models.context import Context
 from models.families import Family
 from models.fresh_ids import ModelError
 from models.hash_ledger import HashLedger
-from models.operations import Dev
+from models.operations import Dev, Extra
 from models.pool import Pool
 from models.tracker_state import SeqState
 
@@ -107,7 +107,7 @@ class Model:
     def prefix_hashed(self, prev: int | None) -> bool:
         return prev is None or self.blocks[prev].content is not None
 
-    def content_of(self, prev: int | None, tokens: Sequence[int], extra: int | None) -> int:
+    def content_of(self, prev: int | None, tokens: Sequence[int], extra: Extra) -> int:
         """Content key of a full block of ``tokens`` after ``prev``."""
         start = ROOT if prev is None else self.blocks[prev].end
         node = start
@@ -123,7 +123,7 @@ class Model:
 
     # ------------------------------------------------------------------ block making
 
-    def new_rec(self, key: int, dev: Dev, prev: int | None, extra: int | None) -> BlockRec:
+    def new_rec(self, key: int, dev: Dev, prev: int | None, extra: Extra) -> BlockRec:
         start = ROOT if prev is None else self.blocks[prev].end
         rec = self.blocks.add(BlockRec(key, dev, prev, extra, start))
         if key >= 0:
@@ -139,7 +139,7 @@ class Model:
         rec.idents.extend(self.trie.walk(rec.end, toks, rec.extra))
         rec.tokens.extend(toks)
 
-    def alloc_mutable(self, key: int, dev: Dev, prev: int | None, extra: int | None,
+    def alloc_mutable(self, key: int, dev: Dev, prev: int | None, extra: Extra,
                       hint: int | None, *, may_hide: bool = False) -> BlockRec:
         rec = self.new_rec(key, dev, prev, extra)
         rec.id = self.fresh(dev, hint, may_hide=may_hide)
@@ -165,7 +165,7 @@ class Model:
         return chosen
 
     def alloc_immutable(self, key: int, dev: Dev, prev: int | None, tokens: Sequence[int],
-                        extra: int | None, hint: int | None) -> BlockRec:
+                        extra: Extra, hint: int | None) -> BlockRec:
         rec = self.new_rec(key, dev, prev, extra)
         self.extend(rec, tokens)
         if self.pc:

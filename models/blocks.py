@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from models.content import ROOT
-from models.operations import Dev
+from models.operations import Dev, Extra
 
 
 @dataclass(slots=True)
@@ -20,7 +20,7 @@ class BlockRec:
     key: int
     device: Dev
     prev: int | None
-    extra: int | None
+    extra: Extra
     start: int = ROOT  # identity of the prefix before this block (the predecessor's end)
     tokens: list[int] = field(default_factory=list)
     idents: list[int] = field(default_factory=list)  # identity of each written slot
@@ -118,7 +118,7 @@ class TableRec:
 
     key: int
     device: Dev
-    extra: int | None
+    extra: Extra
     blocks: list[int] = field(default_factory=list)
     tokens: tuple[int, ...] = ()
     live: bool = True

@@ -23,6 +23,8 @@ class Capabilities:
     operations leave no trace. ``typed_errors``: misuse raises typed errors (not asserts), so
     the suite may feed it misuse. ``introspection``: the adapter can read the cached and
     evictable id sets, which resolves choices the model cannot observe otherwise.
+    ``extra_key_fields``: which request keys of an ``ExtraKey`` the target's extra-key
+    function folds in (``"lora"``, ``"salt"``, ``"mm"``; vLLM 0.8: LoRA only).
     """
 
     prefix_caching: bool = True
@@ -33,6 +35,7 @@ class Capabilities:
     atomic: bool = True
     typed_errors: bool = True
     introspection: bool = True
+    extra_key_fields: frozenset[str] = frozenset({"lora", "salt", "mm"})
 
     @property
     def aphrodite_api(self) -> bool:

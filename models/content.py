@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from models.operations import Extra
+
 ROOT = 0
 
 
@@ -21,13 +23,13 @@ class ContentTrie:
     __slots__ = ("_depth", "_edges", "_extra", "_parent", "_token")
 
     def __init__(self) -> None:
-        self._edges: dict[tuple[int, int, int | None], int] = {}
+        self._edges: dict[tuple[int, int, Extra], int] = {}
         self._parent: list[int] = [ROOT]
         self._token: list[int] = [0]
-        self._extra: list[int | None] = [None]
+        self._extra: list[Extra] = [None]
         self._depth: list[int] = [0]
 
-    def step(self, node: int, token: int, extra: int | None) -> int:
+    def step(self, node: int, token: int, extra: Extra) -> int:
         """The node for ``node``'s prefix followed by ``token`` (in a block keyed by ``extra``)."""
         key = (node, token, extra)
         nxt = self._edges.get(key)
@@ -40,7 +42,7 @@ class ContentTrie:
             self._depth.append(self._depth[node] + 1)
         return nxt
 
-    def walk(self, node: int, tokens: Iterable[int], extra: int | None) -> list[int]:
+    def walk(self, node: int, tokens: Iterable[int], extra: Extra) -> list[int]:
         """The identity of each successive slot when ``tokens`` follow ``node``."""
         out: list[int] = []
         for tok in tokens:
@@ -52,7 +54,7 @@ class ContentTrie:
         """Tokens in the prefix (a full block's ``num_tokens_total``)."""
         return self._depth[node]
 
-    def back(self, node: int, n: int) -> tuple[int, tuple[int, ...], int | None]:
+    def back(self, node: int, n: int) -> tuple[int, tuple[int, ...], Extra]:
         """Undo the last ``n`` tokens: (ancestor node, those tokens, the extra of the last)."""
         extra = self._extra[node]
         toks: list[int] = []

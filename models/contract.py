@@ -67,9 +67,12 @@ def _prev(m: Model, prev: int | None, dev: Dev) -> BlockRec | None:
     return rec
 
 
-def _extra(m: Model, extra: int | None) -> None:
+def _extra(m: Model, extra: ops.Extra) -> None:
     if extra is not None and not (m.caps.extra_keys and m.caps.vllm_api):
         raise _Out("extra_hash given to a target without extra keys")
+    if isinstance(extra, ops.ExtraKey) and not extra.fields_used <= m.caps.extra_key_fields:
+        raise _Out(f"extra key fields {sorted(extra.fields_used)} beyond the target's "
+                   f"{sorted(m.caps.extra_key_fields)}")
 
 
 def _api(ok: bool, name: str) -> None:
@@ -198,14 +201,28 @@ def _check(m: Model, op: Op) -> str | None:
         return None
     if isinstance(op, ops.ClearCopyOnWrites | ops.HitRate | ops.GetNullBlock):
         return None
+    if isinstance(op, ops.BlockInfo):  # block queries: semantics in models.block_info
+        for h in op.blocks:
+            rec = _block(m, h)
+            _not_reused(m, rec)
+            if not rec.live:
+                return f"refcount/device query of freed block {h} (it holds no id)"
+        return None
     table = getattr(op, "table", None)
     if isinstance(op, ops.ENGINE_OPS) and table in m.tables and holds_null(m.tables[table]):
         # a sequence holds every token, its windowed table only the window's blocks.
         raise _Out("engine-side question about a table whose window dropped blocks")
     if isinstance(op, ops.ENGINE_OPS):  # engine-side ops: contract in models.trackers
         from models.trackers import engine_check
-        engine_check(m, op)
-        return None
+        return engine_check(m, op)
+    if isinstance(op, ops.NullBlockQuery | ops.NullBlockMisuse):
+        if m.null_id is None:
+            raise _Out("the null block is not taken yet")
+        if isinstance(op, ops.NullBlockQuery):
+            return None
+        if op.action not in ops.NULL_BLOCK_WRITES:
+            raise _Out(f"unknown null block write {op.action!r}")
+        return f"{op.action} on the null block (read-only)"
     if isinstance(op, ops.IdSpace | ops.SwapLog):  # table queries: read-only, no misuse
         if isinstance(op, ops.IdSpace) and any(i not in m.pools[op.device].ids for i in op.ids):
             raise _Out(f"an id outside {op.device.value}")
@@ -223,6 +240,14 @@ def _check_window(m: Model, t: TableRec, op: Op) -> str | None:
         return None if t.window is None else "sliding-window append without num_computed_slots"
     if t.window is None:
         raise _Out("num_computed_slots for a table without a sliding window")
+    if op.computed > len(t.tokens):
+        # Computed slots beyond the tokens: refused when the window would drop every block
+        # or a block the tokens are written into; other cases are left open.
+        end = op.computed // m.bs - t.window
+        if end >= len(t.blocks):
+            return "num_computed_slots moves the window past the table's last block"
+        if op.tokens and len(t.tokens) // m.bs < end:
+            return "the window drops a block the tokens are written into"
     if not 0 <= op.computed <= len(t.tokens):
         raise _Out("num_computed_slots outside 0..the table's token count")
     return None
@@ -242,8 +267,9 @@ def _check_table(m: Model, op: Op) -> str | None:
         _check_window(m, t, op)
     if not t.live:
         if isinstance(op, ops.TableFree | ops.TableSwap | ops.TableMarkAccessed
-                      | ops.TableSlots):
-            # A freed table holds no blocks: upstream frees, swaps or marks nothing.
+                      | ops.TableSlots | ops.TableReallocate):
+            # A freed table holds no blocks: upstream frees, swaps or marks nothing, and
+            # allocates it afresh.
             raise _Out(f"{op.kind} on freed (empty) table {table}")
         return f"{op.kind} on freed table {table}"
     if isinstance(op, ops.TableAppend | ops.TableEnsureSlots):
@@ -261,6 +287,10 @@ def _check_table(m: Model, op: Op) -> str | None:
         return "mark_blocks_as_accessed with CPU blocks" if m.pc and t.device is Dev.CPU else None
     if isinstance(op, ops.TableFork | ops.TableFree):
         return None
+    if isinstance(op, ops.TableReallocate):
+        if not op.tokens:
+            raise _Out("reallocate with no tokens")
+        return f"allocate of table {table}, which already holds blocks"
     if isinstance(op, ops.TableSlots):
         if op.lookahead < 0:
             raise _Out("negative lookahead")

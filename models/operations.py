@@ -43,6 +43,70 @@ class ErrorKind(enum.Enum):
     UNEXPECTED = "unexpected"  # anything else: the target crashed
 
 
+# --------------------------------------------------------------------------- extra keys
+
+
+@dataclass(frozen=True, slots=True)
+class ExtraKey:
+    """Request-level cache keys an engine folds into a block's ``extra_hash``: a LoRA
+    adapter's int id, a cache salt, multimodal input hashes. The adapter renders it with the
+    target's own extra-key function (its ``make_extra_hash``; vLLM: ``Sequence.extra_hash``).
+
+    Contract: equal keys may share cached blocks, different keys (and a key versus no key)
+    never do. A key names at least one field, and ``lora_id`` is positive (an engine's
+    "no LoRA" is ``None``, not 0), so no key renders as ``None``."""
+
+    lora_id: int | None = None
+    cache_salt: str | None = None
+    mm_hashes: tuple[int | str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.lora_id is not None and (type(self.lora_id) is not int or self.lora_id < 1):
+            raise ValueError(f"ExtraKey.lora_id must be a positive int, got {self.lora_id!r}")
+        if self.cache_salt is not None and type(self.cache_salt) is not str:
+            raise ValueError(f"ExtraKey.cache_salt must be a str, got {self.cache_salt!r}")
+        if type(self.mm_hashes) is not tuple or not all(
+                type(h) in (int, str) for h in self.mm_hashes):
+            raise ValueError(f"ExtraKey.mm_hashes must be a tuple of int or str, "
+                             f"got {self.mm_hashes!r}")
+        if self.lora_id is None and self.cache_salt is None and not self.mm_hashes:
+            raise ValueError("an ExtraKey names at least one of lora_id, cache_salt, mm_hashes")
+
+    @property
+    def fields_used(self) -> frozenset[str]:
+        """Which kinds of key it names: ``"lora"``, ``"salt"``, ``"mm"``."""
+        return frozenset(name for name, on in (("lora", self.lora_id is not None),
+                                               ("salt", self.cache_salt is not None),
+                                               ("mm", bool(self.mm_hashes))) if on)
+
+
+#: What an operation passes as ``extra_hash``: a raw int, request keys, or nothing.
+Extra: TypeAlias = int | ExtraKey | None
+
+
+def extra_to_json(extra: Extra) -> JSON:
+    """An int or ``None`` as itself; an :class:`ExtraKey` as an object of its fields."""
+    if isinstance(extra, ExtraKey):
+        return {"lora_id": extra.lora_id, "cache_salt": extra.cache_salt,
+                "mm_hashes": list(extra.mm_hashes)}
+    return extra
+
+
+def extra_from_json(value: JSON) -> Extra:
+    """Inverse of :func:`extra_to_json` (traces from before extra keys hold ints only)."""
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"lora_id", "cache_salt", "mm_hashes"}
+        if unknown:
+            raise ValueError(f"extra key: unknown fields {sorted(unknown)}")
+        return ExtraKey(value.get("lora_id"), value.get("cache_salt"),
+                        tuple(value.get("mm_hashes", ())))
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise ValueError(f"extra_hash must be an int, an extra key or null, got {value!r}")
+
+# --------------------------------------------------------------------------- end extra keys
+
+
 @dataclass(frozen=True, slots=True)
 class Op:
     """Base of every operation. ``kind`` is the stable name used in JSON and reports."""
@@ -71,7 +135,7 @@ class AllocateImmutable(Op):
     prev: int | None
     tokens: Tokens
     device: Dev = Dev.GPU
-    extra_hash: int | None = None
+    extra_hash: Extra = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +146,7 @@ class AllocateImmutableChain(Op):
     prev: int | None
     chunks: tuple[Tokens, ...]
     device: Dev = Dev.GPU
-    extra_hash: int | None = None
+    extra_hash: Extra = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +301,7 @@ class HitBurst(Op):
     block: int
     count: int
     device: Dev = Dev.GPU
-    extra_hash: int | None = None
+    extra_hash: Extra = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +391,7 @@ class TableAllocate(Op):
     kind: ClassVar[str] = "table_allocate"
     tokens: Tokens
     device: Dev = Dev.GPU
-    extra_hash: int | None = None
+    extra_hash: Extra = None
     window: int | None = None  # BlockTable(max_block_sliding_window=window)
 
 
@@ -394,9 +458,11 @@ class TableMarkAccessed(Op):
 
 @dataclass(frozen=True, slots=True)
 class TableSlots(Op):
-    """``num_full_slots``, ``get_unseen_token_ids(tokens)`` (``tokens``: the whole sequence)
-    and ``get_num_blocks_touched_by_append_slots(unseen, lookahead)``; value:
-    ``{"full_slots": int, "unseen": [int], "touched": int}``."""
+    """``num_full_slots``, ``get_unseen_token_ids(tokens)`` (``tokens``: the whole sequence),
+    ``get_num_blocks_touched_by_append_slots(unseen, lookahead)`` and, where the static method
+    takes lookahead (vLLM generation), ``get_num_required_blocks(tokens, block_size,
+    lookahead)``; value: ``{"full_slots": int, "unseen": [int], "touched": int[, "required":
+    int]}``."""
 
     kind: ClassVar[str] = "table_slots"
     mutates: ClassVar[bool] = False
@@ -425,7 +491,48 @@ class SwapLog(Op):
     kind: ClassVar[str] = "swap_log"
 
 
-TABLE_QUERY_OPS: tuple[type[Op], ...] = (TableSlots, IdSpace, SwapLog)
+# The null block's surface and table misuse: reads the null block must forward, writes it
+# must refuse, and calls a table must refuse in its current state.
+
+
+@dataclass(frozen=True, slots=True)
+class NullBlockQuery(Op):
+    """Once the null block exists: ``allocate_or_get_null_block()`` again, then its
+    ``block_id``, ``token_ids``, ``num_empty_slots``, ``is_full``, ``prev_block``,
+    ``content_hash`` and (vLLM generation) ``extra_hash``; with ``stamp`` (prefix-caching
+    targets) also ``last_accessed`` set to ``stamp`` and ``computed`` to ``False``, both read
+    back; last, ``free`` of it, which the allocator ignores. Value: ``{read: value}``
+    (``prev_block`` as ``no_prev_block``: whether it is ``None``)."""
+
+    kind: ClassVar[str] = "null_block_query"
+    mutates: ClassVar[bool] = False
+    stamp: float | None = None
+
+
+#: The writes :class:`NullBlockMisuse` tries.
+NULL_BLOCK_WRITES: tuple[str, ...] = ("append", "set_id", "fork")
+
+
+@dataclass(frozen=True, slots=True)
+class NullBlockMisuse(Op):
+    """A write to the existing null block: ``append_token_ids([1])`` (``"append"``), setting
+    its ``block_id`` (``"set_id"``) or ``alloc.fork`` of it (``"fork"``). Always a misuse."""
+
+    kind: ClassVar[str] = "null_block_misuse"
+    action: str
+
+
+@dataclass(frozen=True, slots=True)
+class TableReallocate(Op):
+    """``allocate(tokens)`` on the existing table ``table``: a misuse while it holds blocks."""
+
+    kind: ClassVar[str] = "table_reallocate"
+    table: int
+    tokens: Tokens
+
+
+TABLE_QUERY_OPS: tuple[type[Op], ...] = (TableSlots, IdSpace, SwapLog, NullBlockQuery,
+                                         NullBlockMisuse, TableReallocate)
 # --------------------------------------------------------------------------- end table queries
 
 
@@ -492,6 +599,27 @@ def frozen_literal(value: JSON) -> JSON:
 
 OPS_BY_KIND[Malformed.kind] = Malformed
 
+
+# --------------------------------------------------------------------------- block queries
+# Extension queries of ``CpuGpuBlockAllocator`` that not every target has (vLLM 0.8 lacks
+# them): the adapter detects them and the machines ask only targets that have them.
+
+
+@dataclass(frozen=True, slots=True)
+class BlockInfo(Op):
+    """``get_block_refcount(id)`` and ``get_block_device(id)`` of each block's id; value:
+    ``[[refcount, device value], ...]`` in the order of ``blocks``."""
+
+    kind: ClassVar[str] = "block_info"
+    mutates: ClassVar[bool] = False
+    blocks: tuple[int, ...]
+
+
+BLOCK_QUERY_OPS: tuple[type[Op], ...] = (BlockInfo,)
+OPS_BY_KIND[BlockInfo.kind] = BlockInfo
+
+# --------------------------------------------------------------------------- end block queries
+
 # --------------------------------------------------------------------------- end malformed
 
 
@@ -547,6 +675,8 @@ def _encode(value: Any) -> JSON:
         return [_encode(v) for v in value]
     if isinstance(value, Op):  # Malformed.call
         return op_to_json(value)
+    if isinstance(value, ExtraKey):
+        return extra_to_json(value)
     return value
 
 
@@ -565,6 +695,8 @@ def _decode(name: str, value: JSON) -> Any:
         return op_from_json(value)
     if name == "bad":
         return frozen_literal(value)
+    if name == "extra_hash":
+        return extra_from_json(value)
     return value
 
 

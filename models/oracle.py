@@ -25,6 +25,7 @@ from typing import Any
 
 from models import operations as ops
 from models.allocator_model import Model
+from models.block_info import BLOCK_QUERY_STEPS
 from models.block_ops import BLOCK_STEPS
 from models.capabilities import Config
 from models.checks import check_snapshot
@@ -45,7 +46,7 @@ F = Family
 MAX_WORLDS = 16
 MAX_PATHS = 16
 STEPS: dict[type[Op], Callable[[Model, Any], None]] = {**BLOCK_STEPS, **TABLE_STEPS,
-                                                       **ENGINE_STEPS}
+                                                       **ENGINE_STEPS, **BLOCK_QUERY_STEPS}
 
 # When several families fire on one step, the most specific one is reported.
 PRIORITY = (F.CRASH, F.ATOMIC, F.HASH, F.COW, F.CONTENT, F.SWAP, F.LRU, F.CACHE, F.COMPUTED,
@@ -56,6 +57,10 @@ MISUSE_FAMILY: dict[type[Op], Family] = {
     ops.AllocateImmutable: F.CACHE, ops.AllocateImmutableChain: F.CACHE, ops.Swap: F.SWAP,
     ops.TableSwap: F.SWAP, ops.MarkAccessed: F.LRU, ops.TableMarkAccessed: F.LRU,
     ops.ComputedBlockIds: F.COMPUTED,
+    ops.BlockInfo: F.RC,  # a freed handle holds no id to ask about
+    # A burst takes and drops references to a held id: a typed error from it means the
+    # target counts that id's references wrong (e.g. it sits in the evictor while held).
+    ops.HitBurst: F.RC,
     ops.Malformed: F.ATOMIC,  # bad input must be refused and leave no trace
 }
 CRASHES = (ErrorKind.UNEXPECTED, ErrorKind.ASSERTION)

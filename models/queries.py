@@ -35,7 +35,7 @@ class Queries:
     def tokens_of(self, handle: int) -> Tokens:
         return tuple(self.model.blocks[handle].tokens)
 
-    def extra_of(self, handle: int) -> int | None:
+    def extra_of(self, handle: int) -> ops.Extra:
         return self.model.blocks[handle].extra
 
     def is_full(self, handle: int) -> bool:
@@ -74,7 +74,7 @@ class Queries:
     def free_count(self, dev: Dev) -> int:
         return self.model.pools[dev].free
 
-    def cached_contents(self, dev: Dev) -> list[tuple[Tokens, int | None]]:
+    def cached_contents(self, dev: Dev) -> list[tuple[Tokens, ops.Extra]]:
         """Every content cached on ``dev`` as (whole token prefix, extra of its last block)."""
         m = self.model
         out = []
@@ -84,7 +84,7 @@ class Queries:
             out.append((tokens, extra))
         return sorted(out, key=repr)
 
-    def hit_candidates(self, prev: int | None, dev: Dev, extra: int | None) -> list[Tokens]:
+    def hit_candidates(self, prev: int | None, dev: Dev, extra: ops.Extra) -> list[Tokens]:
         """Block contents that would hit the cache on ``dev`` right after ``prev``."""
         m = self.model
         start = ROOT if prev is None else m.blocks[prev].end

@@ -24,7 +24,7 @@ from models.blocks import TableRec
 from models.content import ROOT
 from models.families import Family
 from models.operations import Dev
-from models.table_queries import id_space, swap_log, table_slots
+from models.table_queries import id_space, null_block_query, swap_log, table_slots
 from models.window import NULL_KEY, drop, ids_returned, needs_null, take_null
 
 
@@ -186,4 +186,5 @@ TABLE_STEPS: dict[type[ops.Op], Callable[[Model, Any], None]] = {
     ops.TableSlots: table_slots,
     ops.IdSpace: id_space,
     ops.SwapLog: swap_log,
+    ops.NullBlockQuery: null_block_query,
 }

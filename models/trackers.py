@@ -11,7 +11,10 @@
   of the table's blocks (last one skipped) until a gap appears, then returns it unchanged;
   ``update_seq_blocks_last_access`` stamps exactly the table's ids with the last access time.
 
-``engine_check`` is the contract (raises :class:`OutOfContract`; these ops have no misuse).
+``engine_check`` is the contract (raises :class:`OutOfContract`). Misuse, refused with a
+typed error before anything changes: adding a sequence the last-access tracker already holds,
+and removing, stamping or asking about one a tracker does not hold (the first tracker call of
+the plan raises).
 """
 
 from __future__ import annotations
@@ -46,13 +49,31 @@ def _table(m: Model, op: Op, *, live: bool = True) -> TableRec:
     return t
 
 
+class _NotTracked(Exception):
+    """The sequence is not in the tracker the operation asks first (misuse)."""
+
+
 def _entry(m: Model, op: Op, t: TableRec) -> SeqEntry:
     if not m.seqs.started:
         raise _out(op, "the trackers were not created")
     e = m.seqs.entries.get(t.key)
     if e is None or not e.access:
-        raise _out(op, f"sequence {t.key} is not tracked")
+        raise _NotTracked(f"{op.kind}: sequence {t.key} is not tracked")
     return e
+
+
+def engine_check(m: Model, op: Op) -> str | None:
+    """The misuse in ``op`` (None if it is valid); raises :class:`OutOfContract` unless
+    ``op`` may be asked now."""
+    try:
+        _engine_check(m, op)
+    except _NotTracked as why:
+        return str(why)
+    if isinstance(op, ops.SeqTrack):
+        e = m.seqs.entries.get(op.table)
+        if e is not None and e.access:
+            return f"seq_track: sequence {op.table} is already tracked"
+    return None
 
 
 def _on_gpu_ids(m: Model, op: Op, t: TableRec) -> None:
@@ -62,8 +83,7 @@ def _on_gpu_ids(m: Model, op: Op, t: TableRec) -> None:
         raise _out(op, "sliding-window table")
 
 
-def engine_check(m: Model, op: Op) -> None:
-    """Raise :class:`OutOfContract` unless ``op`` may be asked now."""
+def _engine_check(m: Model, op: Op) -> None:
     if isinstance(op, ops.CommonComputedIds):
         if not op.lists:
             raise _out(op, "no sequences")
@@ -81,6 +101,9 @@ def engine_check(m: Model, op: Op) -> None:
             raise _out(op, "device or extra key differ from the block's")
         if op.extra_hash is not None and not (m.caps.extra_keys and m.caps.vllm_api):
             raise _out(op, "extra_hash given to a target without extra keys")
+        if isinstance(op.extra_hash, ops.ExtraKey) \
+                and not op.extra_hash.fields_used <= m.caps.extra_key_fields:
+            raise _out(op, "extra key fields beyond the target's")
         if not m.pools[op.device].cached_active(rec.content):
             raise _out(op, "the content is not cached and held (a request could miss)")
         return
@@ -90,8 +113,11 @@ def engine_check(m: Model, op: Op) -> None:
         t = _table(m, op)
         if not m.seqs.started:
             raise _out(op, "the trackers were not created")
-        if t.key in m.seqs.entries:
-            raise _out(op, f"sequence {t.key} is already tracked")
+        e = m.seqs.entries.get(t.key)
+        if e is not None and not e.access:
+            # the last-access tracker would take it, the computed tracker refuse it: the
+            # failure would come half way through.
+            raise _out(op, f"sequence {t.key} is still in the computed tracker")
         return
     if isinstance(op, ops.SeqUntrack):
         e = _entry(m, op, _table(m, op, live=False))
@@ -101,12 +127,20 @@ def engine_check(m: Model, op: Op) -> None:
     if isinstance(op, ops.SeqCachedTokens):
         if not m.caps.vllm_api:
             raise _out(op, "get_num_cached_tokens is vLLM-generation only")
-        _entry(m, op, _table(m, op))
+        try:
+            _entry(m, op, _table(m, op))
+        except _NotTracked:  # the vLLM tracker starts an entry on demand
+            raise _out(op, "sequence not tracked") from None
         return
     if isinstance(op, ops.SeqComputedIds):
         t = _table(m, op)
-        e = _entry(m, op, t)
         _on_gpu_ids(m, op, t)
+        if not m.caps.aphrodite_api:
+            raise _out(op, "get_cached_computed_blocks_and_update is Aphrodite-generation only")
+        e = m.seqs.entries.get(t.key) if m.seqs.started else None
+        if m.seqs.started and (e is None or e.computed is None):
+            raise _NotTracked(f"{op.kind}: sequence {t.key} is not in the computed tracker")
+        e = _entry(m, op, t)
         if e.computed is None or not t.blocks:
             raise _out(op, "needs an Aphrodite computed-tracker entry and a block")
         if not e.gap and len(e.computed) > len(t.blocks) - 1:

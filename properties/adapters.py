@@ -226,10 +226,13 @@ class FamilyAdapter:
     """Adapter for ``DeviceAwareBlockAllocator``-compatible allocators (vLLM v0, Aphrodite, ours).
 
     ``alloc`` is a live allocator; ``block_size`` its block size. Generation differences are
-    detected from the methods the allocator has.
+    detected from the methods the allocator has. ``extra_key_function`` (``module:callable``,
+    a target's claim) renders :class:`~models.operations.ExtraKey` values; see
+    :meth:`_detect_extra_keys` for the default.
     """
 
-    def __init__(self, alloc: Any, block_size: int, misuse_types: Sequence[type] = ()) -> None:
+    def __init__(self, alloc: Any, block_size: int, misuse_types: Sequence[type] = (),
+                 extra_key_function: str | None = None) -> None:
         if not hasattr(alloc, "allocate_immutable_block") or isinstance(alloc, type):
             raise wrong_type("the factory", "an allocator", alloc)
         self.alloc = alloc
@@ -243,6 +246,11 @@ class FamilyAdapter:
         self.has_vllm_api = hasattr(alloc, "find_cached_blocks_prefix")
         params = inspect.signature(alloc.allocate_immutable_block).parameters
         self.has_extra_hash = "extra_hash" in params
+        self.extra_key_function, self.extra_key_fields = self._detect_extra_keys(
+            package, extra_key_function)
+        # Extension queries (``BlockInfo``): a detected capability, vLLM 0.8 lacks them.
+        self.has_block_info = all(callable(getattr(alloc, name, None)) for name in
+                                  ("get_block_refcount", "get_block_device"))
         self.null_block: Any = None
         self.last_drained: Any = None
 
@@ -251,21 +259,67 @@ class FamilyAdapter:
     def env(self) -> dict[str, Any]:
         """Names a plan may use besides block and table handles."""
         return {"alloc": self.alloc, "Device": self.device_enum, "BlockTable": self.block_table_cls,
-                "__import__": __import__}  # engine-side plans import the trackers
+                "__import__": __import__,  # engine-side plans import the trackers
+                "setattr": setattr}  # writes to the null block's properties
 
     def device(self, dev: Dev) -> Attr:
         return Attr(Name("Device"), dev.name)
 
-    def _extra(self, extra_hash: int | None) -> dict[str, Expr]:
+    def _extra(self, extra_hash: ops.Extra) -> dict[str, Expr]:
         if extra_hash is None:
             return {}
+        return {"extra_hash": self._extra_expr(extra_hash)}
+
+    # ------------------------------------------------------------------ extra keys
+
+    def _detect_extra_keys(self, package: str, claimed: str | None
+                           ) -> tuple[tuple[str, str] | None, frozenset[str]]:
+        """The extra-key function as (module, name) and the ExtraKey fields it folds in:
+        the claimed one, else ``<package>.hashing.make_extra_hash`` (the bundled allocator's),
+        else none, and the engine's LoRA-only ``Sequence.extra_hash`` (vLLM 0.8)."""
+        if not self.has_extra_hash:
+            return None, frozenset()
+        if claimed is not None:
+            module_name, sep, name = claimed.partition(":")
+            if not sep or not callable(getattr(importlib.import_module(module_name), name, None)):
+                raise wrong_type("the extra_key_function claim", "module:callable", claimed)
+            return (module_name, name), frozenset({"lora", "salt", "mm"})
+        try:
+            hashing = importlib.import_module(f"{package}.hashing")
+        except ImportError:
+            hashing = None
+        if callable(getattr(hashing, "make_extra_hash", None)):
+            return (f"{package}.hashing", "make_extra_hash"), frozenset({"lora", "salt", "mm"})
+        return None, frozenset({"lora"})
+
+    def _extra_expr(self, extra: int | ops.ExtraKey) -> Expr:
+        """``extra_hash`` as the engine computes it: an int as itself; an ExtraKey through
+        the target's extra-key function (so a reproducer shows the keys, not a digest)."""
         if not self.has_extra_hash:
             raise Unsupported("extra_hash needs a vLLM-generation allocator")
-        return {"extra_hash": Lit(extra_hash)}
+        if not isinstance(extra, ops.ExtraKey):
+            return Lit(extra)
+        missing = extra.fields_used - self.extra_key_fields
+        if missing:
+            raise Unsupported(f"the target's extra key ignores {sorted(missing)}")
+        if self.extra_key_function is None:
+            module_name, name = __name__, "sequence_extra_hash"
+            kwargs: dict[str, Expr] = {"lora_int_id": Lit(extra.lora_id)}
+        else:
+            module_name, name = self.extra_key_function
+            kwargs = {}
+            if extra.lora_id is not None:
+                kwargs["lora_id"] = Lit(extra.lora_id)
+            if extra.cache_salt is not None:
+                kwargs["cache_salt"] = Lit(extra.cache_salt)
+            if extra.mm_hashes:
+                kwargs["mm_hashes"] = Lit(extra.mm_hashes)
+        module = Call(Name("__import__"), (Lit(module_name),), (("fromlist", Lit(["_"])),))
+        return Call(Attr(module, name), (), tuple(kwargs.items()))
 
     # ------------------------------------------------------------------ plans
 
-    def plan(self, op: Op, table_extra: Mapping[int, int | None]) -> Plan:
+    def plan(self, op: Op, table_extra: Mapping[int, ops.Extra]) -> Plan:
         """The call plan for ``op``; ``table_extra`` is each live table's extra_hash."""
         handler = getattr(self, f"_plan_{op.kind}", None)
         if handler is None:
@@ -376,6 +430,29 @@ class FamilyAdapter:
             checked_block(r[-1], "alloc.allocate_or_get_null_block").block_id,
             "allocate_or_get_null_block().block_id"))
 
+    # ------------------------------------------------------------------ block queries
+
+    def _plan_block_info(self, op: ops.BlockInfo, _: Any) -> Plan:
+        if not self.has_block_info:
+            raise Unsupported("get_block_refcount/get_block_device are not in this target")
+        stmts: list[Stmt] = []
+        for h in op.blocks:
+            block_id = Attr(block(h), "block_id")
+            stmts += [Stmt(method("alloc", "get_block_refcount", block_id)),
+                      Stmt(method("alloc", "get_block_device", block_id))]
+        devices = {getattr(self.device_enum, dev.name): dev.value for dev in Dev}
+
+        def value(r: list[Any]) -> list[list[Any]]:
+            out: list[list[Any]] = []
+            for refcount, device in zip(r[::2], r[1::2], strict=True):
+                name = devices.get(device) if isinstance(device, self.device_enum) else None
+                if name is None:
+                    raise wrong_type("alloc.get_block_device", "a Device", device)
+                out.append([checked_int(refcount, "alloc.get_block_refcount"), name])
+            return out
+
+        return Plan(stmts, value=value)
+
     # ------------------------------------------------------------------ engine-side
     # Trackers come from ``<package>.prefix_caching_block`` of the allocator; the sequence
     # stand-in is :class:`EngineSeq`. Both are reached with ``__import__`` so the reproducer's
@@ -472,11 +549,10 @@ class FamilyAdapter:
         if not self._computed_has("get_num_cached_tokens"):
             raise Unsupported("get_num_cached_tokens is vLLM-generation only")
         extra = tables.get(op.table)
-        if extra is not None and not self.has_extra_hash:
-            raise Unsupported("extra_hash needs a vLLM-generation allocator")
         seq = Call(Attr(Call(Name("__import__"), (Lit(__name__),), (("fromlist", Lit(["_"])),)),
                         "EngineSeq"),
-                   (Lit(op.table), method(table(op.table), "_get_all_token_ids"), Lit(extra),
+                   (Lit(op.table), method(table(op.table), "_get_all_token_ids"),
+                    Lit(None) if extra is None else self._extra_expr(extra),
                     Lit(op.prefill)))
         call = method("computed_tracker", "get_num_cached_tokens", seq)
         return Plan([Stmt(call)], value=lambda r: checked_int(
@@ -575,11 +651,22 @@ class FamilyAdapter:
         unseen = method(tbl, "get_unseen_token_ids", _tokens(op.tokens))
         touched = method(tbl, "get_num_blocks_touched_by_append_slots", Name("unseen"),
                          Lit(op.lookahead))
-        return Plan([Stmt(Attr(tbl, "num_full_slots")), Stmt(unseen, bind="unseen"),
-                     Stmt(touched)], value=lambda r: {
-            "full_slots": checked_int(r[0], "BlockTable.num_full_slots"),
-            "unseen": checked_ints(r[1], "BlockTable.get_unseen_token_ids"),
-            "touched": checked_int(r[2], "BlockTable.get_num_blocks_touched_by_append_slots")})
+        stmts = [Stmt(Attr(tbl, "num_full_slots")), Stmt(unseen, bind="unseen"), Stmt(touched)]
+        required = self.block_table_cls.get_num_required_blocks
+        if "num_lookahead_slots" in inspect.signature(required).parameters:
+            stmts.append(Stmt(Call(Attr(Name("BlockTable"), "get_num_required_blocks"),
+                                   (_tokens(op.tokens), Lit(self.block_size), Lit(op.lookahead)))))
+
+        def value(r: list[Any]) -> dict[str, Any]:
+            out = {"full_slots": checked_int(r[0], "BlockTable.num_full_slots"),
+                   "unseen": checked_ints(r[1], "BlockTable.get_unseen_token_ids"),
+                   "touched": checked_int(r[2],
+                                          "BlockTable.get_num_blocks_touched_by_append_slots")}
+            if len(r) > 3:
+                out["required"] = checked_int(r[3], "BlockTable.get_num_required_blocks")
+            return out
+
+        return Plan(stmts, value=value)
 
     def _plan_id_space(self, op: ops.IdSpace, _: Any) -> Plan:
         dev = self.device(op.device)
@@ -594,6 +681,57 @@ class FamilyAdapter:
     def _plan_swap_log(self, op: ops.SwapLog, _: Any) -> Plan:
         return Plan([Stmt(method("alloc", "get_and_reset_swaps"))],
                     value=lambda r: checked_pairs(r[-1], "alloc.get_and_reset_swaps"))
+
+    # The null block's surface and table misuse (read-outs type-checked like the rest).
+
+    _NULL_READS: tuple[tuple[str, Callable[[Any, str], Any]], ...] = (
+        ("block_id", checked_int), ("token_ids", checked_ints),
+        ("num_empty_slots", checked_int), ("is_full", checked_bool),
+        ("prev_block", lambda v, _: v is None), ("content_hash", checked_opt_int))
+
+    def _null_stmt(self) -> Stmt:
+        return Stmt(method("alloc", "allocate_or_get_null_block"), bind="null_block")
+
+    def _plan_null_block_query(self, op: ops.NullBlockQuery, _: Any) -> Plan:
+        null = Name("null_block")
+        reads = list(self._NULL_READS)
+        if self.has_extra_hash:
+            reads.append(("extra_hash", checked_opt_int))
+        stmts = [self._null_stmt(), *(Stmt(Attr(null, name)) for name, _r in reads)]
+        if op.stamp is not None:
+            reads += [("computed", checked_bool), ("last_accessed", checked_number)]
+            stmts += [Stmt(Call(Name("setattr"), (null, Lit("last_accessed"), Lit(op.stamp)))),
+                      Stmt(Call(Name("setattr"), (null, Lit("computed"), Lit(False)))),
+                      Stmt(Attr(null, "computed")), Stmt(Attr(null, "last_accessed"))]
+        first_read = 1
+        stamped = op.stamp is not None
+
+        def value(r: list[Any]) -> dict[str, Any]:
+            got = r[first_read:first_read + len(reads) - 2 * stamped]
+            if stamped:
+                got += r[-3:-1]  # computed, last_accessed (the setattrs return None)
+            out: dict[str, Any] = {}
+            for (name, check), raw in zip(reads, got, strict=True):
+                out["no_prev_block" if name == "prev_block" else name] = check(
+                    raw, f"allocate_or_get_null_block().{name}")
+            return out
+
+        stmts.append(Stmt(method("alloc", "free", null), comment="ignored for the null block"))
+        return Plan(stmts, value=value)
+
+    def _plan_null_block_misuse(self, op: ops.NullBlockMisuse, _: Any) -> Plan:
+        null = Name("null_block")
+        write: Expr
+        if op.action == "append":
+            write = method(null, "append_token_ids", Lit([1]))
+        elif op.action == "set_id":
+            write = Call(Name("setattr"), (null, Lit("block_id"), Lit(None)))
+        else:
+            write = method("alloc", "fork", null)
+        return Plan([self._null_stmt(), Stmt(write)])
+
+    def _plan_table_reallocate(self, op: ops.TableReallocate, _: Any) -> Plan:
+        return Plan([Stmt(method(table(op.table), "allocate", _tokens(op.tokens)))])
 
     # ------------------------------------------------------------------ malformed calls
 
@@ -731,6 +869,14 @@ class FamilyAdapter:
 
 
 # --------------------------------------------------------------------------- engine-side
+
+
+def sequence_extra_hash(lora_int_id: int, prompt_adapter_id: int = 0) -> int | None:
+    """vLLM 0.8's ``Sequence.extra_hash()``: ``None`` without LoRA or prompt adapter, else
+    Python's ``hash`` of the pair (stable: ints hash without ``PYTHONHASHSEED``)."""
+    if prompt_adapter_id == 0 and lora_int_id == 0:
+        return None
+    return hash((prompt_adapter_id, lora_int_id))
 
 
 class EngineSeq:

@@ -198,7 +198,7 @@ class Runner:
     env: dict[str, Any] = field(init=False)
     blocks: dict[int, Any] = field(default_factory=dict)  # live block handles
     tables: dict[int, Any] = field(default_factory=dict)  # live table handles
-    table_extra: dict[int, int | None] = field(default_factory=dict)
+    table_extra: dict[int, ops.Extra] = field(default_factory=dict)
     next_block: int = 0
     next_table: int = 0
     log: list[Step] = field(default_factory=list)

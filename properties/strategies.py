@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from models.capabilities import Capabilities, Config
+from models.operations import Extra, ExtraKey
 
 BLOCK_SIZES = (1, 2, 3, 4, 8, 16)
 
@@ -50,11 +51,54 @@ def tokens(min_size: int, max_size: int) -> st.SearchStrategy[tuple[int, ...]]:
                     max_size=max_size).map(tuple)
 
 
-def extra_hashes(caps: Capabilities) -> st.SearchStrategy[int | None]:
-    """Extra keys (LoRA id, cache salt, multimodal hash) when the target takes them."""
+#: A salt longer than 127 bytes (its length prefix takes two bytes).
+_LONG_SALT = "salt-" * 26
+
+#: Request keys in near-miss pairs: same LoRA with and without a salt, two salts, the same
+#: salt with different multimodal inputs, an int hash against the same digits as a string.
+#: Few enough that equal keys recur (and share); each pair must never share.
+EXTRA_KEYS: tuple[ExtraKey, ...] = (
+    ExtraKey(lora_id=1),
+    ExtraKey(lora_id=2),
+    ExtraKey(lora_id=1, cache_salt="a"),
+    ExtraKey(lora_id=1, cache_salt="b"),
+    ExtraKey(cache_salt="a"),
+    ExtraKey(cache_salt="a", mm_hashes=(5,)),
+    ExtraKey(cache_salt="a", mm_hashes=("5",)),
+    ExtraKey(cache_salt=_LONG_SALT),
+    ExtraKey(mm_hashes=(2**70, "img")),
+    ExtraKey(mm_hashes=(-3,)),
+    ExtraKey(lora_id=2, mm_hashes=(-3,)),
+)
+
+
+def extra_hashes(caps: Capabilities) -> st.SearchStrategy[Extra]:
+    """What a request passes as ``extra_hash`` when the target takes one: nothing, a raw
+    int, or request keys (:data:`EXTRA_KEYS` the target's extra-key function folds in)."""
     if not caps.extra_keys:
         return st.none()
-    return st.one_of(st.none(), st.none(), st.sampled_from((0, 1, 7, -1)))
+    raw = st.sampled_from((0, 1, 7, -1))
+    keys = [k for k in EXTRA_KEYS if k.fields_used <= caps.extra_key_fields]
+    if not keys:
+        return st.one_of(st.none(), st.none(), raw)
+    return st.one_of(st.none(), st.none(), raw, st.sampled_from(keys))
+
+
+def near_misses(extra: Extra, caps: Capabilities) -> st.SearchStrategy[Extra]:
+    """Request keys one field away from ``extra`` (no key: a key of one field), among those the
+    target folds in: the same prompt under them must never hit ``extra``'s blocks."""
+    base = extra if isinstance(extra, ExtraKey) else None
+    lora, salt, mm = (base.lora_id, base.cache_salt, base.mm_hashes) if base else (None, None, ())
+    fields = caps.extra_key_fields if caps.extra_keys else frozenset()
+    candidates: list[tuple[int | None, str | None, tuple[int | str, ...]]] = []
+    if "lora" in fields:
+        candidates += [(v, salt, mm) for v in (None, 1, 2) if v != lora]
+    if "salt" in fields:
+        candidates += [(lora, v, mm) for v in (None, "a", "b") if v != salt]
+    if "mm" in fields:
+        candidates += [(lora, salt, v) for v in ((), (5,), ("5",)) if v != mm]
+    options = [ExtraKey(*c) for c in candidates if c[0] is not None or c[1] is not None or c[2]]
+    return st.sampled_from(options) if options else st.just(extra)
 
 
 #: The block machine's read-only questions, each with the API generation it needs (None: all).

@@ -65,6 +65,7 @@ class Target:
     allocator_type: str = "prefix_caching"
     factory_kwargs: tuple[tuple[str, Any], ...] = ()
     step_timeout: float | None = DEFAULT_STEP_TIMEOUT
+    extra_key_function: str | None = None  # claim: renders ExtraKey values (module:callable)
 
     def create(self, config: Config) -> Any:
         """A fresh allocator shaped by ``config``."""
@@ -72,7 +73,8 @@ class Target:
                             config.block_size, **dict(self.factory_kwargs))
 
     def adapter(self, config: Config) -> FamilyAdapter:
-        return FamilyAdapter(self.create(config), config.block_size, self.misuse_types)
+        return FamilyAdapter(self.create(config), config.block_size, self.misuse_types,
+                             self.extra_key_function)
 
     def describe(self) -> str:
         caps = self.caps
@@ -157,7 +159,8 @@ def load_target(
     claims = _claims(factory, package)
     misuse = tuple(_resolve_types(claims.get("misuse_errors", ())))
     try:
-        probe = FamilyAdapter(factory(allocator_type, 2, 2, 2), 2, misuse)
+        extra_key_function = claims.get("extra_key_function")
+        probe = FamilyAdapter(factory(allocator_type, 2, 2, 2), 2, misuse, extra_key_function)
         introspection = probe.introspect() is not None
     except Exception as exc:  # a factory that cannot build a tiny pool is not a target
         raise TargetError(f"{spec!r} failed to create a 2+2-block allocator: "
@@ -174,6 +177,7 @@ def load_target(
         lru=prefix and bool(claims.get("lru", True)),
         swap=True,
         extra_keys=probe.has_extra_hash,
+        extra_key_fields=probe.extra_key_fields,
         generation=generation,
         atomic=bool(claims.get("atomic", False)),
         typed_errors=bool(claims.get("typed_errors", False)) and bool(misuse),
@@ -184,7 +188,8 @@ def load_target(
         caps = caps.without(*disabled)
     version = str(claims.get("version") or _version(package))
     return Target(spec, factory, caps, str(claims.get("name", package)), version, misuse,
-                  allocator_type, step_timeout=step_timeout_setting(step_timeout))
+                  allocator_type, step_timeout=step_timeout_setting(step_timeout),
+                  extra_key_function=extra_key_function)
 
 
 def _resolve_types(specs: Iterable[Any]) -> Iterable[type[BaseException]]:

@@ -24,7 +24,15 @@ from models.operations import Dev, Op, Tokens
 from properties.machines.base import OracleMachine
 from properties.machines.variants import naive_variant
 from properties.selection import current_target
-from properties.strategies import QUERIES, configs, extra_hashes, pressure, tokens, twin
+from properties.strategies import (
+    QUERIES,
+    configs,
+    extra_hashes,
+    near_misses,
+    pressure,
+    tokens,
+    twin,
+)
 from properties.targets import Target, TargetError
 
 
@@ -32,17 +40,25 @@ def _has_blocks(m: BlockLevelMachine) -> bool:
     return bool(m.oracle.live_blocks())
 
 
+def _has_block_info(m: BlockLevelMachine) -> bool:
+    """The target has the refcount/device extension queries (detected by the adapter)."""
+    return bool(getattr(m.runner.adapter, "has_block_info", False))
+
+
 class BlockLevelMachine(OracleMachine):
     """Allocate, append (copy-on-write, promotion), fork, free, swap, mark, query, misuse."""
 
     #: Chains allocated so far, as (device, extra, chunks from the first block): replaying one
     #: re-requests a prompt whose prefix may have been evicted meanwhile.
-    seen: list[tuple[Dev, int | None, tuple[Tokens, ...]]]
+    seen: list[tuple[Dev, ops.Extra, tuple[Tokens, ...]]]
 
     #: Handles freed since the last operation that could take a block object from the
     #: target's pool: only these are surely stale (a pooled object may be handed out again, and
     #: then an old handle names a live block).
     stale: list[int]
+
+    #: Whether ``churn`` ran in this program (it runs at most once: it is long).
+    churned: bool
 
     @initialize(config=st.deferred(lambda: configs(current_target().caps)))
     def start(self, config: Config) -> None:
@@ -52,6 +68,7 @@ class BlockLevelMachine(OracleMachine):
         super().setup(config)
         self.seen = []
         self.stale = []
+        self.churned = False
 
     def do(self, op: Op) -> None:
         before = len(self.runner.log)
@@ -90,13 +107,13 @@ class BlockLevelMachine(OracleMachine):
             return self.oracle.device_of(prev)
         return data.draw(st.sampled_from(self.devices()), label="device")
 
-    def _extra(self, data: st.DataObject, prev: int | None) -> int | None:
+    def _extra(self, data: st.DataObject, prev: int | None) -> ops.Extra:
         if prev is not None:
             return self.oracle.extra_of(prev)
         return data.draw(extra_hashes(self.caps), label="extra_hash")
 
     def _full_tokens(self, data: st.DataObject, prev: int | None, dev: Dev,
-                     extra: int | None) -> tuple[int, ...]:
+                     extra: ops.Extra) -> tuple[int, ...]:
         """Block contents: fresh, or often one already cached after ``prev`` (a hit), or the
         last block of content cached elsewhere (same tokens, other prefix or extra key), or a
         twin of one of those (other tokens a weak hash confuses with them)."""
@@ -128,7 +145,7 @@ class BlockLevelMachine(OracleMachine):
             return None
         return tuple(self.oracle.chain_of(data.draw(st.sampled_from(gpu), label="block")))
 
-    def _remember(self, dev: Dev, extra: int | None, prev: int | None,
+    def _remember(self, dev: Dev, extra: ops.Extra, prev: int | None,
                   chunks: tuple[Tokens, ...]) -> None:
         """Record the chain's chunks from its first block (only chains of full blocks)."""
         before: list[Tokens] = []
@@ -172,10 +189,12 @@ class BlockLevelMachine(OracleMachine):
         """A prompt seen before, from its first block: hits where its blocks are still cached,
         fresh ids where they were evicted (so a later block can be cached and computed while
         an earlier one is not); sometimes under another extra key (another LoRA adapter or
-        cache salt: no hits at all), or on the other device (so one content lives on both)."""
+        cache salt, often one request key away from the original: no hits at all), or on
+        the other device (so one content lives on both)."""
         dev, extra, chunks = data.draw(st.sampled_from(self.seen), label="seen chain")
         length = data.draw(st.integers(1, len(chunks)), label="length")
-        extra = data.draw(st.one_of(st.just(extra), extra_hashes(self.caps)), label="extra")
+        extra = data.draw(st.one_of(st.just(extra), extra_hashes(self.caps),
+                                    near_misses(extra, self.caps)), label="extra")
         dev = data.draw(st.one_of(st.just(dev), st.sampled_from(self.devices())), label="on")
         made = self._made(ops.AllocateImmutableChain(None, chunks[:length], dev, extra))
         if not made:
@@ -376,14 +395,59 @@ class BlockLevelMachine(OracleMachine):
     # ------------------------------------------------------------------ bookkeeping
 
     @precondition(_has_blocks)
-    @rule(data=st.data(), step=st.sampled_from((0.0, 1.0, 2.5)))
+    @rule(data=st.data(), step=st.sampled_from((0.0, 1.0, 2.5, -1.5)))
     def mark_accessed(self, data: st.DataObject, step: float) -> None:
+        """Stamp some GPU blocks; a negative step stamps a time before the clock (engines
+        stamp per sequence, so times reach the evictor out of order)."""
         gpu = self._gpu_blocks()
         if not gpu:
             return
         chosen = tuple(data.draw(st.lists(st.sampled_from(gpu), min_size=1, max_size=4,
                                           unique=True), label="blocks"))
-        self.do(ops.MarkAccessed(chosen, self.tick(step)))
+        now = max(0.0, self.clock + step) if step < 0 else self.tick(step)
+        self.do(ops.MarkAccessed(chosen, now))
+
+    @precondition(lambda m: m.caps.prefix_caching and not m.churned and _has_blocks(m))
+    @rule(data=st.data())
+    def churn(self, data: st.DataObject) -> None:
+        """A prompt block that keeps coming back: a cached block held once is freed and
+        requested again, many times over, while other ids wait in the evictor. Every request
+        must hit the same id and leave everything else as it was; the evictor's stale entries
+        pile up until it compacts them. Once per program: it is a hundred-odd steps."""
+        m = self.oracle.model
+        blocks = []
+        for h in self.oracle.live_blocks():
+            rec = m.blocks[h]
+            prev_live = rec.prev is None or m.blocks[rec.prev].live
+            if rec.content is not None and rec.id is not None and m.refcount[rec.id] == 1 \
+                    and prev_live and len(m.pools[rec.device].evictor):
+                blocks.append(h)
+        if not blocks:
+            return
+        self.churned = True
+        h = data.draw(st.sampled_from(blocks), label="block")
+        rec = m.blocks[h]
+        again = ops.AllocateImmutable(rec.prev, self.oracle.tokens_of(h), rec.device, rec.extra)
+        for _ in range(_CHURN_SLACK + len(m.pools[rec.device].evictor)):
+            if not self._ok(ops.Free(h)):
+                return
+            made = self._made(again)
+            if not made:
+                return
+            h = made[0]
+
+    @precondition(lambda m: _has_blocks(m) and _has_block_info(m))
+    @rule(data=st.data())
+    def block_info(self, data: st.DataObject) -> None:
+        """Refcount and device of some live blocks, preferably shared ones (an extension
+        query): each refcount must be the number of live holders of the id (RC)."""
+        m = self.oracle.model
+        live = self.oracle.live_blocks()
+        shared = [h for h in live if m.shared(m.blocks[h])]
+        pick = st.one_of(st.sampled_from(shared), st.sampled_from(live)) if shared \
+            else st.sampled_from(live)
+        chosen = data.draw(st.lists(pick, min_size=1, max_size=4, unique=True), label="blocks")
+        self.do(ops.BlockInfo(tuple(chosen)))
 
     @rule(data=st.data())
     def mark_computed(self, data: st.DataObject) -> None:
@@ -456,6 +520,8 @@ class BlockLevelMachine(OracleMachine):
         out: list[Op] = []
         for h in freed[-2:]:
             out += [ops.Free(h), ops.Fork(h), ops.Swap((h,), Dev.GPU, Dev.CPU)]
+            if _has_block_info(self):
+                out.append(ops.BlockInfo((h,)))
             room = bs - len(m.blocks[h].tokens)
             if self.caps.prefix_caching and room:
                 # Only a write that fills a freed block is refused (it would need an id to be
@@ -560,6 +626,11 @@ class BlockLevelMachine(OracleMachine):
 #: Operations that never hand out a block object (everything else may reuse a freed one).
 _KEEP_OBJECTS = (ops.MarkAccessed, ops.MarkComputed, ops.ClearCopyOnWrites, ops.ResetPrefixCache,
                  ops.Malformed)
+
+#: Free/re-request cycles of ``churn`` beyond one per evictable id: more than the stale
+#: entries an evictor may keep before it compacts (the bundled one keeps 64 besides twice
+#: its live ones).
+_CHURN_SLACK = 70
 
 #: The validated arguments of block-level calls (the malformed call of ``misuse``).
 _BLOCK_ARGUMENTS = sorted(((cls, arg) for cls, arg in ARGUMENTS if cls in ops.BLOCK_OPS),

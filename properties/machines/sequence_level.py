@@ -84,13 +84,14 @@ class SequenceLevelMachine(OracleMachine):
     @precondition(_has_tables)
     @rule(data=st.data())
     def append(self, data: st.DataObject) -> None:
-        """A decode step: new tokens, with lookahead slots reserved as speculative decoding does."""
+        """A decode step: new tokens (or none: only lookahead slots), with lookahead slots
+        reserved as speculative decoding does."""
         running = self._tables_on(Dev.GPU)
         if not running:
             return
         bs = self.config.block_size
         t = data.draw(st.sampled_from(running), label="table")
-        new = data.draw(tokens(1, 2 * bs), label="tokens")
+        new = data.draw(tokens(0, 2 * bs), label="tokens")
         lookahead = data.draw(st.integers(0, bs), label="lookahead")
         computed = None
         if self.oracle.model.tables[t].window is not None:
@@ -176,6 +177,12 @@ class SequenceLevelMachine(OracleMachine):
     def swap_log(self) -> None:
         self.do(ops.SwapLog())
 
+    @precondition(lambda m: m.oracle.model.null_id is not None)
+    @rule()
+    def null_block(self) -> None:
+        """What a sliding-window table's null block shows: the empty block it wraps."""
+        self.do(ops.NullBlockQuery(self.clock if self.oracle.model.pc else None))
+
     # ------------------------------------------------------------------ engine-side
 
     @rule(data=st.data(), step=st.sampled_from((0.0, 1.0)))
@@ -220,8 +227,9 @@ class SequenceLevelMachine(OracleMachine):
         """Growing or forking a freed table, a swap from the wrong device, marking a swapped-out
         table, an empty prompt: the target must refuse them with a typed error and change
         nothing (ATOMIC). (Freeing, swapping or marking a freed table touches no block: the
-        reference allocator treats those as no-ops, so they are not generated; see the report
-        on the model's classification.) Then a call with a malformed argument."""
+        reference allocator treats those as no-ops, so they are not generated.) Also
+        allocating a table twice and tracker calls for an untracked (or already tracked)
+        sequence. Then a call with a malformed argument."""
         m = self.oracle.model
         candidates: list[Op] = [ops.TableAllocate(())]
         for t in sorted(m.tables)[-3:]:
@@ -229,18 +237,53 @@ class SequenceLevelMachine(OracleMachine):
                 candidates += [ops.TableFork(t), ops.TableAppend(t, (1,)),
                                ops.TableEnsureSlots(t, 1)]
                 continue
-            dev = m.tables[t].device
-            if m.tables[t].window is not None and dev is Dev.GPU:
+            rec = m.tables[t]
+            candidates.append(ops.TableReallocate(t, self.prompts[0]))
+            dev = rec.device
+            if rec.window is not None and dev is Dev.GPU:
                 candidates.append(ops.TableAppend(t, (1,)))  # no num_computed_slots
             candidates.append(ops.TableSwap(t, Dev.CPU if dev is Dev.GPU else Dev.GPU, dev))
             candidates.append(ops.TableSwap(t, dev, dev))  # to itself
             if dev is Dev.CPU:
                 candidates.append(ops.TableMarkAccessed(t, self.clock))
+        if m.seqs.started:  # tracking a tracked sequence, or using an untracked one
+            for t in sorted(m.tables)[-3:]:
+                candidates += [ops.SeqTrack(t), ops.SeqAccess(t, self.clock),
+                               ops.SeqStampBlocks(t), ops.SeqUntrack(t), ops.SeqComputedIds(t)]
         candidates = [op for op in candidates if self.oracle.is_misuse(op)]
         self.do(data.draw(st.sampled_from(candidates), label="misuse"))
         for op in self._malformed(data):
             if self.oracle.is_misuse(op):
                 self.do(op)
+
+    @precondition(lambda m: m.caps.typed_errors and (m.oracle.model.null_id is not None
+                                                      or bool(m._windowed())))
+    @rule(data=st.data())
+    def window_misuse(self, data: st.DataObject) -> None:
+        """Writes to the null block (``append_token_ids``, setting ``block_id``, ``fork``) and
+        sliding-window appends the table must refuse, changing nothing: no
+        ``num_computed_slots``, a window moved past the last block, or one that drops the
+        block the tokens go into (a table with a spare lookahead block gets one first)."""
+        m = self.oracle.model
+        bs = self.config.block_size
+        candidates: list[Op] = []
+        if m.null_id is not None:
+            candidates += [ops.NullBlockMisuse(a) for a in ops.NULL_BLOCK_WRITES]
+        windowed = self._windowed()
+        if windowed:
+            t = data.draw(st.sampled_from(windowed), label="table")
+            written = self.oracle.table_len(t) // bs  # the block the next token goes into
+            if written + 1 >= len(m.tables[t].blocks) and data.draw(st.booleans(),
+                                                                     label="spare"):
+                self.do(ops.TableEnsureSlots(t, (written + 2) * bs - self.oracle.table_len(t)))
+            rec = self.oracle.model.tables[t]  # the model may have moved on
+            window = rec.window or 0
+            candidates += [ops.TableAppend(t, (1,)),  # no num_computed_slots
+                           ops.TableAppend(t, (), 0, (len(rec.blocks) + window) * bs),
+                           ops.TableAppend(t, (1,), 0, (written + 1 + window) * bs)]
+        candidates = [op for op in candidates if self.oracle.is_misuse(op)]
+        if candidates:
+            self.do(data.draw(st.sampled_from(candidates), label="misuse"))
 
     def _malformed(self, data: st.DataObject) -> list[Op]:
         """a table call with one validated argument replaced by a malformed value (wrong-

@@ -126,11 +126,11 @@ def test_tracker_contract() -> None:
     with pytest.raises(OutOfContract):
         oracle.step(ops.SeqTrack(0), ops.Outcome(), oracle_snapshot(oracle))
     oracle, _ = _run([PROMPT, ops.TrackerStart(), ops.SeqTrack(0)])
-    assert oracle.contract_error(ops.SeqTrack(0)) is not None  # already tracked
+    assert oracle.is_misuse(ops.SeqTrack(0))  # already tracked: refused
     assert oracle.contract_error(ops.SeqComputedIds(1)) is not None  # never existed
     oracle, _ = _run([PROMPT, ops.TrackerStart(), ops.SeqTrack(0), ops.SeqUntrack(0, False)])
     assert oracle.contract_error(ops.SeqTrack(0)) is not None  # its computed entry is left
-    assert oracle.contract_error(ops.SeqAccess(0, 1.0)) is not None  # no longer tracked
+    assert oracle.is_misuse(ops.SeqAccess(0, 1.0))  # no longer tracked: refused
     oracle, _ = _run([PROMPT, ops.TrackerStart(), ops.SeqTrack(0), ops.SeqComputedIds(0),
                       ops.SeqUntrack(0, True)])
     assert 0 not in oracle.model.seqs.entries
@@ -146,3 +146,35 @@ def test_engine_ops_round_trip_json() -> None:
                ops.SeqCachedTokens(2, False), ops.SeqComputedIds(0), ops.SeqAccess(0, 1.5),
                ops.SeqStampBlocks(4)):
         assert ops.op_from_json(ops.op_to_json(op)) == op
+
+
+@pytest.mark.parametrize("op", [
+    ops.SeqTrack(0),  # already tracked
+    ops.SeqAccess(1, 1.0), ops.SeqStampBlocks(1), ops.SeqUntrack(1),  # never tracked
+    ops.SeqComputedIds(1),
+])
+def test_tracker_misuse_is_refused_and_changes_nothing(op: Op) -> None:
+    """Adding a tracked sequence again, or naming one a tracker does not hold: a typed
+    error from the first tracker call, before anything changed."""
+    start: list[Op] = [PROMPT, SIBLING, ops.TrackerStart(), ops.SeqTrack(0)]
+    oracle, _ = _run(start)
+    assert oracle.is_misuse(op)
+    target = load_target(DEFAULT_SPEC)
+    config = Config(2, 6, 0, target.caps)
+    runner, fresh = Runner(target, config), Oracle(config)
+    fresh.initial_check(runner.snapshot())
+    for step in (*start, op):
+        outcome, snapshot = runner.execute(step)
+        fresh.step(step, outcome, snapshot)
+    assert outcome.error is ops.ErrorKind.MISUSE, outcome.detail
+
+
+def test_tracker_repeat_questions() -> None:
+    """Asked again with no new block, the computed-id list comes back unchanged; once it
+    has a gap it never grows again."""
+    start: list[Op] = [PROMPT, ops.TrackerStart(), ops.SeqTrack(0), ops.MarkComputed()]
+    _, values = _run([*start, ops.SeqComputedIds(0), ops.SeqComputedIds(0)])
+    assert values[-1] == values[-2] == [0, 1]
+    with pytest.raises(Violation) as err:
+        _run([*start, ops.SeqComputedIds(0), ops.SeqComputedIds(0)], tamper=[0])
+    assert err.value.family is F.COMPUTED

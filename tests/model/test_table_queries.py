@@ -8,11 +8,15 @@ from models.families import Family
 from models.operations import (
     ErrorKind,
     IdSpace,
+    NullBlockMisuse,
+    NullBlockQuery,
     SwapLog,
     TableAllocate,
     TableAppend,
+    TableEnsureSlots,
     TableFork,
     TableFree,
+    TableReallocate,
     TableSlots,
     TableSwap,
 )
@@ -72,7 +76,8 @@ def test_window_contract() -> None:
     assert t.oracle.is_misuse(TableAppend(0, (6,)))
     t.do(TableAppend(0, (6,)), error=ErrorKind.MISUSE, free=2)
     t.rejects(F.TABLE, TableAppend(0, (6,)), table=(0, 1, 2), free=2)
-    assert t.oracle.contract_error(TableAppend(0, (6,), computed=9)) is not None
+    assert t.oracle.contract_error(TableAppend(0, (6,), computed=-1)) is not None
+    assert t.oracle.is_misuse(TableAppend(0, (6,), computed=9))  # past the last block
     assert t.oracle.contract_error(TableAllocate((1,), window=0)) is not None
     plain = Trace(bs=2, gpu=4).do(TableAllocate((1,)), table=(0,), free=3)
     assert plain.oracle.contract_error(TableAppend(0, (2,), computed=1)) is not None
@@ -136,7 +141,9 @@ def test_new_fields_and_ops_round_trip_through_json() -> None:
     from models.operations import Dev, op_from_json, op_to_json
 
     for op in (TableAllocate((1, 2), window=2), TableAppend(0, (1,), 2, 5),
-               TableSlots(0, (1, 2), 3), IdSpace(Dev.CPU, (3, 4)), SwapLog()):
+               TableSlots(0, (1, 2), 3), IdSpace(Dev.CPU, (3, 4)), SwapLog(),
+               NullBlockQuery(), NullBlockQuery(2.5), NullBlockMisuse("set_id"),
+               TableReallocate(1, (4, 5))):
         assert op_from_json(op_to_json(op)) == op
     # Traces written before the window fields still decode.
     old = op_from_json({"op": "table_allocate", "tokens": [1], "device": "gpu",
@@ -144,3 +151,81 @@ def test_new_fields_and_ops_round_trip_through_json() -> None:
     assert old == TableAllocate((1,))
     assert op_from_json({"op": "table_append", "table": 0, "tokens": [1],
                          "lookahead": 0}).computed is None
+
+
+_NULL_READS = {"block_id": 3, "token_ids": [], "num_empty_slots": 2, "is_full": False,
+               "no_prev_block": True, "content_hash": None, "extra_hash": None}
+
+
+def test_null_block_reads_forward_the_empty_block() -> None:
+    t = _slide(_windowed(), table=(3, 1, 2), value=3, free=2)
+    t.do(NullBlockQuery(), value=_NULL_READS)
+    t.do(NullBlockQuery(7.0), value={**_NULL_READS, "computed": False, "last_accessed": 7.0})
+    # Targets whose blocks have no extra_hash leave it out.
+    t.do(NullBlockQuery(), value={k: v for k, v in _NULL_READS.items() if k != "extra_hash"})
+    t.rejects(F.LEAK, NullBlockQuery(), value={**_NULL_READS, "block_id": 4})
+    t.rejects(F.TABLE, NullBlockQuery(), value={**_NULL_READS, "token_ids": [1]})
+    t.rejects(F.TABLE, NullBlockQuery(), value={**_NULL_READS, "num_empty_slots": 1})
+    t.rejects(F.TABLE, NullBlockQuery(), value={**_NULL_READS, "no_prev_block": False})
+    t.rejects(F.TABLE, NullBlockQuery(1.0), value={**_NULL_READS, "computed": True,
+                                                   "last_accessed": 1.0})
+    t.rejects(F.LRU, NullBlockQuery(1.0), value={**_NULL_READS, "computed": False,
+                                                 "last_accessed": -1.0})
+    # ``free`` of the null block is ignored: a free count that moves is caught.
+    t.rejects(F.FREE, NullBlockQuery(), value=_NULL_READS, free=3)
+
+
+def test_null_block_writes_are_misuse_once_it_exists() -> None:
+    t = _windowed()
+    for action in ("append", "set_id", "fork"):
+        assert t.oracle.contract_error(NullBlockMisuse(action)) is not None  # not taken yet
+        assert t.oracle.contract_error(NullBlockQuery()) is not None
+    _slide(t, table=(3, 1, 2), value=3, free=2)
+    for action in ("append", "set_id", "fork"):
+        assert t.oracle.is_misuse(NullBlockMisuse(action))
+        t.do(NullBlockMisuse(action), error=ErrorKind.MISUSE, free=2)
+    assert t.oracle.contract_error(NullBlockMisuse("free")) is not None
+    t.rejects(F.TABLE, NullBlockMisuse("append"))
+    t.rejects(F.CRASH, NullBlockMisuse("fork"), error=ErrorKind.ASSERTION)
+
+
+def test_table_allocated_twice_is_misuse() -> None:
+    t = _windowed()
+    assert t.oracle.is_misuse(TableReallocate(0, (1, 2)))
+    t.do(TableReallocate(0, (1, 2)), error=ErrorKind.MISUSE)
+    t.rejects(F.TABLE, TableReallocate(0, (1, 2)))
+    t.do(TableFree(0), free=5)
+    # A freed table is empty: allocating it again is not misuse (and not modelled).
+    assert t.oracle.contract_error(TableReallocate(0, (1, 2))) is not None
+
+
+def test_window_past_the_table_or_over_the_written_block_is_misuse() -> None:
+    t = _windowed()  # 5 tokens on 3 blocks of 2, window 1
+    # 8 computed slots: 8 // 2 - 1 = 3 >= 3 blocks.
+    assert t.oracle.is_misuse(TableAppend(0, (), 0, 8))
+    t.do(TableAppend(0, (), 0, 8), error=ErrorKind.MISUSE, free=2)
+    # With a spare block (4 blocks), 8 computed slots drop blocks 0..2, and token 6 goes
+    # into block 2.
+    t.do(TableEnsureSlots(0, 3), table=(0, 1, 2, 3), free=1)
+    assert t.oracle.is_misuse(TableAppend(0, (6,), 0, 8))
+    t.do(TableAppend(0, (6,), 0, 8), error=ErrorKind.MISUSE, free=1)
+    t.rejects(F.CRASH, TableAppend(0, (6,), 0, 8), error=ErrorKind.ASSERTION, free=1)
+    t.rejects(F.TABLE, TableAppend(0, (6,), 0, 8), table=(3, 3, 3, 0), value=3, free=2)
+    # Without tokens, or a drop that ends at the written block, nothing is written over:
+    # not misuse, but outside the contract (computed slots beyond the tokens).
+    assert not t.oracle.is_misuse(TableAppend(0, (), 0, 8))
+    assert t.oracle.contract_error(TableAppend(0, (), 0, 8)) is not None
+    assert t.oracle.contract_error(TableAppend(0, (6,), 0, 6)) is not None
+
+
+def test_required_blocks_count_lookahead() -> None:
+    t = Trace(bs=4, gpu=4, introspect=False)
+    t.do(TableAllocate((1, 2, 3, 4, 5)), table=(0, 1), free=2)
+    want = {"full_slots": 5, "unseen": [7], "touched": 2, "required": 3}
+    t.do(TableSlots(0, (1, 2, 3, 4, 5, 7), 3), value=want)  # cdiv(6 + 3, 4)
+    t.do(TableSlots(0, (1, 2, 3, 4, 5, 7), 3), value={**want, "required": 3})
+    t.rejects(F.FREE, TableSlots(0, (1, 2, 3, 4, 5, 7), 3), value={**want, "required": 2})
+    # Targets whose static method takes no lookahead leave the read-out out.
+    del want["required"]
+    t.do(TableSlots(0, (1, 2, 3, 4, 5, 7), 3), value=want)
+

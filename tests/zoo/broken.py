@@ -25,6 +25,7 @@ from tests.zoo import device_mutants as dm
 from tests.zoo import engine_mutants as xm
 from tests.zoo import evictor_mutants as em
 from tests.zoo import hashing_mutants as hm
+from tests.zoo import query_mutants as qm
 from tests.zoo import table_mutants as tm
 from tests.zoo.plumbing import PluggableAllocator
 
@@ -47,6 +48,7 @@ class Mutant:
     bug: str
     families: frozenset[Family]
     checks: tuple[str, ...] = (BLOCK, SEQUENCE)
+    claims: tuple[tuple[str, Any], ...] = ()  # beyond the bundled allocator's claims
 
     @property
     def spec(self) -> str:
@@ -93,8 +95,8 @@ def _factory(
 
 def _mutants() -> Iterable[Mutant]:
     def m(name: str, bug: str, families: Iterable[Family], checks: tuple[str, ...] = (
-            BLOCK, SEQUENCE), **build: Any) -> Mutant:
-        return Mutant(name, _factory(name, **build), bug, frozenset(families), checks)
+            BLOCK, SEQUENCE), claims: tuple[tuple[str, Any], ...] = (), **build: Any) -> Mutant:
+        return Mutant(name, _factory(name, **build), bug, frozenset(families), checks, claims)
 
     # -- the example bug classes of INVARIANTS.md, in its order
     yield m("duplicate_promotion_cached_free",
@@ -111,6 +113,10 @@ def _mutants() -> Iterable[Mutant]:
     # A collision hands one physical id to two different contents: HASH, CONTENT or LEAK.
     yield m("hash_ignores_extra_key", "the content hash leaves out the LoRA / extra key",
             (F.HASH, F.CONTENT, F.LEAK), hash_function=hm.hash_ignoring_extra)
+    # The engine's extra-key function (a claim) drops the cache salt: salted requests share.
+    yield m("extra_key_ignores_salt", "the extra-key function leaves out the cache salt",
+            (F.HASH, F.CONTENT, F.LEAK), claims=(
+                ("extra_key_function", f"{hm.__name__}:extra_hash_ignoring_salt"),))
     yield m("python_tuple_hash", "the content hash is Python hash() of the token tuple",
             (F.HASH, F.CONTENT, F.LEAK), hash_function=hm.python_tuple_hash)
     yield m("is_full_off_by_one", "a block is hashed (and promoted) one token before it is full",
@@ -193,6 +199,13 @@ def _mutants() -> Iterable[Mutant]:
     yield m("null_block_freed",
             "free of the null block frees the GPU block it wraps while it stays in use",
             (F.FREE, F.LEAK, F.RC), (SEQUENCE,), device=tm.NullBlockFreed)
+    # -- extension queries: only BlockInfo reaches these
+    yield m("refcount_caps_at_one",
+            "get_block_refcount reports 1 for a shared id (held or not, not how often)",
+            (F.RC,), (BLOCK,), device=qm.RefcountCapsAtOne)
+    yield m("null_block_writable",
+            "the null block takes tokens: append_token_ids writes into the block it wraps",
+            (F.TABLE,), (SEQUENCE,), device=tm.NullBlockWritable)
 
 
 ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}
@@ -204,4 +217,6 @@ globals().update({name: mutant.factory for name, mutant in ZOO.items()})
 def prefixcache_claims(factory: Any) -> dict[str, Any]:
     """Claims of a zoo factory (read by ``properties.targets.load_target``)."""
     name = getattr(factory, "__name__", "?")
-    return {**PREFIXCACHE_CLAIMS, "name": f"zoo/{name}", "version": "mutant"}
+    mutant = ZOO.get(name)
+    return {**PREFIXCACHE_CLAIMS, "name": f"zoo/{name}", "version": "mutant",
+            **dict(mutant.claims if mutant is not None else ())}

@@ -6,6 +6,7 @@ of the allocator's class (see ``tests/zoo/block_table.py`` for the matching work
 
 from __future__ import annotations
 
+from prefixcache._validation import checked_blocks
 from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator, NullBlock, _share_block_id
 from prefixcache.errors import NoFreeBlocksError, SwapError
 from prefixcache.interfaces import Block, BlockId
@@ -31,6 +32,7 @@ class SwapInOnSource(CpuGpuBlockAllocator):
         dst = self._allocator_for(dst_device)
         if src is dst:
             raise SwapError("source and destination device are the same")
+        blocks = checked_blocks(blocks)  # argument checks as upstream: the bug is elsewhere
         check_no_duplicate_objects(blocks)
         representative: dict[BlockId, Block] = {}
         src_ids: list[BlockId] = []

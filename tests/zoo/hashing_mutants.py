@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prefixcache.hashing import hash_block_tokens
+from prefixcache.hashing import hash_block_tokens, make_extra_hash
 from prefixcache.prefix_caching_block import PrefixCachingBlock
 from tests.zoo.plumbing import PluggableAllocator
 
@@ -20,6 +20,17 @@ def hash_ignoring_extra(
 ) -> int:
     """The extra key (LoRA adapter, cache salt, multimodal hashes) is left out."""
     return hash_block_tokens(is_first_block, prev_block_hash, token_ids, None)  # BUG
+
+
+def extra_hash_ignoring_salt(
+    *,
+    lora_id: int | None = None,
+    cache_salt: str | bytes | None = None,
+    mm_hashes: Sequence[str | bytes | int] = (),
+) -> int | None:
+    """The engine's extra-key function (claimed as the target's ``extra_key_function``)
+    leaves out the cache salt: requests that salt their prompts apart share blocks anyway."""
+    return make_extra_hash(lora_id=lora_id, mm_hashes=mm_hashes)  # BUG: cache_salt dropped
 
 
 def python_tuple_hash(

@@ -11,7 +11,8 @@ from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator, NullBlock
 from prefixcache.interfaces import Block
 from prefixcache.utils import Device
 
-__all__ = ["Device", "NullBlockFreed", "PhysicalIdNotOffset", "SwapLogNotReset"]
+__all__ = ["Device", "NullBlockFreed", "NullBlockWritable", "PhysicalIdNotOffset",
+           "SwapLogNotReset"]
 
 
 class PhysicalIdNotOffset(CpuGpuBlockAllocator):
@@ -40,3 +41,21 @@ class NullBlockFreed(CpuGpuBlockAllocator):
                 super().free(proxy)  # BUG: the null block must be skipped
             return
         super().free(block)
+
+
+class _WritableNullBlock(NullBlock):
+    __slots__ = ()
+
+    def append_token_ids(self, token_ids: list[int]) -> None:
+        self._proxy.append_token_ids(token_ids)  # BUG: the null block must refuse tokens
+
+
+class NullBlockWritable(CpuGpuBlockAllocator):
+    """The null block takes tokens: ``append_token_ids`` writes into the GPU block it wraps
+    (every sliding-window table then shows them in its dropped entries)."""
+
+    def allocate_or_get_null_block(self) -> Block:
+        if self._null_block is None:
+            self._null_block = _WritableNullBlock(self.allocate_mutable_block(None, Device.GPU))
+        return self._null_block
+
