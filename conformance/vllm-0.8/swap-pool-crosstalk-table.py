@@ -24,11 +24,11 @@ from properties.upstream import vllm_v0_allocator
 alloc = vllm_v0_allocator('prefix_caching', 6, 1, 1)
 from vllm.utils import Device  # noqa: E402, F401
 from vllm.core.block.block_table import BlockTable  # noqa: E402, F401
-# step 0: TableAllocate(tokens=(1, 2, 3, 4), device=<Dev.GPU: 'gpu'>, extra_hash=None)
+# step 0: TableAllocate(tokens=(1, 2, 3, 4), device=<Dev.GPU: 'gpu'>, extra_hash=None, window=None)
 new_table = BlockTable(block_size=1, block_allocator=alloc)
 new_table.allocate([1, 2, 3, 4], device=Device.GPU)
 t0 = new_table
-# step 1: TableAllocate(tokens=(5,), device=<Dev.GPU: 'gpu'>, extra_hash=None)
+# step 1: TableAllocate(tokens=(5,), device=<Dev.GPU: 'gpu'>, extra_hash=None, window=None)
 new_table = BlockTable(block_size=1, block_allocator=alloc)
 new_table.allocate([5], device=Device.GPU)
 t1 = new_table
@@ -40,7 +40,7 @@ mapping = alloc.swap(t1.blocks, Device.GPU, Device.CPU)
 t1.update(t1.blocks)
 # step 3: TableFree(table=1)
 t1.free()
-# step 4: TableAllocate(tokens=(6,), device=<Dev.GPU: 'gpu'>, extra_hash=None)
+# step 4: TableAllocate(tokens=(6,), device=<Dev.GPU: 'gpu'>, extra_hash=None, window=None)
 new_table = BlockTable(block_size=1, block_allocator=alloc)
 new_table.allocate([6], device=Device.GPU)
 t2 = new_table
