@@ -27,7 +27,6 @@ from models.families import Family, Violation
 from models.operations import Dev
 from prefixcache.errors import NoFreeBlocksError
 from prefixcache.utils import Device
-from properties import selection
 from properties.adapters import FamilyAdapter
 from properties.replay import run_program
 from properties.targets import DEFAULT_SPEC, load_target
@@ -77,16 +76,6 @@ class Result:
 
 
 RESULTS: dict[str, Result] = {}
-
-
-@pytest.fixture
-def restore_target() -> Iterator[None]:
-    """Whatever target was selected before the test is selected again after it."""
-    previous = selection.current_target()
-    try:
-        yield
-    finally:
-        selection.use(previous)
 
 
 @pytest.fixture(scope="module", autouse=True)

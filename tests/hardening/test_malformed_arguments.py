@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ import pytest
 from models import operations as ops
 from models.capabilities import Config
 from models.families import Family, Violation
-from properties import selection
 from properties.replay import run_program
 from properties.reproducer import render_script
 from properties.runner import Runner
@@ -32,15 +30,6 @@ MUTANTS: dict[str, tuple[tuple[str, ...], type[ops.Op]]] = {
 #: Fixed schedules (seeds), tried in order until one catches the mutant.
 BUDGETS = (Budget(max_examples=100, steps=40, seed=0), Budget(max_examples=100, steps=40, seed=1),
            Budget(max_examples=100, steps=40, seed=2))
-
-
-@pytest.fixture
-def restore_target() -> Iterator[None]:
-    previous = selection.current_target()
-    try:
-        yield
-    finally:
-        selection.use(previous)
 
 
 def _catch(name: str, checks: tuple[str, ...]) -> Catch:

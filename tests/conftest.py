@@ -1,0 +1,19 @@
+"""Fixtures shared by the test packages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from properties import selection
+
+
+@pytest.fixture
+def restore_target() -> Iterator[None]:
+    """Whatever target was selected before the test is selected again after it."""
+    previous = selection.current_target()
+    try:
+        yield
+    finally:
+        selection.use(previous)
