@@ -10,6 +10,7 @@ values beyond them, and extra keys that equal token ids or ``None``-like sentine
 from __future__ import annotations
 
 from fuzz.bytesource import ByteSource
+from models.operations import ExtraKey
 
 MERSENNE_61 = 2**61 - 1
 
@@ -29,6 +30,20 @@ ADVERSARIAL_TOKENS: tuple[int, ...] = (
 PLAIN_EXTRAS: tuple[int | None, ...] = (None, None, 0, 1, 7, -1)
 ADVERSARIAL_EXTRAS: tuple[int | None, ...] = (
     None, 0, 1, -1, -2, MERSENNE_61, MERSENNE_61 + 1, 2**61, 2**63 - 1, -(2**63), 2**64, 2,
+)
+
+#: Request keys (rendered by the target's extra-key function), each kept only if the target
+#: folds in all its fields. Plain: pairs one field apart, so equal prompts under different
+#: keys are common. Adversarial: keys whose fields look alike (the salt "5" against the
+#: multimodal hash 5 or "5", an int past int64, an empty-looking salt).
+PLAIN_EXTRA_KEYS: tuple[ExtraKey, ...] = (
+    ExtraKey(lora_id=1), ExtraKey(lora_id=2), ExtraKey(cache_salt="a"), ExtraKey(cache_salt="b"),
+    ExtraKey(lora_id=1, cache_salt="a"), ExtraKey(mm_hashes=(5,)), ExtraKey(mm_hashes=("5",)),
+)
+ADVERSARIAL_EXTRA_KEYS: tuple[ExtraKey, ...] = (
+    ExtraKey(cache_salt="5"), ExtraKey(mm_hashes=(5,)), ExtraKey(mm_hashes=("5",)),
+    ExtraKey(cache_salt=""), ExtraKey(mm_hashes=(2**64,)), ExtraKey(lora_id=1),
+    ExtraKey(lora_id=1, mm_hashes=(1,)),
 )
 
 

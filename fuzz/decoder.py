@@ -42,8 +42,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from fuzz.alphabet import (
+    ADVERSARIAL_EXTRA_KEYS,
     ADVERSARIAL_EXTRAS,
     MERSENNE_61,
+    PLAIN_EXTRA_KEYS,
     PLAIN_EXTRAS,
     adversarial_token,
     plain_token,
@@ -101,8 +103,13 @@ TRACKER_KINDS = frozenset(cls.kind for cls in TRACKER_OPS)
 #: What the extension entry produces at both levels (see ``Decoder._extension_table``), at the
 #: block level only (questions about block handles) and at the sequence level only (the
 #: per-sequence trackers).
-_BOTH_EXTRAS: tuple[type[Op], ...] = (ops.TableSlots, ops.IdSpace, ops.SwapLog, ops.Malformed)
-_BLOCK_EXTRAS: tuple[type[Op], ...] = (ops.CommonComputedIds, ops.HitBurst)
+_BOTH_EXTRAS: tuple[type[Op], ...] = (ops.TableSlots, ops.IdSpace, ops.SwapLog, ops.Malformed,
+                                      ops.NullBlockQuery, ops.NullBlockMisuse,
+                                      ops.TableReallocate)
+_BLOCK_EXTRAS: tuple[type[Op], ...] = (ops.CommonComputedIds, ops.HitBurst, ops.BlockInfo)
+#: Extension kinds that are misuse by definition (only for targets with typed errors and
+#: atomicity, as ``malformed``).
+MISUSE_KINDS = frozenset({"malformed", "null_block_misuse", "table_reallocate"})
 
 ALL_KINDS = frozenset(ops.OPS_BY_KIND)
 LEVEL_KINDS: dict[Level, frozenset[str]] = {
@@ -145,17 +152,20 @@ class Decoder:
     that judges the program after each step (``next_op``)."""
 
     def __init__(self, data: bytes, level: Level, caps: Capabilities, *,
-                 max_ops: int = MAX_OPS, trackers: bool = False) -> None:
+                 max_ops: int = MAX_OPS, trackers: bool = False,
+                 block_info: bool = False) -> None:
         self.src = ByteSource(data)
         self.level = level
         self.caps = caps
         self.trackers = trackers
+        self.block_info = block_info
         self.config = decode_config(self.src, caps, long_pool=level is Level.BLOCK)
         self.long_pool = self.config.num_gpu_blocks > MAX_GPU_BLOCKS
         self.max_ops = min(max_ops, LONG_POOL_MAX_OPS) if self.long_pool else max_ops
         self.bs = self.config.block_size
         self.devices = (Dev.GPU, Dev.CPU) if self.config.num_cpu_blocks else (Dev.GPU,)
         self.adversarial = level is Level.HASHING
+        self.extras = extras_for(caps, adversarial=self.adversarial)
         self.misuse_allowed = caps.typed_errors and caps.atomic
         self.clock = 0.0
         self.emitted = 0
@@ -175,6 +185,12 @@ class Decoder:
         an allocator exists, after the pool shape is decoded); call before the first
         operation."""
         self.trackers = trackers
+        self.extensions = self._extension_table()
+
+    def use_block_info(self, block_info: bool) -> None:
+        """Whether the target's adapter finds ``get_block_refcount``/``get_block_device``
+        (``BlockInfo``); like :meth:`use_trackers`, call before the first operation."""
+        self.block_info = block_info
         self.extensions = self._extension_table()
 
     # ------------------------------------------------------------------ driving
@@ -217,8 +233,10 @@ class Decoder:
             out -= {"seq_cached_tokens"}  # the vLLM computed tracker's question
         if not caps.aphrodite_api:
             out -= {"seq_computed_ids"}  # the Aphrodite computed tracker's question
+        if not self.block_info:
+            out -= {"block_info"}
         if not self.misuse_allowed:
-            out -= {"malformed"}
+            out -= MISUSE_KINDS
         return frozenset(out)
 
     def admissible(self, oracle: Oracle, op: Op) -> bool:
@@ -287,6 +305,11 @@ class Decoder:
             _Entry(2 if self.misuse_allowed else 0, self._malformed),
             _Entry(2 if block else 0, self._common_computed_ids),
             _Entry(2 if block and caps.prefix_caching else 0, self._hit_burst),
+            # At the sequence level only a window's slide takes the null block: ask often.
+            _Entry(1 if block else 3, self._null_block_query),
+            _Entry(0 if not self.misuse_allowed else 1 if block else 3, self._null_block_misuse),
+            _Entry(1 if self.misuse_allowed else 0, self._table_reallocate),
+            _Entry(2 if block and self.block_info else 0, self._block_info),
         ]
         return tuple(e.make for e in entries for _ in range(e.weight))
 
@@ -301,10 +324,10 @@ class Decoder:
     def _tokens(self, n: int) -> Tokens:
         return tuple(self._token() for _ in range(n))
 
-    def _extra(self) -> int | None:
+    def _extra(self) -> ops.Extra:
         if not (self.caps.extra_keys and self.caps.vllm_api):
             return None
-        return self.src.pick(ADVERSARIAL_EXTRAS if self.adversarial else PLAIN_EXTRAS)
+        return self.src.pick(self.extras)
 
     def _device(self, oracle: Oracle, prev: int | None) -> Dev:
         return oracle.device_of(prev) if prev is not None else self.src.pick(self.devices)
@@ -684,6 +707,41 @@ class Decoder:
         self.then = lambda _: ops.HitRate(dev)
         return ops.HitBurst(h, self.src.pick((1, 3, 1001)), dev, oracle.extra_of(h))
 
+    def _null_block_query(self, oracle: Oracle) -> Op | None:
+        """Once the null block exists (a window dropped a block, or ``GetNullBlock``): what it
+        shows, stamped at the current clock on prefix-caching targets."""
+        if oracle.model.null_id is None:
+            return None
+        return ops.NullBlockQuery(self._tick((0.0, 1.0)) if self.caps.prefix_caching else None)
+
+    def _null_block_misuse(self, oracle: Oracle) -> Op | None:
+        """A write to the existing null block (append, set its id, fork): typed error, state
+        unchanged."""
+        if oracle.model.null_id is None:
+            return None
+        return ops.NullBlockMisuse(self.src.pick(ops.NULL_BLOCK_WRITES))
+
+    def _table_reallocate(self, oracle: Oracle) -> Op | None:
+        """``allocate`` again on a live table that holds blocks: typed error, state
+        unchanged."""
+        live = oracle.live_tables()
+        if not live:
+            return None
+        t = self.src.pick(live)
+        return ops.TableReallocate(t, self._tokens(self.src.int_in(1, 2 * self.bs)))
+
+    def _block_info(self, oracle: Oracle) -> Op | None:
+        """Refcount and device of up to four live blocks, the first one shared when some block
+        is (forked or hit): each refcount must count the id's live holders."""
+        live = oracle.live_blocks()
+        if not live:
+            return None
+        shared = [h for h in live if oracle.model.shared(oracle.model.blocks[h])]
+        first = (self.src.pick(shared),) if shared and self.src.flag(60) else ()
+        rest = self.src.subset([h for h in live if h not in first], 4 - len(first),
+                               min_size=0 if first else 1)
+        return ops.BlockInfo(first + rest)
+
     def _malformed(self, oracle: Oracle) -> Op | None:
         """A call this level makes, decoded as usual, with one validated argument replaced
         by a value of the wrong type or range (``models.malformed``): typed error, state
@@ -721,6 +779,15 @@ class Decoder:
         makers = self._makers
         return sorted(((cls, arg) for cls, arg in ARGUMENTS if cls in level and cls in makers),
                       key=lambda pair: (pair[0].kind, pair[1]))
+
+
+def extras_for(caps: Capabilities, *, adversarial: bool) -> tuple[ops.Extra, ...]:
+    """The extra hashes the decoder draws from: the alphabet's ints and ``None``, then the
+    request keys whose fields the target's extra-key function folds in
+    (``caps.extra_key_fields``)."""
+    ints = ADVERSARIAL_EXTRAS if adversarial else PLAIN_EXTRAS
+    keys = ADVERSARIAL_EXTRA_KEYS if adversarial else PLAIN_EXTRA_KEYS
+    return (*ints, *(k for k in keys if k.fields_used <= caps.extra_key_fields))
 
 
 def _partner(token: int, which: int) -> int:

@@ -64,6 +64,7 @@ def execute(data: bytes, target: Target, level: Level, *, max_ops: int = MAX_OPS
         runner = result.runner = Runner(target, config)
         oracle.initial_check(runner.snapshot())
         decoder.use_trackers(runner.adapter.tracker_module() is not None)
+        decoder.use_block_info(bool(getattr(runner.adapter, "has_block_info", False)))
     except Violation as violation:
         result.violation = violation
         return result
@@ -100,7 +101,8 @@ def decodable_kinds(target: Target, level: Level) -> frozenset[str]:
     whether its adapter finds the engine's trackers): what a seed corpus should cover."""
     runner = execute(b"", target, level).runner
     trackers = runner is not None and runner.adapter.tracker_module() is not None
-    return Decoder(b"", level, target.caps, trackers=trackers).kinds()
+    block_info = runner is not None and bool(getattr(runner.adapter, "has_block_info", False))
+    return Decoder(b"", level, target.caps, trackers=trackers, block_info=block_info).kinds()
 
 
 def _note_features(out: set[Feature], previous: str, op: Op, outcome: Outcome,
