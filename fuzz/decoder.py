@@ -29,8 +29,12 @@ The block level also drives ``BlockTable`` operations at a low weight: only a ta
 block after an empty one (growing by several blocks for lookahead slots).
 
 Block and sequence level: one opcode entry is the *extension entry*, whose next byte picks
-among table queries, sliding-window tables, engine-side operations (sequence trackers only
-for targets whose adapter finds them: :meth:`Decoder.use_trackers`) and malformed arguments.
+among table queries, sliding-window tables, the null block (read-outs, refused writes),
+engine-side operations (sequence trackers only for targets whose adapter finds them:
+:meth:`Decoder.use_trackers`; block refcount/device queries likewise:
+:meth:`Decoder.use_block_info`), refused re-allocation of a live table and malformed arguments.
+Extra hashes are the alphabet's ints or ``None``, or request keys (``ExtraKey``) whose fields
+the target folds in (:func:`extras_for`).
 Adding an operation there is one weighted production; the opcode bytes of the others keep
 their meaning.
 """
@@ -707,19 +711,34 @@ class Decoder:
         self.then = lambda _: ops.HitRate(dev)
         return ops.HitBurst(h, self.src.pick((1, 3, 1001)), dev, oracle.extra_of(h))
 
+    def _after_null(self, oracle: Oracle, use: Generator) -> Op | None:
+        """``use`` of the null block; before it exists (sequence level), a window's slide that
+        may take it, with ``use`` as the follow-up."""
+        if oracle.model.null_id is not None:
+            return use(oracle)
+        slide = self._slide(oracle) if self.level is Level.SEQUENCE else None
+        if slide is not None:
+            self.then = use
+        return slide
+
     def _null_block_query(self, oracle: Oracle) -> Op | None:
-        """Once the null block exists (a window dropped a block, or ``GetNullBlock``): what it
-        shows, stamped at the current clock on prefix-caching targets."""
-        if oracle.model.null_id is None:
-            return None
-        return ops.NullBlockQuery(self._tick((0.0, 1.0)) if self.caps.prefix_caching else None)
+        """What the null block shows (stamped at the current clock on prefix-caching
+        targets), once a window dropped a block or ``GetNullBlock`` took it."""
+        def query(o: Oracle) -> Op | None:
+            if o.model.null_id is None:
+                return None
+            return ops.NullBlockQuery(self._tick((0.0, 1.0)) if self.caps.prefix_caching
+                                      else None)
+        return self._after_null(oracle, query)
 
     def _null_block_misuse(self, oracle: Oracle) -> Op | None:
         """A write to the existing null block (append, set its id, fork): typed error, state
         unchanged."""
-        if oracle.model.null_id is None:
-            return None
-        return ops.NullBlockMisuse(self.src.pick(ops.NULL_BLOCK_WRITES))
+        def write(o: Oracle) -> Op | None:
+            if o.model.null_id is None:
+                return None
+            return ops.NullBlockMisuse(self.src.pick(ops.NULL_BLOCK_WRITES))
+        return self._after_null(oracle, write)
 
     def _table_reallocate(self, oracle: Oracle) -> Op | None:
         """``allocate`` again on a live table that holds blocks: typed error, state

@@ -6,10 +6,11 @@ hand-built input that the bundled allocator passes and the zoo mutant it is for 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
-from fuzz.decoder import MAX_GPU_BLOCKS, TRACKER_KINDS, Decoder, Level
+from fuzz.decoder import MAX_GPU_BLOCKS, TRACKER_KINDS, Decoder, Level, extras_for
 from fuzz.execution import Execution, execute
 from models import operations as ops
 from models.families import Family
@@ -31,9 +32,9 @@ def _opcode(config: bytes, level: Level, target: Target, production: str) -> byt
 
 
 def _ext(config: bytes, level: Level, target: Target, production: str, *,
-         trackers: bool = False) -> bytes:
+         trackers: bool = False, block_info: bool = False) -> bytes:
     """The opcode byte of the extension entry, then the byte that picks ``production``."""
-    decoder = Decoder(config, level, target.caps, trackers=trackers)
+    decoder = Decoder(config, level, target.caps, trackers=trackers, block_info=block_info)
     names = [make.__name__ for make in decoder.table]
     extensions = [make.__name__ for make in decoder.extensions]
     return bytes([names.index("_extension"), extensions.index(production)])
@@ -210,3 +211,118 @@ def test_coerced_tokens_fail() -> None:
     result = _run(_malformed_input(target), target)
     assert result.violation is not None
     assert result.violation.family is Family.ATOMIC
+
+
+# --------------------------------------------------------------------------- round-2 ops
+
+
+def _block_info_input(t: Target) -> bytes:
+    """An immutable GPU block and a fork of it (one id, two holders), then the refcount and
+    device of both handles (the shared one first: flag byte 0, pick byte 0; then one more)."""
+    return (WITH_CPU + _immutable(t, (1, 2, 3, 0))
+            + _opcode(WITH_CPU, Level.BLOCK, t, "_fork")
+            + _ext(WITH_CPU, Level.BLOCK, t, "_block_info", block_info=True) + bytes([0, 0, 1]))
+
+
+def test_block_info_counts_every_holder(bundled: Target) -> None:
+    result = _run(_block_info_input(bundled), bundled)
+    assert result.violation is None, str(result.violation)
+    assert result.program[1:] == [ops.Fork(0), ops.BlockInfo((0, 1))]
+    assert [refcount for refcount, _ in result.outcomes[2].value] == [2, 2]
+
+
+def test_refcount_caps_at_one_fails() -> None:
+    target = load_target("tests.zoo.broken:refcount_caps_at_one")
+    result = _run(_block_info_input(target), target)
+    assert result.violation is not None
+    assert (result.violation.family, result.violation.step) == (Family.RC, 2)
+
+
+def _null_write_input(t: Target) -> bytes:
+    """A sliding-window table (window 1) of tokens 2 3; the null-block-write production finds
+    no null block yet, so it slides the window first (one token, 1), which takes it, and its
+    follow-up appends to the null block (action byte 0)."""
+    extra = b"\x00" if t.caps.extra_keys and t.caps.vllm_api else b""
+    allocate = _ext(SEQ_CONFIG, Level.SEQUENCE, t, "_table_allocate_windowed") + \
+        bytes([0, 0, 0, 2]) + extra + bytes([3])
+    return (SEQ_CONFIG + allocate + _ext(SEQ_CONFIG, Level.SEQUENCE, t, "_null_block_misuse",
+               trackers=True)
+            + bytes([1, 0]))
+
+
+def test_a_write_to_the_null_block_is_refused(bundled: Target) -> None:
+    result = _run(_null_write_input(bundled), bundled, Level.SEQUENCE)
+    assert result.violation is None, str(result.violation)
+    assert result.program == [ops.TableAllocate((2, 3), window=1),
+                              ops.TableAppend(0, (1,), 0, 2), ops.NullBlockMisuse("append")]
+    assert result.outcomes[2].error is ErrorKind.MISUSE
+
+
+def test_null_block_writable_fails() -> None:
+    target = load_target("tests.zoo.broken:null_block_writable")
+    result = _run(_null_write_input(target), target, Level.SEQUENCE)
+    assert result.violation is not None
+    assert (result.violation.family, result.violation.step) == (Family.TABLE, 2)
+
+
+def test_the_null_block_is_queried_once_taken(bundled: Target) -> None:
+    extra = b"\x00" if bundled.caps.extra_keys and bundled.caps.vllm_api else b""
+    data = (SEQ_CONFIG + _ext(SEQ_CONFIG, Level.SEQUENCE, bundled, "_table_allocate_windowed")
+            + bytes([0, 0, 0, 2]) + extra + bytes([3])
+            + _ext(SEQ_CONFIG, Level.SEQUENCE, bundled, "_null_block_query",
+               trackers=True) + bytes([1, 1]))
+    result = _run(data, bundled, Level.SEQUENCE)
+    assert result.violation is None, str(result.violation)
+    assert result.program[2] == ops.NullBlockQuery(1.0)
+    assert result.outcomes[2].value["block_id"] == result.outcomes[1].value
+
+
+def test_reallocating_a_live_table_is_refused(bundled: Target) -> None:
+    extra = b"\x00" if bundled.caps.extra_keys and bundled.caps.vllm_api else b""
+    data = (SEQ_CONFIG + _opcode(SEQ_CONFIG, Level.SEQUENCE, bundled, "_table_allocate")
+            + bytes([0, 0, 2]) + extra
+            + _ext(SEQ_CONFIG, Level.SEQUENCE, bundled, "_table_reallocate",
+               trackers=True) + bytes([0, 3]))
+    result = _run(data, bundled, Level.SEQUENCE)
+    assert result.violation is None, str(result.violation)
+    assert result.program == [ops.TableAllocate((2,)), ops.TableReallocate(0, (3,))]
+    assert result.outcomes[1].error is ErrorKind.MISUSE
+
+
+SALT_A, SALT_B = ops.ExtraKey(cache_salt="a"), ops.ExtraKey(cache_salt="b")
+
+
+def _salted_input(t: Target) -> bytes:
+    """The same tokens twice as immutable GPU blocks starting chains, under the cache salts
+    "a" and "b": different keys, so the second must not hit the first."""
+    extras = extras_for(t.caps, adversarial=False)
+
+    def block(key: ops.ExtraKey, prev: bytes) -> bytes:
+        return (_opcode(WITH_CPU, Level.BLOCK, t, "_allocate_immutable") + prev + b"\x00"
+                + bytes([extras.index(key), NO_HIT, 1, 2, 3, 0]))
+    return WITH_CPU + block(SALT_A, b"") + block(SALT_B, b"\x00")
+
+
+def test_different_salts_never_share_a_block(bundled: Target) -> None:
+    result = _run(_salted_input(bundled), bundled)
+    assert result.violation is None, str(result.violation)
+    assert result.program == [ops.AllocateImmutable(None, (1, 2, 3, 0), Dev.GPU, SALT_A),
+                              ops.AllocateImmutable(None, (1, 2, 3, 0), Dev.GPU, SALT_B)]
+
+
+def test_extra_key_ignores_salt_fails() -> None:
+    target = load_target("tests.zoo.broken:extra_key_ignores_salt")
+    result = _run(_salted_input(target), target)
+    assert result.violation is not None
+    assert result.violation.step == 1
+
+
+def test_extra_keys_only_with_fields_the_target_folds_in(bundled: Target) -> None:
+    """A target whose extra-key function folds in LoRA ids only draws no salted or
+    multimodal keys; the ints and ``None`` stay."""
+    caps = replace(bundled.caps, extra_key_fields=frozenset({"lora"}))
+    for adversarial in (False, True):
+        extras = extras_for(caps, adversarial=adversarial)
+        keys = [e for e in extras if isinstance(e, ops.ExtraKey)]
+        assert keys and all(k.fields_used == {"lora"} for k in keys)
+        assert None in extras and any(isinstance(e, int) for e in extras)
