@@ -16,17 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from labels import GROUPS, RULES
+from modules import MODULES
 
-MODULES = [
-    "prefix_caching_block",
-    "evictor",
-    "block_table",
-    "cpu_gpu_block_allocator",
-    "naive_block",
-    "common",
-    "hashing",
-    "_validation",
-]
 RERUN_GROUPS = ("C-VAL", "C-HASH")
 
 

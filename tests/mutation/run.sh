@@ -24,7 +24,7 @@ mkdir -p "$WORK"
 cd "$WORK"
 grep -q '^\[tool.mutmut\]' pyproject.toml || cat "$HERE/mutmut.toml" >> pyproject.toml
 mkdir -p mutwork/logs
-cp "$HERE"/{plan.py,table.py,labels.py,report.py,rerun.py} mutwork/
+cp "$HERE"/{plan.py,table.py,labels.py,modules.py,report.py,rerun.py} mutwork/
 
 # 1. Generate the mutants and mutmut's test mapping (a filter that matches nothing).
 "$VENV/bin/mutmut" run --max-children 1 "no-such-mutant*" > mutwork/logs/generate.log 2>&1 || true

@@ -26,19 +26,13 @@ import random
 from collections import Counter
 from pathlib import Path
 
+from modules import FULLY_RUN
 from report import group_of
 
 HERE = Path(__file__).resolve().parent
 TABLE = HERE / "results" / "table.tsv"
 SEED = 2026
-MODULES = [
-    "prefix_caching_block",
-    "evictor",
-    "block_table",
-    "cpu_gpu_block_allocator",
-    "naive_block",
-    "common",
-]
+MODULES = FULLY_RUN
 NEW_STATUS = {0: "survived", 1: "killed", 3: "killed", 33: "no_tests", 5: "no_tests"}
 TIMEOUT_CODES = {36, 24, -24, 152, 255}
 

@@ -18,6 +18,8 @@ import tokenize
 from collections import Counter
 from pathlib import Path
 
+from modules import MODULES
+
 STATUS = {
     0: "survived",
     1: "killed",
@@ -29,16 +31,6 @@ STATUS = {
     37: "typecheck",
     None: "not_run",
 }
-MODULES = [
-    "prefix_caching_block",
-    "evictor",
-    "block_table",
-    "cpu_gpu_block_allocator",
-    "naive_block",
-    "common",
-    "hashing",
-    "_validation",
-]
 ERROR_CALL = re.compile(r"\b\w*(Error|Exception)\(")
 #: calls whose string argument only names the argument in an error message, or logs
 MESSAGE_CALLS = (
