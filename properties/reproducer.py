@@ -34,6 +34,33 @@ def program_json(steps: Sequence[Step]) -> str:
     return json.dumps([op_to_json(s.op) for s in steps])
 
 
+def fold_repeats(code: list[str], max_period: int = 4, min_repeats: int = 3) -> list[str]:
+    """``code`` with each run of ``min_repeats`` or more back-to-back copies of the same group of
+    up to ``max_period`` lines written as one ``for`` loop: the same statements in the same order
+    (a ``HitBurst`` of 1001 queries prints 3 lines, not 2002)."""
+    out: list[str] = []
+    i = 0
+    while i < len(code):
+        best_period, best_count = 0, 1
+        for period in range(1, max_period + 1):
+            group = code[i:i + period]
+            if len(group) < period:
+                break
+            count = 1
+            while code[i + count * period:i + (count + 1) * period] == group:
+                count += 1
+            if count >= min_repeats and count * period > best_count * max(best_period, 1):
+                best_period, best_count = period, count
+        if best_period:
+            out.append(f"for _ in range({best_count}):")
+            out += [f"    {line}" for line in code[i:i + best_period]]
+            i += best_period * best_count
+        else:
+            out.append(code[i])
+            i += 1
+    return out
+
+
 def render_script(target: Target, config: Config, steps: Sequence[Step], device_module: str,
                   table_module: str, violation: Violation | None = None) -> str:
     """A runnable script replaying ``steps`` against ``target``."""
@@ -47,7 +74,7 @@ def render_script(target: Target, config: Config, steps: Sequence[Step], device_
               f"from {table_module} import BlockTable  # noqa: E402, F401"]
     for i, step in enumerate(steps):
         lines.append(f"# step {i}: {step.op!r}")
-        code = [render(stmt) for stmt in step.stmts]
+        code = fold_repeats([render(stmt) for stmt in step.stmts])
         if step.outcome.error is None:
             lines += code
             continue
