@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import random
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -170,3 +171,79 @@ def test_quick_mode_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert {m["name"] for m in zoo["mutants"]} <= set(run.QUICK.zoo_only or ())
         for mutant in zoo["mutants"]:
             assert (mutant["caught_by"] is None) == (mutant["detect_s"] is None)
+
+
+# --------------------------------------------------------------------------- pool scaling
+
+
+def _handed_out(name: str, n: int, k: int) -> list[int | None]:
+    """The ids the allocator really touches in step ``name`` (for the steps whose sequence
+    the memory baseline derives rather than reads off the setup)."""
+    from benchmarks import bench_allocator_scaling as bench
+    from prefixcache import PrefixCachingBlockAllocator
+
+    if name.startswith("evict"):
+        alloc = bench._filled_evictor(n, random.Random(n), shuffled="out of order" in name)
+        return [alloc.allocate_mutable_block(None).block_id for _ in range(k)]
+    fresh = PrefixCachingBlockAllocator(n, bench.BLOCK_SIZE)
+    if name == "allocate mutable":
+        return [fresh.allocate_mutable_block(None).block_id for _ in range(k)]
+    if name == "allocate immutable (miss)":
+        return [fresh.allocate_immutable_block(None, bench._tokens(i)).block_id
+                for i in range(k)]
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("name", ["evict (times out of order)", "evict (times in order)",
+                                  "allocate mutable", "allocate immutable (miss)"])
+def test_memory_baseline_replays_the_allocators_id_sequence(name: str) -> None:
+    from benchmarks.memory_baseline import pattern
+
+    n, k = 64, 40
+    assert pattern(name, n, k).ids == _handed_out(name, n, k)
+
+
+def test_every_step_has_a_baseline_of_the_same_shape() -> None:
+    from benchmarks.bench_allocator_scaling import STEPS
+    from benchmarks.memory_baseline import BASELINES, pattern
+
+    assert set(BASELINES) == set(STEPS)
+    for name, step in STEPS.items():
+        _, step_ops = step(64, 16)
+        run, base_ops = BASELINES[name](64, 16)
+        run()
+        assert base_ops == step_ops, name
+        p = pattern(name, 64, 16)
+        assert len(p.ids) == p.ops * p.per_op and set(p.ids) <= set(p.id_keys), name
+
+
+def test_scaling_result_normalises_by_the_baseline() -> None:
+    from benchmarks.pool_scaling import ScalingResult, measure_steps
+
+    made = ScalingResult((1, 2), {"a": [100.0, 150.0]}, {"a": [10.0, 12.0]},
+                         {"a": [[100.0, 120.0, 300.0], [150.0, 150.0, 450.0]]})
+    assert made.ratios()["a"] == [1.0, 1.5]
+    assert made.baseline_ratios()["a"] == [1.0, 1.2]
+    assert made.normalised()["a"] == pytest.approx([1.0, 1.25])
+    assert made.excess()["a"] == pytest.approx([1.0, 138.0 / 90.0])
+    assert made.spread()["a"] == [1.2, 1.0]
+    assert made.paired()["a"] == [[1.0, 1.0, 1.0], [1.5, 1.25, 1.5]]
+    worst_name, worst = made.worst("normalised")
+    assert worst_name == "a" and worst == pytest.approx(1.25)
+    measured = measure_steps((32, 64), 16, 2, ["get_physical_block_id"])
+    assert set(measured.ns) == set(measured.baseline) == {"get_physical_block_id"}
+    assert all(len(runs) == 2 for runs in measured.samples["get_physical_block_id"])
+    assert all(_finite_positive(t) for t in [*measured.ns["get_physical_block_id"],
+                                            *measured.baseline["get_physical_block_id"]])
+
+
+def test_baseline_heap_pops_in_the_evictors_order() -> None:
+    import heapq
+
+    from benchmarks.memory_baseline import Lookup, heap_key, pattern
+
+    p = pattern("evict (times out of order)", 64, 40)
+    assert p.lookup is Lookup.HEAP_POP
+    heap = [heap_key(i, p.times[i]) for i in p.heap_ids]
+    heapq.heapify(heap)
+    assert [heapq.heappop(heap) & ((1 << 64) - 1) for _ in range(40)] == p.ids
