@@ -122,13 +122,15 @@ def load_expected(path: str | None) -> list[ExpectedFailure]:
 
 def matching(entries: list[ExpectedFailure], exc: BaseException) -> list[ExpectedFailure] | None:
     """The entries covering ``exc`` (a violation, or a group of them), or None if any part of
-    it is unexpected."""
+    it is unexpected. A violation raised by a machine step carries the program before it,
+    so ``after`` and ``tokens`` conditions hold here exactly as during the run."""
     leaves = list(_leaves(exc))
     found: list[ExpectedFailure] = []
     for leaf in leaves:
         if not isinstance(leaf, Violation):
             return None
-        entry = next((e for e in entries if e.matches(leaf)), None)
+        history = getattr(leaf, "prefixcache_history", None)
+        entry = next((e for e in entries if e.matches(leaf, history)), None)
         if entry is None:
             return None
         found.append(entry)
@@ -208,6 +210,9 @@ def _install_absorption() -> Any:
             entry = next((e for e in _active[0] if e.matches(violation, history)), None) \
                 if _active is not None else None
             if entry is None:
+                # Judged with its history and unexpected: report-time matching must not
+                # absorb it as some entry whose ``after`` it was never checked against.
+                violation.prefixcache_history = history  # type: ignore[attr-defined]
                 raise
             record(entry, violation)
             self._prefixcache_absorbed = True  # type: ignore[attr-defined]

@@ -29,7 +29,7 @@ import pytest
 from models.capabilities import Config
 from models.families import Family, Violation
 from models.operations import Dev, Op, op_from_json
-from properties.plugin import ExpectedFailure, load_expected
+from properties.plugin import ExpectedFailure, load_expected, matching
 from properties.replay import run_program
 from properties.targets import Target, load_target
 from properties.upstream import FETCH_COMMAND, UpstreamSourceMissing, load_vllm_v0
@@ -387,6 +387,23 @@ def test_matching_narrows_by_family_op_message_history_and_tokens() -> None:
     assert not after.matches(table, [swap, alloc, free])  # the failing op itself is not "before"
     tokens = _entry(tokens=frozenset({2**61}))
     assert tokens.matches(table, [wild, alloc]) and not tokens.matches(table, [alloc])
+
+
+def test_a_violation_a_step_did_not_absorb_is_not_absorbed_at_report_time() -> None:
+    """A violation raised out of a machine step carries the program before it: matching it
+    again when the test reports keeps the entry's ``after`` condition (it once did not, so
+    any CRASH hid behind an entry for a crash after swaps)."""
+    swap = op_from_json({"op": "swap", "blocks": [0], "src": "cpu", "dst": "gpu"})
+    alloc = op_from_json({"op": "allocate_mutable", "prev": None, "device": "gpu"})
+    entry = _entry(after=(("swap",),))
+    unexpected = Violation(Family.TABLE, "block 1: id").at(alloc, 1)
+    unexpected.prefixcache_history = [alloc, alloc]  # type: ignore[attr-defined]
+    assert matching([entry], unexpected) is None
+    expected = Violation(Family.TABLE, "block 1: id").at(alloc, 1)
+    expected.prefixcache_history = [swap, alloc]  # type: ignore[attr-defined]
+    assert matching([entry], expected) == [entry]
+    group = BaseExceptionGroup("two", [expected, unexpected])
+    assert matching([entry], group) is None
 
 
 # --------------------------------------------------------------------------- plugin behaviour
