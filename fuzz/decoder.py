@@ -31,8 +31,8 @@ block after an empty one (growing by several blocks for lookahead slots).
 Block and sequence level: one opcode entry is the *extension entry*, whose next byte picks
 among table queries, sliding-window tables, the null block (read-outs, refused writes),
 engine-side operations (sequence trackers only for targets whose adapter finds them:
-:meth:`Decoder.use_trackers`; block refcount/device queries likewise:
-:meth:`Decoder.use_block_info`), refused re-allocation of a live table and malformed arguments.
+:meth:`Decoder.use_adapter`; block refcount/device queries and ``hash_block_tokens``
+likewise), refused re-allocation of a live table and malformed arguments.
 Extra hashes are the alphabet's ints or ``None``, or request keys (``ExtraKey``) whose fields
 the target folds in (:func:`extras_for`).
 Adding an operation there is one weighted production; the opcode bytes of the others keep
@@ -102,7 +102,8 @@ class Level(enum.Enum):
 #: The engine's per-sequence tracker operations (only for targets that have the trackers).
 TRACKER_OPS: tuple[type[Op], ...] = (ops.TrackerStart, ops.SeqTrack, ops.SeqUntrack,
                                      ops.SeqCachedTokens, ops.SeqComputedIds, ops.SeqAccess,
-                                     ops.SeqStampBlocks)
+                                     ops.SeqStampBlocks,
+                                     ops.SeqTrackerEdit)  # stale ids: ``_tracker_edit``
 TRACKER_KINDS = frozenset(cls.kind for cls in TRACKER_OPS)
 #: What the extension entry produces at both levels (see ``Decoder._extension_table``), at the
 #: block level only (questions about block handles) and at the sequence level only (the
@@ -110,7 +111,8 @@ TRACKER_KINDS = frozenset(cls.kind for cls in TRACKER_OPS)
 _BOTH_EXTRAS: tuple[type[Op], ...] = (ops.TableSlots, ops.IdSpace, ops.SwapLog, ops.Malformed,
                                       ops.NullBlockQuery, ops.NullBlockMisuse,
                                       ops.TableReallocate)
-_BLOCK_EXTRAS: tuple[type[Op], ...] = (ops.CommonComputedIds, ops.HitBurst, ops.BlockInfo)
+_BLOCK_EXTRAS: tuple[type[Op], ...] = (ops.CommonComputedIds, ops.HitBurst, ops.BlockInfo,
+                                       *ops.HASH_OPS)  # content hash: ``_content_hash``
 #: Extension kinds that are misuse by definition (only for targets with typed errors and
 #: atomicity, as ``malformed``).
 MISUSE_KINDS = frozenset({"malformed", "null_block_misuse", "table_reallocate"})
@@ -125,6 +127,8 @@ LEVEL_KINDS: dict[Level, frozenset[str]] = {
                               "append", "allocate_mutable", "free", "table_free", "fork",
                               "cached_prefix", "reset_prefix_cache", "mark_computed"}),
 }
+# stale ids: a stale id list at the block level (``_mark_stale``)
+LEVEL_KINDS[Level.BLOCK] |= {ops.MarkStaleIds.kind}
 
 
 def decode_config(src: ByteSource, caps: Capabilities, *, long_pool: bool = False) -> Config:
@@ -157,12 +161,13 @@ class Decoder:
 
     def __init__(self, data: bytes, level: Level, caps: Capabilities, *,
                  max_ops: int = MAX_OPS, trackers: bool = False,
-                 block_info: bool = False) -> None:
+                 block_info: bool = False, hash_recompute: bool = False) -> None:
         self.src = ByteSource(data)
         self.level = level
         self.caps = caps
         self.trackers = trackers
         self.block_info = block_info
+        self.hash_recompute = hash_recompute
         self.config = decode_config(self.src, caps, long_pool=level is Level.BLOCK)
         self.long_pool = self.config.num_gpu_blocks > MAX_GPU_BLOCKS
         self.max_ops = min(max_ops, LONG_POOL_MAX_OPS) if self.long_pool else max_ops
@@ -184,17 +189,14 @@ class Decoder:
         self.table = self._opcode_table()
         self.extensions = self._extension_table()
 
-    def use_trackers(self, trackers: bool) -> None:
-        """Whether the target has the engine's sequence trackers (the adapter finds them once
-        an allocator exists, after the pool shape is decoded); call before the first
-        operation."""
+    def use_adapter(self, *, trackers: bool, block_info: bool, hash_recompute: bool) -> None:
+        """What the target's adapter finds once an allocator exists (after the pool shape is
+        decoded): the engine's sequence trackers, ``get_block_refcount``/``get_block_device``
+        (``BlockInfo``) and the blocks' ``hash_block_tokens`` (``HashRecompute``). Call before
+        the first operation."""
         self.trackers = trackers
-        self.extensions = self._extension_table()
-
-    def use_block_info(self, block_info: bool) -> None:
-        """Whether the target's adapter finds ``get_block_refcount``/``get_block_device``
-        (``BlockInfo``); like :meth:`use_trackers`, call before the first operation."""
         self.block_info = block_info
+        self.hash_recompute = hash_recompute
         self.extensions = self._extension_table()
 
     # ------------------------------------------------------------------ driving
@@ -239,6 +241,10 @@ class Decoder:
             out -= {"seq_computed_ids"}  # the Aphrodite computed tracker's question
         if not self.block_info:
             out -= {"block_info"}
+        if not caps.prefix_caching:  # content hash: prefix-caching blocks only
+            out -= {cls.kind for cls in ops.HASH_OPS}
+        elif not self.hash_recompute:  # int-like allocations need no hash_block_tokens
+            out -= {ops.HashRecompute.kind}
         if not self.misuse_allowed:
             out -= MISUSE_KINDS
         return frozenset(out)
@@ -314,6 +320,11 @@ class Decoder:
             _Entry(0 if not self.misuse_allowed else 1 if block else 3, self._null_block_misuse),
             _Entry(1 if self.misuse_allowed else 0, self._table_reallocate),
             _Entry(2 if block and self.block_info else 0, self._block_info),
+            _Entry(2 if block and caps.prefix_caching else 0, self._content_hash),
+            # stale ids: stale id lists, swaps of handles sharing an id, one-tracker edits
+            _Entry(2 if block else 0, self._mark_stale),
+            _Entry(2 if block and len(self.devices) > 1 else 0, self._swap_shared),
+            _Entry(1 if self.trackers and not block else 0, self._tracker_edit),
         ]
         return tuple(e.make for e in entries for _ in range(e.weight))
 
@@ -760,6 +771,97 @@ class Decoder:
         rest = self.src.subset([h for h in live if h not in first], 4 - len(first),
                                min_size=0 if first else 1)
         return ops.BlockInfo(first + rest)
+
+    # -- stale ids (models.stale_ids, models.shared_swap, models.tracker_edits)
+
+    def _mark_stale(self, oracle: Oracle) -> Op | None:
+        """A stale id list: up to three freed handles (the ids they held; for targets with
+        typed errors also a free one), sometimes with a live GPU block; then, often, a drain
+        of the GPU pool so the evictions show the LRU order."""
+        freed = sorted(oracle.model.seqs.freed_ids)
+        if not freed:
+            return None
+        chosen = self.src.subset(freed, 3, min_size=1)
+        gpu = self._gpu_blocks(oracle)
+        if gpu and self.src.flag(30):
+            chosen += (self.src.pick(gpu),)
+        if self.src.flag(50):
+            self.then = self._then_drain(1 + self.src.below(3))
+        return ops.MarkStaleIds(chosen, self._tick((1.0, 2.5, 0.0)))
+
+    def _then_drain(self, left: int) -> Generator:
+        """Follow-up: ``left`` more GPU mutable allocations than the hashless ids (evictions)."""
+        def drain(oracle: Oracle) -> Op | None:
+            nonlocal left
+            if len(oracle.model.pools[Dev.GPU].hashless) == 0:
+                left -= 1
+            if left > 0:
+                self.then = drain
+            return ops.AllocateMutable(None, Dev.GPU)
+
+        return drain
+
+    def _swap_shared(self, oracle: Oracle) -> Op | None:
+        """A block swapped with every live handle sharing its id (its forks), alone or with
+        their chains."""
+        m = oracle.model
+        live = oracle.live_blocks()
+        shared = [h for h in live if m.shared(m.blocks[h])]
+        if not shared:
+            return None
+        rec = m.blocks[self.src.pick(shared)]
+        mates = [h for h in live if m.blocks[h].id == rec.id and m.blocks[h].device is rec.device]
+        if self.src.flag(50):
+            mates = [h for k in mates for h in oracle.chain_of(k)]
+        dst = Dev.CPU if rec.device is Dev.GPU else Dev.GPU
+        return ops.Swap(tuple(dict.fromkeys(mates)), rec.device, dst)
+
+    def _tracker_edit(self, oracle: Oracle) -> Op | None:
+        """One tracker's ``add_seq`` or ``remove_seq`` of a recent table (the trackers are
+        created first)."""
+        if not oracle.model.seqs.started:
+            return ops.TrackerStart()
+        tables = sorted(oracle.model.tables)[-4:]
+        if not tables:
+            return None
+        return ops.SeqTrackerEdit(self.src.pick(tables), self.src.pick(ops.TRACKERS),
+                                  self.src.flag(50))
+
+    # -- content hash (models.hash_query)
+
+    def _content_hash(self, oracle: Oracle) -> Op | None:
+        """A live block's ``content_hash`` against ``hash_block_tokens`` recomputed from its
+        own state (token ids as int-subclass instances on a flag byte); or first an
+        int-subclass re-request of a hashed block's content (a hit on the plain-int original,
+        recomputed next); or, for targets with typed errors, a malformed hash call."""
+        blocks = oracle.model.blocks
+        asks = [op for op in (ops.HashRecompute(h, blocks[h].prev is None)
+                              for h in oracle.live_blocks()) if oracle.contract_error(op) is None]
+        if not asks:
+            return None
+        ask = self.src.pick(asks)
+        mode = self.src.below(3)
+        rec = blocks[ask.block]
+        if not self.hash_recompute:  # no hash_block_tokens to ask: the int-like re-request only
+            if rec.content is None:
+                return None
+            return ops.AllocateImmutableIntLike(rec.prev, tuple(rec.tokens), rec.device,
+                                                rec.extra)
+        if mode == 1 and rec.content is not None:
+            def recompute_new(o: Oracle) -> Op | None:
+                newest = max(o.live_blocks(), default=None)
+                return None if newest is None else ops.HashRecompute(newest, ask.is_first_block,
+                                                                     True)
+            self.then = recompute_new
+            return ops.AllocateImmutableIntLike(rec.prev, tuple(rec.tokens), rec.device,
+                                                rec.extra)
+        if mode == 2 and self.misuse_allowed:
+            argument = self.src.pick(("is_first_block", "prev_block_hash", "token_ids"))
+            kind = ARGUMENTS[ops.HashRecompute, argument][0]
+            like = tuple(rec.tokens) if argument == "token_ids" else ask.is_first_block
+            return ops.Malformed(ask, argument, self.src.pick(bad_values(kind, self.config,
+                                                                         like)))
+        return replace(ask, int_like=self.src.flag())
 
     def _malformed(self, oracle: Oracle) -> Op | None:
         """A call this level makes, decoded as usual, with one validated argument replaced

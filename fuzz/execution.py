@@ -63,8 +63,7 @@ def execute(data: bytes, target: Target, level: Level, *, max_ops: int = MAX_OPS
     try:  # a misbehaving factory is a verdict too
         runner = result.runner = Runner(target, config)
         oracle.initial_check(runner.snapshot())
-        decoder.use_trackers(runner.adapter.tracker_module() is not None)
-        decoder.use_block_info(bool(getattr(runner.adapter, "has_block_info", False)))
+        decoder.use_adapter(**adapter_features(runner))
     except Violation as violation:
         result.violation = violation
         return result
@@ -100,9 +99,17 @@ def decodable_kinds(target: Target, level: Level) -> frozenset[str]:
     """The operation kinds the decoder can produce against ``target`` (its capabilities, and
     whether its adapter finds the engine's trackers): what a seed corpus should cover."""
     runner = execute(b"", target, level).runner
-    trackers = runner is not None and runner.adapter.tracker_module() is not None
-    block_info = runner is not None and bool(getattr(runner.adapter, "has_block_info", False))
-    return Decoder(b"", level, target.caps, trackers=trackers, block_info=block_info).kinds()
+    features = adapter_features(runner) if runner is not None else {}
+    return Decoder(b"", level, target.caps, **features).kinds()
+
+
+def adapter_features(runner: Runner) -> dict[str, bool]:
+    """What the decoder offers beyond the capabilities: the API the target's adapter finds
+    (keyword arguments of :meth:`Decoder.use_adapter`)."""
+    adapter = runner.adapter
+    return {"trackers": adapter.tracker_module() is not None,
+            "block_info": bool(getattr(adapter, "has_block_info", False)),
+            "hash_recompute": bool(getattr(adapter, "has_hash_recompute", False))}
 
 
 def _note_features(out: set[Feature], previous: str, op: Op, outcome: Outcome,

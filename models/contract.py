@@ -20,6 +20,7 @@ from models import operations as ops
 from models.allocator_model import Model
 from models.blocks import BlockRec, TableRec
 from models.content import ROOT
+from models.hash_query import hash_contract
 from models.malformed import NotValidated, malformed_misuse
 from models.operations import Dev, Op
 from models.table_model import allocate_cost, append_cost, new_blocks_needed
@@ -166,6 +167,11 @@ def _check(m: Model, op: Op) -> str | None:
             _not_reused(m, rec)
             if not rec.live or rec.device is not op.src:
                 return f"block {rec.key} is not live on {op.src.value}"
+        # stale ids: handles sharing an id in one call (models.shared_swap)
+        from models.shared_swap import keeps_shared_ids
+        if len({r.id for r in recs}) != len(recs) and not keeps_shared_ids(m):
+            raise _Out("handles sharing an id swapped in one call by a target that does not "
+                       "claim to keep them shared (API.md 4.5 splits them, dropping a pair)")
         return None
     if isinstance(op, ops.MarkAccessed):
         recs = [_live(m, h) for h in op.blocks]
@@ -178,6 +184,8 @@ def _check(m: Model, op: Op) -> str | None:
         return None
     if isinstance(op, ops.ComputedBlockIds):
         _api(c.aphrodite_api, "get_computed_block_ids")
+        if op.prev_computed:  # stale ids: only a malformed call passes one
+            raise _Out("previously computed ids (the model starts from none)")
         recs = [_live(m, h) for h in op.blocks]
         if m.pc and any(r.device is Dev.CPU for r in recs):
             return "get_computed_block_ids with a CPU block"
@@ -208,6 +216,23 @@ def _check(m: Model, op: Op) -> str | None:
             if not rec.live:
                 return f"refcount/device query of freed block {h} (it holds no id)"
         return None
+    if isinstance(op, ops.HashRecompute):  # content hash: semantics in models.hash_query
+        out = hash_contract(m, op)
+        if out is not None:
+            raise _Out(out)
+        return None
+    # stale ids: marking freed handles' ids, one-tracker edits (models.stale_ids,
+    # models.tracker_edits)
+    if isinstance(op, ops.MarkStaleIds | ops.SeqTrackerEdit):
+        from models.stale_ids import StaleOut, mark_stale_misuse
+        from models.tracker_edits import EditOut, edit_misuse
+        try:
+            if isinstance(op, ops.MarkStaleIds):
+                return mark_stale_misuse(m, op)
+            return edit_misuse(m, op)
+        except (StaleOut, EditOut) as why:
+            raise _Out(str(why)) from None
+    # end stale ids
     table = getattr(op, "table", None)
     if isinstance(op, ops.ENGINE_OPS) and table in m.tables and holds_null(m.tables[table]):
         # a sequence holds every token, its windowed table only the window's blocks.
@@ -321,8 +346,9 @@ def _need(m: Model, op: Op) -> tuple[int, Dev]:
         rec = m.blocks[op.block]
         copies = m.shared(rec) and (bool(op.tokens) or not m.pc)
         return int(copies), rec.device
-    if isinstance(op, ops.Swap):
-        return m.swap_cost([m.blocks[h] for h in op.blocks], op.dst), op.dst
+    if isinstance(op, ops.Swap):  # handles sharing an id: models.shared_swap
+        from models.shared_swap import swap_cost
+        return swap_cost(m, op), op.dst
     if isinstance(op, ops.GetNullBlock):
         return int(m.null_id is None), Dev.GPU
     if isinstance(op, ops.TableAllocate):

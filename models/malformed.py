@@ -45,6 +45,11 @@ class Arg(enum.Enum):
     GPU_IDS = "a list of GPU block ids"
     LIST = "a list"
     TIME = "a real number a float holds exactly"
+    PREV_IDS = "a list no longer than the ids it is extended from"  # stale ids
+    # content hash (``hash_block_tokens``; the call is ``HashRecompute``)
+    FIRST_FLAG = "a bool, true exactly for a block that starts its chain"
+    PREV_HASH = "None for a first block, else an int"
+    HASH_TOKENS = "a sequence of int-like token ids"
 
 
 #: The validated arguments, by operation and field; ``True`` in the second place: only the
@@ -85,7 +90,46 @@ ARGUMENTS: dict[tuple[type[Op], str], tuple[Arg, bool]] = {
     (ops.TableAppend, "lookahead"): (Arg.COUNT, False),
     (ops.TableEnsureSlots, "slots"): (Arg.COUNT, False),
     (ops.TableMarkAccessed, "now"): (Arg.TIME, True),
+    # stale ids: more previously computed ids than ids considered
+    (ops.ComputedBlockIds, "prev_computed"): (Arg.PREV_IDS, True),
 }
+
+
+# --------------------------------------------------------------------------- content hash
+# ``hash_block_tokens`` is static: refusing a bad argument changes nothing by construction.
+# Its token ids are int-like (``operator.index``; an engine passes numpy ints), so a bool
+# token is left open there; the allocation calls refuse bools (Arg.TOKENS).
+HASH_ARGUMENTS: dict[tuple[type[Op], str], tuple[Arg, bool]] = {
+    (ops.HashRecompute, "is_first_block"): (Arg.FIRST_FLAG, False),
+    (ops.HashRecompute, "prev_block_hash"): (Arg.PREV_HASH, False),
+    (ops.HashRecompute, "token_ids"): (Arg.HASH_TOKENS, False),
+}
+ARGUMENTS.update(HASH_ARGUMENTS)
+
+
+def _hash_well_formed(call: Op, arg: Arg, bad: JSON) -> bool:
+    """Valid for ``call`` (any first flag, when it is not a ``HashRecompute``)."""
+    first = call.is_first_block if isinstance(call, ops.HashRecompute) else None
+    if arg is Arg.FIRST_FLAG:
+        return type(bad) is bool and first in (None, bad)
+    if arg is Arg.PREV_HASH:
+        return (first is not False and bad is None) or (first is not True
+                                                        and isinstance(bad, int))
+    return isinstance(bad, tuple) and all(isinstance(t, int) for t in bad)
+
+
+def _hash_bad_values(arg: Arg, like: JSON) -> tuple[JSON, ...]:
+    """``like`` is the call's ``is_first_block`` (None: unknown, only values bad for both)."""
+    if arg is Arg.FIRST_FLAG:
+        flipped = (not like,) if isinstance(like, bool) else ()
+        return (*flipped, None, 1, "x")
+    if arg is Arg.PREV_HASH:
+        wrong = (0, 7) if like is True else (None,) if like is False else ()
+        return (*wrong, "x", 1.5)
+    tokens = like if isinstance(like, tuple) and like else (0,)
+    return (None, 7, "ab", *(item for item in _bad_items(tokens)
+                               if not any(type(t) is bool for t in item)))
+# --------------------------------------------------------------------------- end content hash
 
 
 def _plain_int(value: JSON) -> bool:
@@ -106,6 +150,8 @@ def well_formed(m: Model, op: Malformed, arg: Arg) -> bool:
     """Whether ``op.bad`` is a valid value of type ``arg`` (a literal is never a block or a
     device)."""
     bad = op.bad
+    if arg in (Arg.FIRST_FLAG, Arg.PREV_HASH, Arg.HASH_TOKENS):  # content hash
+        return _hash_well_formed(op.call, arg, bad)
     if arg is Arg.GPU_IDS:
         if not isinstance(bad, tuple):
             return False
@@ -113,6 +159,10 @@ def well_formed(m: Model, op: Malformed, arg: Arg) -> bool:
         if isinstance(op.call, ops.ComputedBlockIds) and op.call.skip_last:
             read = bad[:-1]  # never looked up
         return all(_plain_int(i) and 0 <= i < m.config.num_gpu_blocks for i in read)
+    if arg is Arg.PREV_IDS:  # stale ids: only the length is read
+        considered = getattr(op.call, "blocks", ())
+        skip = bool(getattr(op.call, "skip_last", False))
+        return isinstance(bad, tuple) and len(bad) <= len(considered) - skip
     checks: dict[Arg, Callable[[JSON], bool]] = {
         Arg.TOKENS: _tokens,
         Arg.CHUNKS: lambda v: isinstance(v, tuple) and all(map(_tokens, v)),
@@ -154,6 +204,8 @@ def bad_values(arg: Arg, config: Config, like: JSON = None) -> tuple[JSON, ...]:
     last, malformed, so nothing but the item type is wrong."""
     if arg is Arg.TOKENS:
         return (None, 7, "ab", *_bad_items(like if isinstance(like, tuple) and like else (0,)))
+    if arg in (Arg.FIRST_FLAG, Arg.PREV_HASH, Arg.HASH_TOKENS):  # content hash
+        return _hash_bad_values(arg, like)
     if arg is Arg.CHUNKS:
         chunks = like if isinstance(like, tuple) and like else ((0,),)
         return (None, 7, "ab", (7,) * len(chunks),
@@ -171,6 +223,7 @@ def bad_values(arg: Arg, config: Config, like: JSON = None) -> tuple[JSON, ...]:
         Arg.GPU_IDS: (None, 5, "ab", ("x",), (True,), (1.5,), *((i,) for i in ids + cpu)),
         Arg.LIST: (None, 5, "ab"),
         Arg.TIME: (None, "x", True, 2**53 + 1, (1.0,)),
+        Arg.PREV_IDS: (None, 5, "ab", (0,) * (config.num_gpu_blocks + 1)),  # stale ids
     }[arg]
 
 

@@ -205,12 +205,15 @@ class MarkComputed(Op):
 
 @dataclass(frozen=True, slots=True)
 class ComputedBlockIds(Op):
-    """Aphrodite ``get_computed_block_ids([], ids of blocks, skip_last)``; value: list of ids."""
+    """Aphrodite ``get_computed_block_ids(prev_computed, ids of blocks, skip_last)``; value:
+    list of ids. ``prev_computed`` (the ids already known computed) is ``()`` but in a
+    ``Malformed`` call (stale ids: a list longer than the ids considered)."""
 
     kind: ClassVar[str] = "computed_block_ids"
     mutates: ClassVar[bool] = False
     blocks: tuple[int, ...]
     skip_last: bool = True
+    prev_computed: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -620,6 +623,153 @@ OPS_BY_KIND[BlockInfo.kind] = BlockInfo
 
 # --------------------------------------------------------------------------- end block queries
 
+# --------------------------------------------------------------------------- content hash
+# The public hash function against the hashes blocks show (semantics: ``models.hash_query``),
+# and int-like token ids (an engine passes numpy ints): both are prefix-caching only.
+
+
+@dataclass(frozen=True, slots=True)
+class HashRecompute(Op):
+    """``block.content_hash``, then the block class's ``hash_block_tokens(is_first_block,
+    prev_block.content_hash (None when first), block.token_ids[, extra_hash=block.extra_hash])``
+    (Aphrodite: static, no ``extra_hash``; vLLM: a classmethod taking it). ``is_first_block``
+    says whether ``block`` starts its chain; ``int_like`` passes the token ids as instances of
+    an ``int`` subclass; ``sentinel`` passes a first block's predecessor hash as the class's
+    ``_none_hash`` (vLLM generation: the same as ``None``). Value: ``[content_hash,
+    recomputed]``.
+
+    A :class:`Malformed` call of it may also name ``prev_block_hash`` and ``token_ids``, the
+    hash function's parameters the plan fills from the block."""
+
+    kind: ClassVar[str] = "hash_recompute"
+    mutates: ClassVar[bool] = False
+    block: int
+    is_first_block: bool
+    int_like: bool = False
+    sentinel: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateImmutableIntLike(AllocateImmutable):
+    """``AllocateImmutable`` with the token ids passed as instances of an ``int`` subclass
+    (as numpy hands them out): the same call, so the same hit, hash and KV content."""
+
+    kind: ClassVar[str] = "allocate_immutable_int_like"
+
+
+HASH_OPS: tuple[type[Op], ...] = (HashRecompute, AllocateImmutableIntLike)
+OPS_BY_KIND.update((cls.kind, cls) for cls in HASH_OPS)
+
+# --------------------------------------------------------------------------- end content hash
+
+# --------------------------------------------------------------------------- evictor level
+# The target's own evictor (API.md section 6), driven directly: a fresh instance of the class
+# its GPU prefix-caching allocator uses, built by the first of these operations in a program.
+# They name raw block ids (the evictor owns no handles) and never touch the allocator, hence
+# ``mutates = False``. After every step the snapshot shows the evictor (:class:`EvictorState`).
+# Semantics and contract: ``models.evictor_model``.
+
+
+@dataclass(frozen=True, slots=True)
+class EvictorAdd(Op):
+    """``evictor.add(block_id, content_hash, num_hashed_tokens, last_accessed)``."""
+
+    kind: ClassVar[str] = "evictor_add"
+    mutates: ClassVar[bool] = False
+    block_id: int
+    content_hash: int
+    num_hashed_tokens: int
+    last_accessed: float
+
+
+@dataclass(frozen=True, slots=True)
+class EvictorUpdate(Op):
+    """``evictor.update(block_id, last_accessed)``."""
+
+    kind: ClassVar[str] = "evictor_update"
+    mutates: ClassVar[bool] = False
+    block_id: int
+    last_accessed: float
+
+
+@dataclass(frozen=True, slots=True)
+class EvictorRemove(Op):
+    """``evictor.remove(block_id)``."""
+
+    kind: ClassVar[str] = "evictor_remove"
+    mutates: ClassVar[bool] = False
+    block_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class EvictorEvict(Op):
+    """``evictor.evict()``; value: ``[block_id, content_hash]``."""
+
+    kind: ClassVar[str] = "evictor_evict"
+    mutates: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class EvictorContains(Op):
+    """``block_id in evictor`` for each of ``ids``; value: a list of bools."""
+
+    kind: ClassVar[str] = "evictor_contains"
+    mutates: ClassVar[bool] = False
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EvictorState:
+    """What the evictor shows after a step: ``num_blocks``, and ``free_table`` as
+    ``{block_id: (content_hash, num_hashed_tokens, last_accessed)}``."""
+
+    num_blocks: int
+    table: Mapping[int, tuple[int, int, float]]
+
+
+EVICTOR_OPS: tuple[type[Op], ...] = (EvictorAdd, EvictorUpdate, EvictorRemove, EvictorEvict,
+                                     EvictorContains)
+OPS_BY_KIND.update({cls.kind: cls for cls in EVICTOR_OPS})
+
+# --------------------------------------------------------------------------- end evictor level
+
+# --------------------------------------------------------------------------- stale ids
+# What an engine passes after a free: the raw ids a sequence held (a stale id list), and the
+# trackers' add/remove one tracker at a time (semantics: ``models.stale_ids``).
+
+
+@dataclass(frozen=True, slots=True)
+class MarkStaleIds(Op):
+    """``mark_blocks_as_accessed(ids, now)`` with, for each handle, the id it holds if live,
+    else the id it held when it was freed. Per id (API.md 4.3): active -> access time;
+    evictable -> ``evictor.update`` (its LRU rank moves); free -> misuse (``ValueError``);
+    another device's -> misuse (``KeyError``). Every id is checked before any is marked."""
+
+    kind: ClassVar[str] = "mark_stale_ids"
+    blocks: tuple[int, ...]
+    now: float
+
+
+#: The trackers :class:`SeqTrackerEdit` names.
+TRACKERS: tuple[str, ...] = ("computed", "access")
+
+
+@dataclass(frozen=True, slots=True)
+class SeqTrackerEdit(Op):
+    """``add_seq(table)`` (``add``) or ``remove_seq(table)`` on one tracker alone
+    (``tracker``: ``"computed"``, the Aphrodite ``ComputedBlocksTracker``, or ``"access"``)."""
+
+    kind: ClassVar[str] = "seq_tracker_edit"
+    table: int
+    tracker: str
+    add: bool
+
+
+STALE_ID_OPS: tuple[type[Op], ...] = (MarkStaleIds, SeqTrackerEdit)
+OPS_BY_KIND.update({cls.kind: cls for cls in STALE_ID_OPS})
+
+# --------------------------------------------------------------------------- end stale ids
+
 # --------------------------------------------------------------------------- end malformed
 
 
@@ -651,7 +801,8 @@ class Snapshot:
     ``blocks`` covers every block handle live before or after the operation (a freed handle
     reports ``None``); ``tables`` every table live before or after it. ``cached``,
     ``evictable`` (ids per device) and ``refcounts`` (id -> count, every id of both devices)
-    are present only for targets whose adapter can introspect them.
+    are present only for targets whose adapter can introspect them. ``evictor``: the
+    standalone evictor of the evictor-level operations, once one exists.
     """
 
     free: Mapping[Dev, int]
@@ -663,6 +814,7 @@ class Snapshot:
     cached: Mapping[Dev, frozenset[int]] | None = None
     evictable: Mapping[Dev, frozenset[int]] | None = None
     refcounts: Mapping[int, int] | None = None
+    evictor: EvictorState | None = None  # evictor level (models.evictor_model)
 
 
 # --------------------------------------------------------------------------- JSON codec
@@ -681,7 +833,7 @@ def _encode(value: Any) -> JSON:
 
 
 _DEVICE_FIELDS = frozenset({"device", "src", "dst"})
-_TOKEN_FIELDS = frozenset({"tokens", "blocks", "ids"})
+_TOKEN_FIELDS = frozenset({"tokens", "blocks", "ids", "prev_computed"})
 
 
 def _decode(name: str, value: JSON) -> Any:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from models import operations as ops
+from models import shared_swap, stale_ids, tracker_edits  # stale ids
 from models.allocator_model import Model
 from models.block_info import BLOCK_QUERY_STEPS
 from models.block_ops import BLOCK_STEPS
@@ -33,7 +34,9 @@ from models.choice import Chooser
 from models.content import ROOT, ContentTrie
 from models.context import Context
 from models.contract import Inconclusive, OutOfContract, misuse_or_out, shortfall
+from models.evictor_model import EvictorModel  # evictor level
 from models.families import Family, Violation
+from models.hash_query import HASH_STEPS
 from models.operations import Dev, ErrorKind, Op, Outcome, Snapshot
 from models.queries import Queries
 from models.shadow_memory import ShadowMemory
@@ -47,6 +50,12 @@ MAX_WORLDS = 16
 MAX_PATHS = 16
 STEPS: dict[type[Op], Callable[[Model, Any], None]] = {**BLOCK_STEPS, **TABLE_STEPS,
                                                        **ENGINE_STEPS, **BLOCK_QUERY_STEPS}
+STEPS.update(HASH_STEPS)  # content hash (models.hash_query)
+# stale ids: marking freed handles' ids, one-tracker edits, swaps of handles sharing an id
+STEPS.update({ops.MarkStaleIds: stale_ids.mark_stale_ids,
+              ops.SeqTrackerEdit: tracker_edits.seq_tracker_edit,
+              ops.Swap: shared_swap.swap})
+# end stale ids
 
 # When several families fire on one step, the most specific one is reported.
 PRIORITY = (F.CRASH, F.ATOMIC, F.HASH, F.COW, F.CONTENT, F.SWAP, F.LRU, F.CACHE, F.COMPUTED,
@@ -62,6 +71,10 @@ MISUSE_FAMILY: dict[type[Op], Family] = {
     # target counts that id's references wrong (e.g. it sits in the evictor while held).
     ops.HitBurst: F.RC,
     ops.Malformed: F.ATOMIC,  # bad input must be refused and leave no trace
+    # content hash (models.hash_query): recomputing a valid block's hash must succeed
+    ops.HashRecompute: F.HASH, ops.AllocateImmutableIntLike: F.CACHE,
+    # stale ids: a free id marked; a tracker add/remove refused
+    ops.MarkStaleIds: F.LRU, ops.SeqTrackerEdit: F.COMPUTED,
 }
 CRASHES = (ErrorKind.UNEXPECTED, ErrorKind.ASSERTION)
 
@@ -84,6 +97,7 @@ class Oracle(Queries):
                                    config.num_gpu_blocks + config.num_cpu_blocks)
         self.pruned = False
         self.steps = 0
+        self.evictor = EvictorModel(config.caps)  # evictor level: the standalone evictor
 
     # ------------------------------------------------------------------ judging
 
@@ -97,10 +111,19 @@ class Oracle(Queries):
             raise most_specific(c.found)
 
     def step(self, op: Op, outcome: Outcome, after: Snapshot) -> None:
+        if isinstance(op, ops.EVICTOR_OPS):  # evictor level: semantics in models.evictor_model
+            found = self.evictor.step(op, outcome, after.evictor)
+            self.steps += 1
+            if found:
+                raise most_specific(found)
+            return
         misuse = misuse_or_out(self.model, op)
         if misuse is not None and not self.caps.typed_errors:
             raise OutOfContract(f"{op.kind}: misuse ({misuse}) fed to a target without typed "
                                 "errors")
+        # stale ids: the id a freed handle held (live handles' ids agree in every world)
+        held = self.model.blocks[op.block].id \
+            if isinstance(op, ops.Free) and misuse is None else None
         results: list[tuple[Model, list[Violation], bool]] = []
         for world in self.worlds:
             if self._may_branch(world, op, outcome, misuse):
@@ -126,6 +149,9 @@ class Oracle(Queries):
             if len(survivors) > MAX_WORLDS:
                 self.pruned = True
             self.worlds = survivors[:MAX_WORLDS]
+            if held is not None and outcome.error is None and isinstance(op, ops.Free):
+                for world in self.worlds:
+                    stale_ids.record_free(world, op.block, held)
             return
         if self.pruned:
             raise Inconclusive(f"{op.kind}: no model state explains the target, but the search "

@@ -31,8 +31,11 @@ class SeqState:
 
     started: bool = False
     entries: dict[int, SeqEntry] = field(default_factory=dict)
+    # stale ids: the id each freed block handle held when it was freed (what an engine's
+    # stale id list still names; ``MarkStaleIds``). Filled by the oracle on each ``Free``.
+    freed_ids: dict[int, int] = field(default_factory=dict)
 
     def clone(self) -> SeqState:
         return SeqState(self.started, {
             k: replace(e, computed=None if e.computed is None else list(e.computed))
-            for k, e in self.entries.items()})
+            for k, e in self.entries.items()}, dict(self.freed_ids))

@@ -133,14 +133,22 @@ def _engine_check(m: Model, op: Op) -> None:
             raise _out(op, "sequence not tracked") from None
         return
     if isinstance(op, ops.SeqComputedIds):
-        t = _table(m, op)
+        t = _table(m, op, live=False)
         _on_gpu_ids(m, op, t)
         if not m.caps.aphrodite_api:
             raise _out(op, "get_cached_computed_blocks_and_update is Aphrodite-generation only")
-        e = m.seqs.entries.get(t.key) if m.seqs.started else None
-        if m.seqs.started and (e is None or e.computed is None):
+        if not m.seqs.started:
+            raise _out(op, "the trackers were not created")
+        e = m.seqs.entries.get(t.key)
+        if e is None or e.computed is None:
             raise _NotTracked(f"{op.kind}: sequence {t.key} is not in the computed tracker")
-        e = _entry(m, op, t)
+        # stale ids: only the computed tracker is asked; a finished (freed) sequence it still
+        # holds has no blocks, which a list without a gap cannot be extended from.
+        if not t.live:
+            if e.gap:
+                raise _out(op, "a freed table whose list has a gap (returned as is)")
+            raise _NotTracked(f"{op.kind}: sequence {t.key} has no blocks (its table was freed)")
+        # end stale ids
         if e.computed is None or not t.blocks:
             raise _out(op, "needs an Aphrodite computed-tracker entry and a block")
         if not e.gap and len(e.computed) > len(t.blocks) - 1:

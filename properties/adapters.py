@@ -251,6 +251,13 @@ class FamilyAdapter:
         # Extension queries (``BlockInfo``): a detected capability, vLLM 0.8 lacks them.
         self.has_block_info = all(callable(getattr(alloc, name, None)) for name in
                                   ("get_block_refcount", "get_block_device"))
+        # Stale ids (``MarkStaleIds``): the id each freed block handle held (the runner
+        # records it at the free: the freed object no longer shows it).
+        self.freed_ids: dict[int, int] = {}
+        # Content hash (``HashRecompute``): the prefix-caching block class's public
+        # ``hash_block_tokens``, static (Aphrodite) or a classmethod taking ``extra_hash``.
+        self.has_hash_recompute, self.hash_takes_extra, self.hash_sentinel = \
+            self._detect_hash_function(package)
         self.null_block: Any = None
         self.last_drained: Any = None
 
@@ -453,6 +460,58 @@ class FamilyAdapter:
 
         return Plan(stmts, value=value)
 
+    # ------------------------------------------------------------------ content hash
+
+    @staticmethod
+    def _detect_hash_function(package: str) -> tuple[bool, bool, bool]:
+        """Whether ``<package>.prefix_caching_block.PrefixCachingBlock.hash_block_tokens``
+        exists, whether it takes ``extra_hash`` and whether the class has the ``_none_hash``
+        sentinel (both vLLM generation)."""
+        try:
+            module = importlib.import_module(f"{package}.prefix_caching_block")
+        except ImportError:
+            return False, False, False
+        cls = getattr(module, "PrefixCachingBlock", None)
+        func = getattr(cls, "hash_block_tokens", None)
+        if not callable(func):
+            return False, False, False
+        return (True, "extra_hash" in inspect.signature(func).parameters,
+                isinstance(getattr(cls, "_none_hash", None), int))
+
+    @staticmethod
+    def _int_like(tokens: Expr) -> Call:
+        """``tokens`` as instances of an ``int`` subclass (``properties.strategies``)."""
+        module = Call(Name("__import__"), (Lit("properties.strategies"),),
+                      (("fromlist", Lit(["_"])),))
+        return Call(Attr(module, "int_like"), (tokens,))
+
+    def _plan_hash_recompute(self, op: ops.HashRecompute, _: Any) -> Plan:
+        if not self.has_hash_recompute:
+            raise Unsupported("the target's blocks have no hash_block_tokens")
+        b = block(op.block)
+        prev_hash: Expr = Lit(None) if op.is_first_block \
+            else Attr(Attr(b, "prev_block"), "content_hash")
+        if op.sentinel:
+            if not self.hash_sentinel:
+                raise Unsupported("the target's blocks have no _none_hash sentinel")
+            prev_hash = Attr(Attr(b, "__class__"), "_none_hash")
+        tokens: Expr = Attr(b, "token_ids")
+        if op.int_like:
+            tokens = self._int_like(tokens)
+        kwargs = (("extra_hash", Attr(b, "extra_hash")),) if self.hash_takes_extra else ()
+        call = Call(Attr(Attr(b, "__class__"), "hash_block_tokens"),
+                    (Lit(op.is_first_block), prev_hash, tokens), kwargs)
+        return Plan([Stmt(Attr(b, "content_hash")), Stmt(call)], value=lambda r: [
+            checked_opt_int(r[0], "block.content_hash"),
+            checked_int(r[1], "PrefixCachingBlock.hash_block_tokens")])
+
+    def _plan_allocate_immutable_int_like(self, op: ops.AllocateImmutableIntLike,
+                                          _: Any) -> Plan:
+        call = method("alloc", "allocate_immutable_block", _maybe_block(op.prev),
+                      self._int_like(_tokens(op.tokens)), device=self.device(op.device),
+                      **self._extra(op.extra_hash))
+        return Plan([Stmt(call)], creates=1, single=True)
+
     # ------------------------------------------------------------------ engine-side
     # Trackers come from ``<package>.prefix_caching_block`` of the allocator; the sequence
     # stand-in is :class:`EngineSeq`. Both are reached with ``__import__`` so the reproducer's
@@ -521,7 +580,8 @@ class FamilyAdapter:
         self._tracker_cls("LastAccessBlocksTracker")
         kwargs: dict[str, Expr] = {}
         if "block_size" in inspect.signature(computed).parameters:
-            kwargs = {"block_size": Lit(self.block_size), "enable_caching": Lit(True)}
+            kwargs = {"block_size": Lit(self.block_size),
+                      "enable_caching": Lit(self._gpu_caches())}  # the engine's setting
         return Plan([
             Stmt(Call(Attr(module, "ComputedBlocksTracker"), (Name("alloc"),),
                       tuple(kwargs.items())), bind="computed_tracker"),
@@ -574,6 +634,32 @@ class FamilyAdapter:
         call = method("access_tracker", "update_seq_blocks_last_access", Lit(op.table),
                       Attr(table(op.table), "physical_block_ids"))
         return Plan([Stmt(call)])
+
+    # ------------------------------------------------------------------ stale ids
+    # ``MarkStaleIds`` passes the ids freed handles held as literals; ``SeqTrackerEdit``
+    # calls one tracker; the trackers cache only when the GPU allocator caches prefixes.
+
+    def _gpu_caches(self) -> bool:
+        """Whether the GPU allocator caches prefixes (it has an evictor), as the engine's
+        ``enable_caching``."""
+        subs = getattr(self.alloc, "_allocators", None)
+        gpu = subs.get(self.device_enum.GPU) if isinstance(subs, Mapping) else None
+        return getattr(gpu, "evictor", None) is not None
+
+    def _plan_mark_stale_ids(self, op: ops.MarkStaleIds, _: Any) -> Plan:
+        ids: list[Expr] = []
+        for h in op.blocks:
+            freed = self.freed_ids.get(h)
+            ids.append(Attr(block(h), "block_id") if freed is None else Lit(freed))
+        call = method("alloc", "mark_blocks_as_accessed", ListOf(tuple(ids)), Lit(op.now))
+        stale = any(h in self.freed_ids for h in op.blocks)
+        return Plan([Stmt(call, comment="literal ids: held by freed blocks" if stale else "")])
+
+    def _plan_seq_tracker_edit(self, op: ops.SeqTrackerEdit, _: Any) -> Plan:
+        name = "add_seq" if op.add else "remove_seq"
+        if op.tracker == "computed" and not self._computed_has(name):
+            raise Unsupported(f"the computed tracker has no {name}")
+        return Plan([Stmt(method(f"{op.tracker}_tracker", name, Lit(op.table)))])
 
     # ------------------------------------------------------------------ tables
 
@@ -749,6 +835,7 @@ class FamilyAdapter:
         ("swap", "blocks"): 0, ("swap", "src"): 1, ("swap", "dst"): 2,
         ("mark_accessed", "blocks"): 0, ("mark_accessed", "now"): 1,
         ("computed_block_ids", "blocks"): 1,
+        ("computed_block_ids", "prev_computed"): 0,  # stale ids
         ("cached_prefix", "blocks"): 0, ("cached_prefix", "device"): "device",
         ("count_touched", "blocks"): 0, ("count_touched", "device"): 1,
         ("count_touched", "lookahead"): 2,
@@ -758,6 +845,9 @@ class FamilyAdapter:
         ("table_allocate", "extra_hash"): "extra_hash",
         ("table_append", "tokens"): 0, ("table_append", "lookahead"): "num_lookahead_slots",
         ("table_ensure_slots", "slots"): 0, ("table_mark_accessed", "now"): 1,
+        # content hash: the parameters of ``hash_block_tokens``
+        ("hash_recompute", "is_first_block"): 0, ("hash_recompute", "prev_block_hash"): 1,
+        ("hash_recompute", "token_ids"): 2,
     }
 
     def _plan_malformed(self, op: ops.Malformed, tables: Mapping[int, Any]) -> Plan:
@@ -865,6 +955,96 @@ class FamilyAdapter:
                 return None
             evictable[dev] = frozenset(int(k) for k in table_)
         return cached, evictable, refcounts
+
+    # ------------------------------------------------------------------ evictor level
+    # ``EVICTOR_OPS`` drive a fresh instance of the evictor class the GPU prefix-caching
+    # allocator uses (a detected capability: none without one), named ``evictor`` in the plans.
+    # The first evictor operation of a program builds it: ``make_evictor(EvictionPolicy.LRU)``
+    # of that class's module when it yields that class, else the class called with no arguments.
+
+    def evictor_factory(self) -> tuple[str, str] | None:
+        """(module, ``"make_evictor"`` or the class name) of the target's evictor, or None."""
+        if "_evictor_in" not in self.__dict__:
+            self._evictor_in = self._find_evictor_factory()
+            self._evictor_made = False
+        return self._evictor_in
+
+    @property
+    def has_evictor(self) -> bool:
+        return self.evictor_factory() is not None
+
+    def _find_evictor_factory(self) -> tuple[str, str] | None:
+        subs = getattr(self.alloc, "_allocators", None)
+        gpu = subs.get(self.device_enum.GPU) if isinstance(subs, Mapping) else None
+        evictor = getattr(gpu, "evictor", None)
+        if evictor is None:
+            return None
+        cls = type(evictor)
+        module = sys.modules.get(cls.__module__)
+        make = getattr(module, "make_evictor", None)
+        policy = getattr(getattr(module, "EvictionPolicy", None), "LRU", None)
+        if callable(make) and policy is not None and type(make(policy)) is cls:
+            return cls.__module__, "make_evictor"
+        if getattr(module, cls.__name__, None) is not cls:
+            return None  # not importable by name: a reproducer could not build it
+        return cls.__module__, cls.__name__
+
+    def _evictor(self) -> list[Stmt]:
+        """The statement building ``evictor``, for the program's first evictor operation."""
+        found = self.evictor_factory()
+        if found is None:
+            raise Unsupported("the target's GPU allocator has no evictor")
+        if self._evictor_made:
+            return []
+        self._evictor_made = True
+        module_name, name = found
+        module = Call(Name("__import__"), (Lit(module_name),), (("fromlist", Lit(["_"])),))
+        args = (Attr(Attr(module, "EvictionPolicy"), "LRU"),) if name == "make_evictor" else ()
+        return [Stmt(Call(Attr(module, name), args), bind="evictor")]
+
+    def _plan_evictor_add(self, op: ops.EvictorAdd, _: Any) -> Plan:
+        call = method("evictor", "add", Lit(op.block_id), Lit(op.content_hash),
+                      Lit(op.num_hashed_tokens), Lit(op.last_accessed))
+        return Plan([*self._evictor(), Stmt(call)])
+
+    def _plan_evictor_update(self, op: ops.EvictorUpdate, _: Any) -> Plan:
+        call = method("evictor", "update", Lit(op.block_id), Lit(op.last_accessed))
+        return Plan([*self._evictor(), Stmt(call)])
+
+    def _plan_evictor_remove(self, op: ops.EvictorRemove, _: Any) -> Plan:
+        return Plan([*self._evictor(), Stmt(method("evictor", "remove", Lit(op.block_id)))])
+
+    def _plan_evictor_evict(self, op: ops.EvictorEvict, _: Any) -> Plan:
+        def value(r: list[Any]) -> list[int]:
+            got = r[-1]
+            if not isinstance(got, tuple | list) or len(got) != 2 or not all(map(is_int, got)):
+                raise wrong_type("evictor.evict", "(int, int)", got)
+            return [int(got[0]), int(got[1])]
+
+        return Plan([*self._evictor(), Stmt(method("evictor", "evict"))], value=value)
+
+    def _plan_evictor_contains(self, op: ops.EvictorContains, _: Any) -> Plan:
+        made = self._evictor()
+        stmts = [*made, *(Stmt(method("evictor", "__contains__", Lit(i))) for i in op.ids)]
+        return Plan(stmts, value=lambda r: [
+            checked_bool(x, "evictor.__contains__") for x in r[len(made):]])
+
+    def evictor_state(self, evictor: Any) -> ops.EvictorState:
+        """``num_blocks`` and ``free_table`` of ``evictor``, type-checked."""
+        count = checked_int(evictor.num_blocks, "evictor.num_blocks")
+        table = evictor.free_table
+        if not isinstance(table, Mapping):
+            raise wrong_type("evictor.free_table", "dict of int -> BlockMetaData", table)
+        shown_table: dict[int, tuple[int, int, float]] = {}
+        for block_id, meta in table.items():
+            what = f"evictor.free_table[{block_id!r}]"
+            shown_table[checked_int(block_id, "evictor.free_table (a key)")] = (
+                checked_int(meta.content_hash, f"{what}.content_hash"),
+                checked_int(meta.num_hashed_tokens, f"{what}.num_hashed_tokens"),
+                checked_number(meta.last_accessed, f"{what}.last_accessed"))
+        return ops.EvictorState(count, shown_table)
+
+    # ------------------------------------------------------------------ end evictor level
 
 
 

@@ -302,6 +302,9 @@ class Runner:
                  done: list[int]) -> tuple[Outcome, Snapshot]:
         before_blocks = set(self.blocks)
         before_tables = set(self.tables)
+        # stale ids: the id a freed block held, for later ``MarkStaleIds`` plans
+        freeing = self.blocks.get(op.block) if isinstance(op, ops.Free) else None
+        held = getattr(freeing, "block_id", None) if freeing is not None else None
         results: list[Any] = []
         error: BaseException | None = None
         self._fresh = []
@@ -319,6 +322,8 @@ class Runner:
         seconds = time.perf_counter() - started
         logged = list(plan.stmts if error is None else plan.stmts[: len(results) + 1])
         outcome = self._outcome(op, plan, results, error, logged)
+        if isinstance(op, ops.Free) and outcome.error is None and type(held) is int:
+            self.adapter.freed_ids[op.block] = held  # stale ids
         self.env.pop("new_table", None)
         self._remember_table_extra(op, outcome)
         self.log.append(Step(op, logged, outcome, seconds))
@@ -543,9 +548,13 @@ class Runner:
         seen = a.introspect() if self.target.caps.introspection else None
         self._doing = "alloc.get_num_free_blocks"
         free = {dev: a.free_count(dev) for dev in Dev}
+        evictor = self.env.get("evictor")  # evictor level: the standalone evictor, once built
+        self._doing = "evictor.free_table"
+        shown_evictor = None if evictor is None else a.evictor_state(evictor)
         self._doing = "reading the allocator's state"
         if seen is None:
-            return Snapshot(free, blocks, tokens, hashes, tables, table_tokens)
+            return Snapshot(free, blocks, tokens, hashes, tables, table_tokens,
+                            evictor=shown_evictor)
         cached, evictable, refcounts = seen
         return Snapshot(free, blocks, tokens, hashes, tables, table_tokens, cached, evictable,
-                        refcounts)
+                        refcounts, evictor=shown_evictor)

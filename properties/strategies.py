@@ -115,3 +115,26 @@ def pressure() -> st.SearchStrategy[int]:
     """How many free ids a drain leaves: none (the next allocation must evict or fail), or a
     few."""
     return st.sampled_from((0, 0, 1, 2))
+
+
+# --------------------------------------------------------------------------- int-like tokens
+# Engines pass token ids straight from numpy arrays. A conforming allocator treats an int
+# subclass token exactly as the plain int it equals (API.md hashes with Python ``hash()``,
+# which does): same content hash, same cache hit, same KV content.
+
+
+class TokenId(int):
+    """A token id of an ``int`` subclass (a stand-in for numpy's ints, no dependency)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"TokenId({int(self)})"
+
+
+def int_like(token_ids: list[int]) -> list[int]:
+    """``token_ids`` as :class:`TokenId` instances (the plans of ``HashRecompute`` and
+    ``AllocateImmutableIntLike`` call it, so reproducers show it)."""
+    return [TokenId(t) for t in token_ids]
+
+# --------------------------------------------------------------------------- end int-like tokens

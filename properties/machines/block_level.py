@@ -40,6 +40,16 @@ def _has_blocks(m: BlockLevelMachine) -> bool:
     return bool(m.oracle.live_blocks())
 
 
+def _has_hash_recompute(m: BlockLevelMachine) -> bool:
+    """A prefix-caching target whose blocks have ``hash_block_tokens`` (detected)."""
+    return m.caps.prefix_caching and bool(getattr(m.runner.adapter, "has_hash_recompute",
+                                                  False))
+
+
+#: ``hash_block_tokens``'s validated parameters (the malformed call of ``_content_hash``).
+_HASH_ARGUMENTS = ("is_first_block", "prev_block_hash", "token_ids")
+
+
 def _has_block_info(m: BlockLevelMachine) -> bool:
     """The target has the refcount/device extension queries (detected by the adapter)."""
     return bool(getattr(m.runner.adapter, "has_block_info", False))
@@ -449,6 +459,128 @@ class BlockLevelMachine(OracleMachine):
         chosen = data.draw(st.lists(pick, min_size=1, max_size=4, unique=True), label="blocks")
         self.do(ops.BlockInfo(tuple(chosen)))
 
+    # -- content hash (models.hash_query)
+
+    def _content_hash(self, data: st.DataObject) -> None:
+        """A ``query``: a block's ``content_hash`` against the block class's own
+        ``hash_block_tokens`` recomputed from its tokens (sometimes as int-subclass instances),
+        predecessor's hash and extra key (HASH; None exactly when unhashed: CACHE). Sometimes
+        the block is first re-requested with int-subclass token ids (a hit on the plain-int
+        original); for targets with typed errors, then a malformed ``hash_block_tokens`` call
+        (typed error)."""
+        oracle = self.oracle
+        blocks = oracle.model.blocks
+        asks = (ops.HashRecompute(h, blocks[h].prev is None) for h in oracle.live_blocks())
+        chosen = [op for op in asks if oracle.contract_error(op) is None]
+        if not chosen:
+            return
+        chained = [op for op in chosen if not op.is_first_block]  # the chain hash matters
+        pick = st.one_of(st.sampled_from(chained), st.sampled_from(chosen)) if chained \
+            else st.sampled_from(chosen)
+        op = data.draw(pick, label="block")
+        rec = blocks[op.block]
+        if rec.content is not None and data.draw(st.booleans(), label="int-like twin"):
+            twin = ops.AllocateImmutableIntLike(rec.prev, tuple(rec.tokens), rec.device,
+                                                rec.extra)
+            made = self._made(twin)
+            if made:
+                op = ops.HashRecompute(made[0], op.is_first_block, True)
+        int_like = op.int_like or data.draw(st.booleans(), label="int-like tokens")
+        sentinel = op.is_first_block and self.caps.vllm_api \
+            and bool(getattr(self.runner.adapter, "hash_sentinel", False)) \
+            and data.draw(st.booleans(), label="_none_hash for no predecessor")
+        self.do(ops.HashRecompute(op.block, op.is_first_block, int_like, sentinel))
+        if self.caps.typed_errors and data.draw(st.booleans(), label="malformed hash call"):
+            argument = data.draw(st.sampled_from(_HASH_ARGUMENTS), label="argument")
+            like = tuple(rec.tokens) if argument == "token_ids" else op.is_first_block
+            bad = data.draw(st.sampled_from(bad_values(
+                ARGUMENTS[ops.HashRecompute, argument][0], self.config, like)),
+                label="malformed value")
+            malformed = ops.Malformed(ops.HashRecompute(op.block, op.is_first_block),
+                                      argument, bad)
+            if oracle.is_misuse(malformed):
+                self.do(malformed)
+
+    # ------------------------------------------------------------------ stale ids
+
+    def _stale_marks(self) -> list[int]:
+        """Freed handles whose old id an engine may still mark: a GPU id that is held (by
+        another block now) or evictable (prefix caching; any GPU id for the naive one)."""
+        m = self.oracle.model
+        gpu = m.pools[Dev.GPU]
+        return [h for h, i in sorted(m.seqs.freed_ids.items()) if i in gpu.ids
+                and (not m.pc or gpu.is_active(i) or i in gpu.evictor)]
+
+    @precondition(_has_blocks)
+    @rule(data=st.data(), step=st.sampled_from((1.0, 2.5, -1.5)))
+    def mark_stale(self, data: st.DataObject, step: float) -> None:
+        """A stale id list: a sequence ends (often one of its chains is freed right here,
+        first block first) and the engine then stamps ids it already freed: an evictable id
+        must move in the LRU order (the deepest block of the freed chain, the next victim,
+        stops being it), one handed to another block is marked as that block's; sometimes
+        with live blocks, and a negative step stamps a time before the clock (the id becomes
+        the next victim). Then, often, the GPU pool is drained so the evictions show the
+        order."""
+        gpu_chains = [c for c in (self.oracle.chain_of(h) for h in self._gpu_blocks()
+                                  if self.oracle.last_in_chain(h)) if c]
+        freed_now: list[int] = []
+        free_first: bool = bool(gpu_chains) and data.draw(st.booleans(), label="end a chain")
+        if free_first:
+            freed_now = data.draw(st.sampled_from(gpu_chains), label="chain")
+            for h in freed_now:
+                self.do(ops.Free(h))
+        m = self.oracle.model
+        stale = self._stale_marks()
+        if not stale:
+            return
+        gpu = m.pools[Dev.GPU]
+        evictable = [h for h in stale if m.seqs.freed_ids[h] in gpu.evictor]
+        pick = st.sampled_from(stale)
+        if evictable:
+            pick = st.one_of(st.sampled_from(evictable), pick)
+        if freed_now and freed_now[-1] in stale:
+            pick = st.one_of(st.just(freed_now[-1]), pick)
+        chosen: list[int] = data.draw(st.lists(pick, min_size=1, max_size=3, unique=True),
+                                      label="freed")
+        live = self._gpu_blocks()
+        with_live: bool = bool(live) and data.draw(st.booleans(), label="with a live block")
+        if with_live:
+            chosen.append(data.draw(st.sampled_from(live), label="live"))
+        now = max(0.0, self.clock + step) if step < 0 else self.tick(step)
+        self.do(ops.MarkStaleIds(tuple(chosen), now))
+        if data.draw(st.booleans(), label="then evict"):
+            extra = data.draw(st.integers(1, 3), label="evictions")
+            for _ in range(len(self.oracle.model.pools[Dev.GPU].hashless) + extra):
+                if not self._made(ops.AllocateMutable(None, Dev.GPU)):
+                    return
+
+    @precondition(lambda m: _has_blocks(m) and m.config.num_cpu_blocks > 0)
+    @rule(data=st.data())
+    def swap_shared(self, data: st.DataObject) -> None:
+        """A block swapped together with its forks in one call (handles sharing ids): each
+        source id moves once (targets that keep shared ids: one destination id, refcount =
+        handles, one pair in the mapping and the log); then, often, refcounts or the log."""
+        m = self.oracle.model
+        live = self.oracle.live_blocks()
+        shared = [h for h in live if m.shared(m.blocks[h])]
+        if not shared:
+            return
+        rec = m.blocks[data.draw(st.sampled_from(shared), label="block")]
+        mates = [h for h in live if m.blocks[h].id == rec.id and m.blocks[h].device is rec.device]
+        chains = [h for k in mates for h in self.oracle.chain_of(k)]
+        blocks = tuple(dict.fromkeys(chains if data.draw(st.booleans(), label="chains")
+                                     else mates))
+        swap = ops.Swap(blocks, rec.device, _other(rec.device))
+        if self.oracle.contract_error(swap) is not None or not self._ok(swap):
+            return  # out of contract: a target that does not keep shared ids
+        ask = data.draw(st.sampled_from(("none", "info", "log")), label="then")
+        if ask == "info" and _has_block_info(self):
+            self.do(ops.BlockInfo(tuple(mates[:4])))
+        elif ask == "log":
+            self.do(ops.SwapLog())
+
+    # ------------------------------------------------------------------ end stale ids
+
     @rule(data=st.data())
     def mark_computed(self, data: st.DataObject) -> None:
         """End of a scheduling step. The ids passed are a hint the contract lets the target
@@ -484,7 +616,12 @@ class BlockLevelMachine(OracleMachine):
     def query(self, data: st.DataObject) -> None:
         """One read-only question (queries are one rule, so they do not crowd out writes)."""
         kinds = [k for k, api in QUERIES if api is None or getattr(self.caps, api)]
+        if _has_blocks(self) and _has_hash_recompute(self):
+            kinds.append("content_hash")  # content hash (models.hash_query)
         kind = data.draw(st.sampled_from(kinds), label="query")
+        if kind == "content_hash":
+            self._content_hash(data)
+            return
         if kind == "hit_rate":
             self.do(ops.HitRate(data.draw(st.sampled_from(self.devices()), label="device")))
             return
@@ -541,6 +678,14 @@ class BlockLevelMachine(OracleMachine):
         out.append(ops.AllocateImmutable(None, (0,) * max(0, bs - 1)))
         out.append(ops.AllocateImmutable(None, (0,) * (bs + 1)))
         out.append(ops.ComputedBlockIds((), True))
+        # stale ids: a freed handle's id that is free now, alone or after valid ones; more
+        # previously computed ids than ids
+        valid = self._stale_marks()[-2:] + self._gpu_blocks()[-1:]
+        for h in sorted(m.seqs.freed_ids)[-3:]:
+            out += [ops.MarkStaleIds((h,), self.clock), ops.MarkStaleIds((*valid, h), self.clock)]
+        gpu = self._gpu_blocks()[-1:]
+        out.append(ops.Malformed(ops.ComputedBlockIds(tuple(gpu), False), "prev_computed",
+                                 (0,) * (len(gpu) + 1)))
         return [op for op in out if self.oracle.is_misuse(op)]
 
     # ------------------------------------------------------------------ engine-side
@@ -633,8 +778,11 @@ _KEEP_OBJECTS = (ops.MarkAccessed, ops.MarkComputed, ops.ClearCopyOnWrites, ops.
 _CHURN_SLACK = 70
 
 #: The validated arguments of block-level calls (the malformed call of ``misuse``).
-_BLOCK_ARGUMENTS = sorted(((cls, arg) for cls, arg in ARGUMENTS if cls in ops.BLOCK_OPS),
+_BLOCK_ARGUMENTS = sorted(((cls, arg) for cls, arg in ARGUMENTS if cls in ops.BLOCK_OPS
+                           and (cls, arg) != (ops.ComputedBlockIds, "prev_computed")),
                           key=lambda pair: (pair[0].kind, pair[1]))
+#: stale ids: the previously computed ids of ``get_computed_block_ids`` are malformed in the
+#: misuse candidates instead (a list longer than the ids: more known than asked about).
 
 
 def _other(dev: Dev) -> Dev:

@@ -221,6 +221,29 @@ class SequenceLevelMachine(OracleMachine):
             if o.contract_error(op) is None:
                 self.do(op)
 
+    # ------------------------------------------------------------------ stale ids
+
+    def _tracker_edits(self) -> list[Op]:
+        tables = sorted(self.oracle.model.tables)[-4:]
+        return [ops.SeqTrackerEdit(t, tracker, add) for t in tables for tracker in ops.TRACKERS
+                for add in (True, False)]
+
+    @precondition(lambda m: m.oracle.model.seqs.started)
+    @rule(data=st.data())
+    def tracker_edit(self, data: st.DataObject) -> None:
+        """One tracker's ``add_seq``/``remove_seq`` alone: that tracker's entry starts empty
+        or goes, the other tracker keeps its own (a computed-id list outlives the access
+        entry, and the other way round). For targets with typed errors also an add of a
+        sequence that tracker holds or a remove of one it does not (refused, nothing
+        changed)."""
+        o = self.oracle
+        candidates = [op for op in self._tracker_edits() if o.contract_error(op) is None
+                      and (self.caps.typed_errors or not o.is_misuse(op))]
+        if candidates:
+            self.do(data.draw(st.sampled_from(candidates), label="tracker edit"))
+
+    # ------------------------------------------------------------------ end stale ids
+
     @precondition(lambda m: m.caps.typed_errors)
     @rule(data=st.data())
     def misuse(self, data: st.DataObject) -> None:
@@ -250,6 +273,7 @@ class SequenceLevelMachine(OracleMachine):
             for t in sorted(m.tables)[-3:]:
                 candidates += [ops.SeqTrack(t), ops.SeqAccess(t, self.clock),
                                ops.SeqStampBlocks(t), ops.SeqUntrack(t), ops.SeqComputedIds(t)]
+            candidates += self._tracker_edits()  # stale ids: one tracker's add/remove
         candidates = [op for op in candidates if self.oracle.is_misuse(op)]
         self.do(data.draw(st.sampled_from(candidates), label="misuse"))
         for op in self._malformed(data):

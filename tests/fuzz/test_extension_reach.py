@@ -326,3 +326,84 @@ def test_extra_keys_only_with_fields_the_target_folds_in(bundled: Target) -> Non
         keys = [e for e in extras if isinstance(e, ops.ExtraKey)]
         assert keys and all(k.fields_used == {"lora"} for k in keys)
         assert None in extras and any(isinstance(e, int) for e in extras)
+
+
+# --------------------------------------------------------------------------- stale ids
+
+
+def _stale_mark_input(t: Target) -> bytes:
+    """A two-block GPU chain (count byte 1: two chunks) freed first block first; the stale
+    mark production marks the deeper block's old id (size byte 0: one handle; pick byte 1),
+    then its follow-up drains the GPU pool (flag byte 0; tick byte 0: now 1.0; one eviction
+    beyond the hashless ids): the first eviction must take the other id."""
+    extra = b"\x00" if t.caps.extra_keys and t.caps.vllm_api else b""
+    chain = (_opcode(WITH_CPU, Level.BLOCK, t, "_allocate_chain") + b"\x00" + extra
+             + bytes([1, NO_HIT, 1, 2, 3, 0, 2, 2, 2, 2]))
+    free = _opcode(WITH_CPU, Level.BLOCK, t, "_free")
+    return (WITH_CPU + chain + free + b"\x00" + free  # one live block left: no pick byte
+            + _ext(WITH_CPU, Level.BLOCK, t, "_mark_stale", block_info=True) + bytes([0, 1, 0, 0]))
+
+
+def test_a_stale_mark_moves_a_freed_id_in_the_lru_order(bundled: Target) -> None:
+    result = _run(_stale_mark_input(bundled), bundled)
+    assert result.violation is None, str(result.violation)
+    assert result.program[1:4] == [ops.Free(0), ops.Free(1), ops.MarkStaleIds((1,), 1.0)]
+    assert all(op == ops.AllocateMutable(None, Dev.GPU) for op in result.program[4:])
+    assert len(result.program) == 4 + (MAX_GPU_BLOCKS - 2) + 1  # hashless ids, one eviction
+
+
+def test_stale_mark_skips_evictor_fails() -> None:
+    target = load_target("tests.zoo.broken:stale_mark_skips_evictor")
+    result = _run(_stale_mark_input(target), target)
+    assert result.violation is not None
+    assert result.violation.family is Family.LRU
+    step = result.violation.step
+    assert step is not None and result.program[step] == ops.AllocateMutable(None, Dev.GPU)
+
+
+def _shared_swap_input(t: Target) -> bytes:
+    """A one-token GPU block and its fork (one partial id, two handles), then both swapped
+    to the CPU in one call (pick byte 0; flag byte 255: the handles, not their chains)."""
+    return (WITH_CPU + _opcode(WITH_CPU, Level.BLOCK, t, "_allocate_mutable") + b"\x00"
+            + _opcode(WITH_CPU, Level.BLOCK, t, "_append") + bytes([0, 1])
+            + _opcode(WITH_CPU, Level.BLOCK, t, "_fork")
+            + _ext(WITH_CPU, Level.BLOCK, t, "_swap_shared", block_info=True) + bytes([0, 255]))
+
+
+def test_handles_sharing_an_id_are_swapped_in_one_call(bundled: Target) -> None:
+    result = _run(_shared_swap_input(bundled), bundled)
+    assert result.violation is None, str(result.violation)
+    assert result.program[-1] == ops.Swap((0, 1), Dev.GPU, Dev.CPU)
+    assert len(result.outcomes[-1].value) == 1  # one source id, one pair
+
+
+def test_swap_splits_shared_ids_fails() -> None:
+    target = load_target("tests.zoo.broken:swap_splits_shared_ids")
+    result = _run(_shared_swap_input(target), target)
+    assert result.violation is not None
+    assert (result.violation.family, result.violation.step) == (Family.SWAP, 3)
+
+
+def _tracker_edit_input(t: Target) -> bytes:
+    """A one-token table, the trackers with it added (flag byte 255: no further tracker
+    call), then the computed tracker asked to add it again (tracker byte 0, add flag 0)."""
+    extra = b"\x00" if t.caps.extra_keys and t.caps.vllm_api else b""
+    return (SEQ_CONFIG + _opcode(SEQ_CONFIG, Level.SEQUENCE, t, "_table_allocate")
+            + bytes([0, 0, 2]) + extra
+            + _ext(SEQ_CONFIG, Level.SEQUENCE, t, "_tracker", trackers=True) + b"\xff"
+            + _ext(SEQ_CONFIG, Level.SEQUENCE, t, "_tracker_edit", trackers=True)
+            + bytes([0, 0]))
+
+
+def test_a_tracker_refuses_a_sequence_it_holds(bundled: Target) -> None:
+    result = _run(_tracker_edit_input(bundled), bundled, Level.SEQUENCE)
+    assert result.violation is None, str(result.violation)
+    assert result.program[-1] == ops.SeqTrackerEdit(0, "computed", True)
+    assert result.outcomes[-1].error is ErrorKind.MISUSE
+
+
+def test_computed_tracker_readds_fails() -> None:
+    target = load_target("tests.zoo.broken:computed_tracker_readds")
+    result = _run(_tracker_edit_input(target), target, Level.SEQUENCE)
+    assert result.violation is not None
+    assert (result.violation.family, result.violation.step) == (Family.COMPUTED, 3)

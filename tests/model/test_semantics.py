@@ -56,11 +56,15 @@ def test_swap_of_blocks_sharing_an_id() -> None:
     t.do(AllocateImmutable(None, (1, 2)), ids=[0], free=(3, 2), cached=[0]).do(Fork(0))
     t.do(Swap((0, 1), GPU, CPU), moved={0: 4, 1: 4}, value=[[0, 4]], free=(4, 1),
          evictable=[0], cpu_cached=[4])
-    # partial blocks never share on the destination: one fresh id each, the mapping keeps
-    # the last value for the repeated source id
+    # stale ids (models.shared_swap): a target claiming atomicity moves a shared partial id
+    # once, both handles on one destination id; without the claim (API.md 4.5 splits them)
+    # such a swap is out of contract
     t = Trace(bs=2, gpu=4, cpu=2)
     t.do(AllocateMutable(None), ids=[0], free=(3, 2)).do(Append(0, (1,))).do(Fork(0))
-    t.do(Swap((0, 1), GPU, CPU), moved={0: 4, 1: 5}, value=[[0, 5]], free=(4, 0))
+    t.do(Swap((0, 1), GPU, CPU), moved={0: 4, 1: 4}, value=[[0, 4]], free=(4, 1))
+    t = Trace(bs=2, gpu=4, cpu=2, atomic=False)
+    t.do(AllocateMutable(None), ids=[0], free=(3, 2)).do(Append(0, (1,))).do(Fork(0))
+    assert t.oracle.contract_error(Swap((0, 1), GPU, CPU)) is not None
 
 
 def test_swap_needs_free_destination_ids_all_or_nothing() -> None:

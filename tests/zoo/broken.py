@@ -24,9 +24,12 @@ from tests.zoo import allocator_mutants as am
 from tests.zoo import device_mutants as dm
 from tests.zoo import engine_mutants as xm
 from tests.zoo import evictor_mutants as em
+from tests.zoo import hash_surface_mutants as sm
 from tests.zoo import hashing_mutants as hm
 from tests.zoo import query_mutants as qm
+from tests.zoo import stale_id_mutants as im
 from tests.zoo import table_mutants as tm
+from tests.zoo import tracker_mutants as km
 from tests.zoo.plumbing import PluggableAllocator
 
 F = Family
@@ -35,6 +38,7 @@ Factory = Callable[..., CpuGpuBlockAllocator]
 #: Which state machines can reach a bug, in the order to try them.
 BLOCK = "block"
 SEQUENCE = "sequence"
+EVICTOR = "evictor"  # the evictor-level machine (the target's evictor driven directly)
 #: A dedicated long-chain program (``run_program``), for bugs the tiny pools cannot show.
 LONG_CHAIN = "long_chain"
 
@@ -206,6 +210,45 @@ def _mutants() -> Iterable[Mutant]:
     yield m("null_block_writable",
             "the null block takes tokens: append_token_ids writes into the block it wraps",
             (F.TABLE,), (SEQUENCE,), device=tm.NullBlockWritable)
+    # -- the content-hash surface: only HashRecompute (and its malformed calls) reaches these
+    yield m("public_hash_drops_prefix",
+            "the block class's hash_block_tokens leaves out the predecessor's hash",
+            (F.HASH,), (BLOCK,), allocator=sm.PublicHashDropsPrefixAllocator)
+    yield m("content_hash_unchained",
+            "content_hash hashes every block as a first block (hash_block_tokens is right)",
+            (F.HASH, F.CONTENT, F.LEAK), (BLOCK,), allocator=sm.UnchainedContentHashAllocator)
+    yield m("hash_arguments_unchecked",
+            "hash_block_tokens checks no argument (truthy first flag, stray predecessor hash)",
+            (F.ATOMIC,), (BLOCK,), allocator=sm.LaxHashArgumentsAllocator)
+    yield m("int_like_tokens_keyed_apart",
+            "the hash keys token ids by repr, so int-subclass ids hash apart from their ints",
+            (F.HASH,), (BLOCK,), allocator=sm.TextKeyAllocator,
+            hash_function=sm.text_key_hash)
+
+    # -- stale ids: stale id lists, swaps of shared ids, one-tracker edits reach these
+    yield m("stale_mark_skips_evictor",
+            "mark_blocks_as_accessed ignores evictable ids (their LRU rank never moves)",
+            (F.LRU,), (BLOCK,), allocator=im.StaleMarkSkipsEvictor)
+    yield m("stale_mark_ignores_free_ids",
+            "mark_blocks_as_accessed skips a free id instead of raising ValueError",
+            (F.LRU,), (BLOCK,), allocator=im.StaleMarkIgnoresFreeIds)
+    yield m("swap_splits_shared_ids",
+            "a swap of handles sharing an id gives each its own destination id (one pair kept)",
+            (F.SWAP, F.RC, F.LEAK), (BLOCK,), device=im.SwapSplitsSharedIds)
+    yield m("computed_tracker_readds",
+            "ComputedBlocksTracker.add_seq of a tracked sequence restarts its list, no error",
+            (F.COMPUTED,), (SEQUENCE,), allocator=km.TrackedAllocator)
+    # -- end stale ids
+
+    # -- the evictor's own contract (API.md section 6): only the evictor machine reaches these
+    yield m("evictor_ties_to_shallowest", "equal times evict the fewest hashed tokens first",
+            (F.LRU,), (EVICTOR,), allocator=em.ShallowTieAllocator)
+    yield m("evictor_update_forward_only", "evictor.update ignores a time older than the last",
+            (F.LRU,), (EVICTOR,), allocator=em.ForwardOnlyUpdateAllocator)
+    yield m("evictor_remove_keeps_count", "evictor.remove does not decrement num_blocks",
+            (F.LEAK,), (EVICTOR,), allocator=em.CountedAllocator)
+    yield m("evictor_remove_absent_silent", "evictor.remove of a non-candidate raises nothing",
+            (F.LEAK,), (EVICTOR,), allocator=em.LaxRemoveAllocator)
 
 
 ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}

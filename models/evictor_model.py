@@ -1,0 +1,154 @@
+"""Semantics of the evictor-level operations (``EVICTOR_OPS``; API.md section 6).
+
+The model is the candidate set: id -> (content_hash, num_hashed_tokens, last_accessed), ranked
+by :class:`~models.lru.LruIndex`. ``evict`` must return a permitted victim (the whole minimal
+bucket: smallest time, ties to the most hashed tokens, remaining ties open; any candidate if
+the target does not claim ``lru``) with the hash it was added with, and drop it. After every
+step the evictor's ``num_blocks`` and ``free_table`` must equal the model.
+
+Misuse: ``update`` or ``remove`` of a non-candidate, ``evict`` when empty, ``add`` with a
+negative id or token count (malformed, as ``models.malformed`` for the allocator). A target
+claiming typed errors must refuse it (``evict``: ``NoFreeBlocksError`` or a typed error) and,
+if it claims atomicity, change nothing (ATOMIC); for other targets it is out of contract.
+``add`` of a candidate (API.md is silent) is allowed two ways for typed-error targets: a typed
+error that changes nothing, or an overwrite (the id's metadata becomes the new one, as if
+removed and added again); targets without typed errors are never asked.
+
+Families: LRU (wrong victim; rank inputs ``last_accessed``/``num_hashed_tokens`` shown wrong),
+LEAK (membership, ``num_blocks``, ``__contains__``), CACHE (a content hash shown or returned
+wrong), ATOMIC (a refused call changed the evictor), CRASH (an untyped error).
+"""
+
+from __future__ import annotations
+
+from models import operations as ops
+from models.capabilities import Capabilities
+from models.contract import OutOfContract
+from models.families import Family, Violation
+from models.lru import LruIndex
+from models.operations import ErrorKind, EvictorState, Op, Outcome
+
+F = Family
+Meta = tuple[int, int, float]  # content_hash, num_hashed_tokens, last_accessed
+
+_CRASHES = (ErrorKind.UNEXPECTED, ErrorKind.ASSERTION)
+_MISUSE_FAMILY = F.LEAK  # a misuse accepted: the target thinks a non-candidate is one
+
+
+class EvictorModel:
+    """The candidates of the target's standalone evictor (see the module docstring)."""
+
+    def __init__(self, caps: Capabilities) -> None:
+        self.caps = caps
+        self.meta: dict[int, Meta] = {}
+        self.lru = LruIndex()
+        self._found: list[Violation] = []
+        self._override: Family | None = None
+
+    def misuse(self, op: Op) -> str | None:
+        """Why ``op`` is misuse in the current state (None: valid); raises
+        :class:`OutOfContract` for what the contract does not cover."""
+        if isinstance(op, ops.EvictorAdd):
+            if op.block_id < 0 or op.num_hashed_tokens < 0:
+                return "add with a negative block id or token count (malformed)"
+            return f"add of candidate {op.block_id}" if op.block_id in self.meta else None
+        if isinstance(op, ops.EvictorUpdate | ops.EvictorRemove):
+            absent = op.block_id not in self.meta
+            return f"{op.kind} of non-candidate {op.block_id}" if absent else None
+        if isinstance(op, ops.EvictorEvict):
+            return "evict of an empty evictor" if not self.meta else None
+        return None
+
+    def step(self, op: Op, outcome: Outcome, after: EvictorState | None) -> list[Violation]:
+        """Judge one step; the violations found (empty: the model followed the target)."""
+        misuse = self.misuse(op)
+        if misuse is not None and not self.caps.typed_errors:
+            raise OutOfContract(f"{op.kind}: misuse ({misuse}) fed to a target without typed "
+                                "errors")
+        self._found, self._override = [], None
+        err = outcome.error
+        overwrite = isinstance(op, ops.EvictorAdd) and op.block_id in self.meta \
+            and op.num_hashed_tokens >= 0
+        if misuse is not None and not (overwrite and err is None):
+            if err is None:
+                self._flag(_MISUSE_FAMILY, f"misuse accepted without an error: {misuse}")
+            elif err is ErrorKind.MISUSE or (err is ErrorKind.NO_FREE_BLOCKS
+                                             and isinstance(op, ops.EvictorEvict)):
+                if not self.caps.atomic:
+                    raise OutOfContract(f"{op.kind}: a target without atomicity refused "
+                                        "misuse; its state is no longer known")
+                self._override = F.ATOMIC
+            else:
+                self._flag(F.CRASH if err in _CRASHES else _MISUSE_FAMILY,
+                           f"misuse ({misuse}) raised {err.value}, not a typed misuse error: "
+                           f"{outcome.detail}")
+        elif err is not None:
+            self._flag(F.CRASH if err in _CRASHES else F.LEAK,
+                       f"{op.kind} must succeed, raised {err.value}: {outcome.detail}")
+        else:
+            self._apply(op, outcome.value)
+        if after is not None:
+            self._compare(after)
+        return self._found
+
+    def _flag(self, family: Family, message: str, expected: object = None,
+              observed: object = None) -> None:
+        if self._override is not None:
+            message = f"refused call changed the evictor ({family.value}): {message}"
+            family = self._override
+        self._found.append(Violation(family, message, expected=expected, observed=observed))
+
+    def _add(self, block_id: int, meta: Meta) -> None:
+        self.meta[block_id] = meta
+        self.lru.add(block_id, meta[2], meta[1])
+
+    def _apply(self, op: Op, value: object) -> None:
+        if isinstance(op, ops.EvictorAdd):  # a new candidate, or an overwrite (see above)
+            self._add(op.block_id, (op.content_hash, op.num_hashed_tokens, op.last_accessed))
+        elif isinstance(op, ops.EvictorUpdate):
+            content_hash, tokens, _ = self.meta[op.block_id]
+            self._add(op.block_id, (content_hash, tokens, op.last_accessed))
+        elif isinstance(op, ops.EvictorRemove):
+            del self.meta[op.block_id]
+            self.lru.remove(op.block_id)
+        elif isinstance(op, ops.EvictorEvict):
+            self._evicted(value)
+        elif isinstance(op, ops.EvictorContains):
+            want = [i in self.meta for i in op.ids]
+            if value != want:
+                self._flag(F.LEAK, f"__contains__ of {list(op.ids)}", expected=want,
+                           observed=value)
+
+    def _evicted(self, value: object) -> None:
+        block_id, content_hash = value if isinstance(value, list) else (None, None)
+        if block_id not in self.meta:
+            self._flag(F.LEAK, "evict returned a non-candidate", expected=sorted(self.meta),
+                       observed=block_id)
+            return
+        permitted = self.lru.minimal() if self.caps.lru else frozenset(self.meta)
+        if block_id not in permitted:
+            self._flag(F.LRU, f"victim {block_id} ranks {self.lru.rank(block_id)}; permitted "
+                       f"victims rank {self.lru.rank(min(permitted))}",
+                       expected=sorted(permitted), observed=block_id)
+        if content_hash != self.meta[block_id][0]:
+            self._flag(F.CACHE, f"evict returned block {block_id} with another content hash",
+                       expected=self.meta[block_id][0], observed=content_hash)
+        del self.meta[block_id]  # follow the target's victim
+        self.lru.remove(block_id)
+
+    def _compare(self, after: EvictorState) -> None:
+        if after.num_blocks != len(self.meta):
+            self._flag(F.LEAK, "num_blocks", expected=len(self.meta), observed=after.num_blocks)
+        table = after.table
+        if table.keys() != self.meta.keys():
+            self._flag(F.LEAK, "free_table ids", expected=sorted(self.meta),
+                       observed=sorted(table))
+        for block_id in sorted(table.keys() & self.meta.keys()):
+            (want_hash, want_tokens, want_time) = self.meta[block_id]
+            got_hash, got_tokens, got_time = table[block_id]
+            if got_hash != want_hash:
+                self._flag(F.CACHE, f"free_table[{block_id}].content_hash", expected=want_hash,
+                           observed=got_hash)
+            if (got_tokens, got_time) != (want_tokens, want_time):
+                self._flag(F.LRU, f"free_table[{block_id}] (num_hashed_tokens, last_accessed)",
+                           expected=(want_tokens, want_time), observed=(got_tokens, got_time))
