@@ -526,9 +526,14 @@ class FamilyAdapter:
             self._trackers_in = self._find_tracker_module()
         return self._trackers_in
 
-    def _find_tracker_module(self) -> str | None:
+    def _gpu_allocator(self) -> object | None:
+        """The target's GPU allocator (vLLM/Aphrodite ``CpuGpuBlockAllocator._allocators``),
+        or None when the target does not expose one."""
         subs = getattr(self.alloc, "_allocators", None)
-        gpu = subs.get(self.device_enum.GPU) if isinstance(subs, Mapping) else None
+        return subs.get(self.device_enum.GPU) if isinstance(subs, Mapping) else None
+
+    def _find_tracker_module(self) -> str | None:
+        gpu = self._gpu_allocator()
         names: list[str] = []
         for obj in (gpu, self.alloc):
             for cls in type(obj).__mro__ if obj is not None else ():
@@ -642,9 +647,7 @@ class FamilyAdapter:
     def _gpu_caches(self) -> bool:
         """Whether the GPU allocator caches prefixes (it has an evictor), as the engine's
         ``enable_caching``."""
-        subs = getattr(self.alloc, "_allocators", None)
-        gpu = subs.get(self.device_enum.GPU) if isinstance(subs, Mapping) else None
-        return getattr(gpu, "evictor", None) is not None
+        return getattr(self._gpu_allocator(), "evictor", None) is not None
 
     def _plan_mark_stale_ids(self, op: ops.MarkStaleIds, _: Any) -> Plan:
         ids: list[Expr] = []
@@ -974,9 +977,7 @@ class FamilyAdapter:
         return self.evictor_factory() is not None
 
     def _find_evictor_factory(self) -> tuple[str, str] | None:
-        subs = getattr(self.alloc, "_allocators", None)
-        gpu = subs.get(self.device_enum.GPU) if isinstance(subs, Mapping) else None
-        evictor = getattr(gpu, "evictor", None)
+        evictor = getattr(self._gpu_allocator(), "evictor", None)
         if evictor is None:
             return None
         cls = type(evictor)
