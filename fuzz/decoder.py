@@ -113,6 +113,13 @@ _BOTH_EXTRAS: tuple[type[Op], ...] = (ops.TableSlots, ops.IdSpace, ops.SwapLog, 
                                       ops.TableReallocate)
 _BLOCK_EXTRAS: tuple[type[Op], ...] = (ops.CommonComputedIds, ops.HitBurst, ops.BlockInfo,
                                        *ops.HASH_OPS)  # content hash: ``_content_hash``
+_BLOCK_EXTRAS += ops.EVICTOR_OPS  # evictor level: ``_evictor_op``
+EVICTOR_KINDS = frozenset(cls.kind for cls in ops.EVICTOR_OPS)
+#: Evictor level: the block ids (re-added after evict/remove), the few times (drawn in any
+#: order: ties, times that go back) and the token counts of ``_evictor_op``.
+EVICTOR_IDS = 8
+EVICTOR_TIMES: tuple[float, ...] = (0.0, 1.0, 2.0, 3.0, 7.5)
+EVICTOR_MAX_TOKENS = 4
 #: Extension kinds that are misuse by definition (only for targets with typed errors and
 #: atomicity, as ``malformed``).
 MISUSE_KINDS = frozenset({"malformed", "null_block_misuse", "table_reallocate"})
@@ -161,13 +168,15 @@ class Decoder:
 
     def __init__(self, data: bytes, level: Level, caps: Capabilities, *,
                  max_ops: int = MAX_OPS, trackers: bool = False,
-                 block_info: bool = False, hash_recompute: bool = False) -> None:
+                 block_info: bool = False, hash_recompute: bool = False,
+                 evictor: bool = False) -> None:
         self.src = ByteSource(data)
         self.level = level
         self.caps = caps
         self.trackers = trackers
         self.block_info = block_info
         self.hash_recompute = hash_recompute
+        self.evictor = evictor  # evictor level
         self.config = decode_config(self.src, caps, long_pool=level is Level.BLOCK)
         self.long_pool = self.config.num_gpu_blocks > MAX_GPU_BLOCKS
         self.max_ops = min(max_ops, LONG_POOL_MAX_OPS) if self.long_pool else max_ops
@@ -189,14 +198,16 @@ class Decoder:
         self.table = self._opcode_table()
         self.extensions = self._extension_table()
 
-    def use_adapter(self, *, trackers: bool, block_info: bool, hash_recompute: bool) -> None:
+    def use_adapter(self, *, trackers: bool, block_info: bool, hash_recompute: bool,
+                    evictor: bool = False) -> None:
         """What the target's adapter finds once an allocator exists (after the pool shape is
         decoded): the engine's sequence trackers, ``get_block_refcount``/``get_block_device``
-        (``BlockInfo``) and the blocks' ``hash_block_tokens`` (``HashRecompute``). Call before
-        the first operation."""
+        (``BlockInfo``), the blocks' ``hash_block_tokens`` (``HashRecompute``) and the GPU
+        allocator's evictor class (``EVICTOR_OPS``). Call before the first operation."""
         self.trackers = trackers
         self.block_info = block_info
         self.hash_recompute = hash_recompute
+        self.evictor = evictor  # evictor level
         self.extensions = self._extension_table()
 
     # ------------------------------------------------------------------ driving
@@ -247,6 +258,8 @@ class Decoder:
             out -= {ops.HashRecompute.kind}
         if not self.misuse_allowed:
             out -= MISUSE_KINDS
+        if not self.evictor:  # evictor level: no evictor class the adapter can build
+            out -= EVICTOR_KINDS
         return frozenset(out)
 
     def admissible(self, oracle: Oracle, op: Op) -> bool:
@@ -325,6 +338,7 @@ class Decoder:
             _Entry(2 if block else 0, self._mark_stale),
             _Entry(2 if block and len(self.devices) > 1 else 0, self._swap_shared),
             _Entry(1 if self.trackers and not block else 0, self._tracker_edit),
+            _Entry(2 if block and self.evictor else 0, self._evictor_op),  # evictor level
         ]
         return tuple(e.make for e in entries for _ in range(e.weight))
 
@@ -771,6 +785,38 @@ class Decoder:
         rest = self.src.subset([h for h in live if h not in first], 4 - len(first),
                                min_size=0 if first else 1)
         return ops.BlockInfo(first + rest)
+
+    # -- evictor level (models.evictor_model)
+
+    def _evictor_op(self, oracle: Oracle) -> Op | None:
+        """One operation on the target's standalone evictor: add, update, remove, evict or a
+        membership question over ids ``0..EVICTOR_IDS-1``, at one of a few times in any order,
+        0..``EVICTOR_MAX_TOKENS`` hashed tokens. Misuse (update/remove of a non-candidate,
+        evict when empty, add of a candidate) only for targets that take misuse. Often another
+        evictor operation follows (an evictor's bugs show in sequences: add, update, evict)."""
+        if self.src.flag(60):
+            self.then = self._evictor_op
+        held = sorted(oracle.evictor.meta)
+        absent = [i for i in range(EVICTOR_IDS) if i not in oracle.evictor.meta]
+        which = self.src.below(5)
+        misuse = self.misuse_allowed and self.src.flag(15)
+        time = self.src.pick(EVICTOR_TIMES)
+        if which == 0:  # add: an absent id, or (misuse) a candidate
+            pool = held if misuse and held else absent
+            if not pool:
+                return ops.EvictorEvict()
+            return ops.EvictorAdd(self.src.pick(pool), self.src.below(256),
+                                  self.src.int_in(0, EVICTOR_MAX_TOKENS), time)
+        if which in (1, 2):  # update / remove: a candidate, or (misuse) a non-candidate
+            pool = absent if misuse or not held else held
+            if not pool or (not held and not misuse):
+                return None
+            block_id = self.src.pick(pool)
+            return ops.EvictorUpdate(block_id, time) if which == 1 \
+                else ops.EvictorRemove(block_id)
+        if which == 3:  # evict: needs a candidate unless misuse
+            return ops.EvictorEvict() if held or misuse else None
+        return ops.EvictorContains(self.src.subset(range(EVICTOR_IDS), 3, min_size=1))
 
     # -- stale ids (models.stale_ids, models.shared_swap, models.tracker_edits)
 

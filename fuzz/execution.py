@@ -109,7 +109,8 @@ def adapter_features(runner: Runner) -> dict[str, bool]:
     adapter = runner.adapter
     return {"trackers": adapter.tracker_module() is not None,
             "block_info": bool(getattr(adapter, "has_block_info", False)),
-            "hash_recompute": bool(getattr(adapter, "has_hash_recompute", False))}
+            "hash_recompute": bool(getattr(adapter, "has_hash_recompute", False)),
+            "evictor": bool(getattr(adapter, "has_evictor", False))}
 
 
 def _note_features(out: set[Feature], previous: str, op: Op, outcome: Outcome,
@@ -134,5 +135,7 @@ def _note_features(out: set[Feature], previous: str, op: Op, outcome: Outcome,
         out.add((op.kind, dev.value, "free0", snapshot.free.get(dev) == 0))
     if snapshot.evictable is not None:
         out.add((op.kind, "evictable", min(len(snapshot.evictable.get(Dev.GPU, ())), 3)))
+    if snapshot.evictor is not None:  # evictor level: how many candidates
+        out.add((op.kind, "evictor", min(snapshot.evictor.num_blocks, 4)))
     if worlds > 1:
         out.add((op.kind, "hidden-choice"))

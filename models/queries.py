@@ -9,12 +9,14 @@ from models import operations as ops
 from models.allocator_model import Model
 from models.content import ROOT, ContentTrie
 from models.contract import OutOfContract, misuse_or_out, shortfall
+from models.evictor_model import EvictorModel  # evictor level
 from models.operations import Dev, Op, Tokens
 
 
 class Queries:
     worlds: list[Model]
     trie: ContentTrie
+    evictor: EvictorModel  # evictor level: the standalone evictor's candidates
 
     @property
     def model(self) -> Model:
@@ -98,27 +100,35 @@ class Queries:
     def contract_error(self, op: Op) -> str | None:
         """Why ``op`` is out of contract now, or None."""
         try:
-            misuse_or_out(self.model, op)
+            self._misuse(op)
         except OutOfContract as why:
             return str(why)
         return None
 
     def is_misuse(self, op: Op) -> bool:
         try:
-            return misuse_or_out(self.model, op) is not None
+            return self._misuse(op) is not None
         except OutOfContract:
             return False
 
     def _valid(self, op: Op) -> bool:
         try:
-            return misuse_or_out(self.model, op) is None
+            return self._misuse(op) is None
         except OutOfContract:
             return False
+
+    # evictor level: evictor operations are judged by the evictor model alone (as in
+    # ``Oracle.step``); they never touch the allocator, so they never lack free blocks.
+    def _misuse(self, op: Op) -> str | None:
+        if isinstance(op, ops.EVICTOR_OPS):
+            return self.evictor.misuse(op)
+        return misuse_or_out(self.model, op)
+    # end evictor level
 
     def would_fail_no_free(self, op: Op) -> bool:
         """Exact: a valid ``op`` needs more free ids than the device has (in any model state
         still consistent with the target)."""
-        if not self._valid(op):
+        if not self._valid(op) or isinstance(op, ops.EVICTOR_OPS):  # evictor level
             return False
         return any(shortfall(w, op) for w in self.worlds)
 
