@@ -24,6 +24,7 @@ from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator
 from prefixcache.utils import Device
 from properties.strategies import int_like
 from properties.targets import Target, load_target
+from tests.fuzz.reach import extension_bytes
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks.
 WITH_CPU = bytes([3, MAX_GPU_BLOCKS - 1, 3])
@@ -39,10 +40,8 @@ def _opcode(target: Target, production: str) -> bytes:
 def _content_hash(target: Target) -> bytes:
     """The extension entry's opcode byte, then the byte that picks ``_content_hash`` (the
     bundled allocator and its mutants have the block queries: ``use_adapter``)."""
-    decoder = Decoder(WITH_CPU, Level.BLOCK, target.caps, block_info=True, hash_recompute=True)
-    names = [make.__name__ for make in decoder.table]
-    extensions = [make.__name__ for make in decoder.extensions]
-    return bytes([names.index("_extension"), extensions.index("_content_hash")])
+    return extension_bytes(WITH_CPU, Level.BLOCK, target, "_content_hash", block_info=True,
+                           hash_recompute=True)
 
 
 def _chain(target: Target, *, filled: bool = False) -> bytes:

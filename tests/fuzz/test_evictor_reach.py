@@ -20,6 +20,7 @@ from models import operations as ops
 from models.families import Family
 from models.operations import ErrorKind
 from properties.targets import Target, load_target
+from tests.fuzz.reach import extension_bytes
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks.
 WITH_CPU = bytes([3, MAX_GPU_BLOCKS - 1, 3])
@@ -35,10 +36,7 @@ def _evictor_entry(target: Target) -> bytes:
     assert runner is not None
     features = adapter_features(runner)
     assert features["evictor"]
-    decoder = Decoder(WITH_CPU, Level.BLOCK, target.caps, **features)
-    names = [make.__name__ for make in decoder.table]
-    extensions = [make.__name__ for make in decoder.extensions]
-    return bytes([names.index("_extension"), extensions.index("_evictor_op")])
+    return extension_bytes(WITH_CPU, Level.BLOCK, target, "_evictor_op", **features)
 
 
 def _run(data: bytes, target: Target) -> Execution:

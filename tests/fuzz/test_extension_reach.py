@@ -17,6 +17,7 @@ from models.families import Family
 from models.operations import Dev, ErrorKind
 from properties.adapters import FamilyAdapter
 from properties.targets import Target, load_target
+from tests.fuzz.reach import extension_bytes
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks (ids 12..14).
 WITH_CPU = bytes([3, MAX_GPU_BLOCKS - 1, 3])
@@ -34,10 +35,8 @@ def _opcode(config: bytes, level: Level, target: Target, production: str) -> byt
 def _ext(config: bytes, level: Level, target: Target, production: str, *,
          trackers: bool = False, block_info: bool = False) -> bytes:
     """The opcode byte of the extension entry, then the byte that picks ``production``."""
-    decoder = Decoder(config, level, target.caps, trackers=trackers, block_info=block_info)
-    names = [make.__name__ for make in decoder.table]
-    extensions = [make.__name__ for make in decoder.extensions]
-    return bytes([names.index("_extension"), extensions.index(production)])
+    return extension_bytes(config, level, target, production, trackers=trackers,
+                           block_info=block_info)
 
 
 def _immutable(target: Target, tokens: tuple[int, ...], *, first: bool = True) -> bytes:
