@@ -126,7 +126,7 @@ MAX_BLOCK_ID = 1 << 64
 
 def checked_block_ids(block_ids: Iterable[int], expected: int) -> list[int]:
     """``expected`` distinct ids in ``[0, 2**64)``, in the given order."""
-    if isinstance(block_ids, str | bytes):
+    if isinstance(block_ids, str | bytes) or not isinstance(block_ids, Iterable):
         raise InvalidArgumentError("block_ids must be an iterable of ints")
     ids = list(block_ids)
     for block_id in ids:

@@ -152,7 +152,7 @@ def make_extra_hash(
     *,
     lora_id: int | None = None,
     cache_salt: str | bytes | None = None,
-    mm_hashes: Sequence[str | bytes | int] = (),
+    mm_hashes: Sequence[str | bytes | int] | None = (),
 ) -> int | None:
     """Fold request-level cache keys into one ``extra_hash`` value.
 
@@ -160,10 +160,17 @@ def make_extra_hash(
     callers that pass no ``extra_hash`` at all. Otherwise returns a 128-bit int under a
     domain tag distinct from block hashes; every field is tagged and length-prefixed, so
     e.g. ``lora_id=1`` never equals ``cache_salt="1"`` and ``mm_hashes=("ab",)`` never
-    equals ``mm_hashes=("a", "b")``. A ``str`` salt is its UTF-8 bytes.
+    equals ``mm_hashes=("a", "b")``. A ``str`` salt is its UTF-8 bytes. ``mm_hashes=None``
+    is the empty sequence (no multimodal input).
     """
-    if isinstance(mm_hashes, str | bytes):
+    if mm_hashes is None:
+        mm_hashes = ()
+    elif isinstance(mm_hashes, str | bytes | bytearray | memoryview):
         raise InvalidArgumentError("mm_hashes must be a sequence of hashes, not one string")
+    elif not isinstance(mm_hashes, Sequence):
+        raise InvalidArgumentError(
+            f"mm_hashes must be a sequence of hashes, got {type(mm_hashes).__name__}"
+        )
     if lora_id is None and cache_salt is None and len(mm_hashes) == 0:
         return None
     digest = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_EXTRA_PERSON)

@@ -165,8 +165,9 @@ def test_window_drop_of_a_shared_block_returns_no_id() -> None:
 
 
 def test_block_ids_and_tokens_must_not_be_strings() -> None:
-    with pytest.raises(InvalidArgumentError):
-        NaiveBlockAllocator(NaiveBlock, 2, 2, block_ids="ab")  # type: ignore[arg-type]
+    for ids in ("ab", 5, 1.5, object()):  # a string, or not iterable at all
+        with pytest.raises(InvalidArgumentError):
+            NaiveBlockAllocator(NaiveBlock, 2, 2, block_ids=ids)  # type: ignore[arg-type]
     alloc = NaiveBlockAllocator(NaiveBlock, 2, 2)
     for tokens in ("ab", {1: 2}, {1}, 5):
         with pytest.raises(InvalidArgumentError):

@@ -127,11 +127,19 @@ def test_make_extra_hash_separates_every_key() -> None:
         {"mm_hashes": "abc"},
         {"mm_hashes": [1.5]},
         {"mm_hashes": [True]},
+        {"mm_hashes": 7},
+        {"mm_hashes": iter(["a"])},
+        {"mm_hashes": bytearray(b"ab")},
     ],
 )
 def test_make_extra_hash_rejects_bad_types(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidArgumentError):
         make_extra_hash(**kwargs)  # type: ignore[arg-type]
+
+
+def test_make_extra_hash_reads_no_mm_hashes_as_none() -> None:
+    assert make_extra_hash(mm_hashes=None) is None
+    assert make_extra_hash(lora_id=3, mm_hashes=None) == make_extra_hash(lora_id=3)
 
 
 def test_block_class_hash_treats_both_sentinels_alike() -> None:
