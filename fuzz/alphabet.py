@@ -39,11 +39,14 @@ ADVERSARIAL_EXTRAS: tuple[int | None, ...] = (
 PLAIN_EXTRA_KEYS: tuple[ExtraKey, ...] = (
     ExtraKey(lora_id=1), ExtraKey(lora_id=2), ExtraKey(cache_salt="a"), ExtraKey(cache_salt="b"),
     ExtraKey(lora_id=1, cache_salt="a"), ExtraKey(mm_hashes=(5,)), ExtraKey(mm_hashes=("5",)),
+    # bytes (capability "bytes"): the salt "a" respelled (the same key), a bytes hash
+    ExtraKey(cache_salt=b"a"), ExtraKey(mm_hashes=(b"5",)),
 )
 ADVERSARIAL_EXTRA_KEYS: tuple[ExtraKey, ...] = (
     ExtraKey(cache_salt="5"), ExtraKey(mm_hashes=(5,)), ExtraKey(mm_hashes=("5",)),
     ExtraKey(cache_salt=""), ExtraKey(mm_hashes=(2**64,)), ExtraKey(lora_id=1),
     ExtraKey(lora_id=1, mm_hashes=(1,)),
+    ExtraKey(cache_salt=b"5"), ExtraKey(cache_salt=b"\xff"), ExtraKey(mm_hashes=(b"5",)),
 )
 
 

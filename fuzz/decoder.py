@@ -55,11 +55,14 @@ from fuzz.alphabet import (
     plain_token,
 )
 from fuzz.bytesource import ByteSource
+from models import construction  # construction
 from models import operations as ops
 from models.capabilities import Capabilities, Config
 from models.malformed import ARGUMENTS, bad_values
 from models.operations import Dev, Op, Tokens
 from models.oracle import Oracle
+from models.request_keys import KEY_ARGUMENTS  # request keys
+from models.request_keys import bad_values as key_bad_values
 
 MAX_OPS = 48
 MAX_BLOCK_SIZE = 16
@@ -120,6 +123,21 @@ EVICTOR_KINDS = frozenset(cls.kind for cls in ops.EVICTOR_OPS)
 EVICTOR_IDS = 8
 EVICTOR_TIMES: tuple[float, ...] = (0.0, 1.0, 2.0, 3.0, 7.5)
 EVICTOR_MAX_TOKENS = 4
+_BLOCK_EXTRAS += ops.REFCOUNT_OPS  # refcount level: ``_refcount_op``
+REFCOUNT_KINDS = frozenset(cls.kind for cls in ops.REFCOUNT_OPS)
+#: Refcount level: counters are built over ids ``0..REFCOUNT_IDS-1`` (duplicates allowed).
+REFCOUNT_IDS = 6
+# device calls: ``_device_call`` (``DeviceFreeId`` is the machines' only: it needs a naive
+# allocator's ``free_block_id``)
+_BLOCK_EXTRAS += (ops.DeviceSwap, ops.DeviceSwapMisuse, ops.DeviceMisuse)
+DEVICE_KINDS = frozenset(cls.kind for cls in ops.DEVICE_OPS)
+DEVICE_MISUSE_KINDS = frozenset({ops.DeviceSwapMisuse.kind, ops.DeviceMisuse.kind})
+# end device calls
+# construction: ``_construct`` (an allocator built beside the program's) over a few ids of
+# ``CONSTRUCT_IDS`` (the largest id too)
+_BLOCK_EXTRAS += (ops.Construct,)
+CONSTRUCT_IDS: tuple[int, ...] = (0, 1, 2, 3, 5, 8, 13, 2**64 - 1)
+# end construction
 #: Extension kinds that are misuse by definition (only for targets with typed errors and
 #: atomicity, as ``malformed``).
 MISUSE_KINDS = frozenset({"malformed", "null_block_misuse", "table_reallocate"})
@@ -136,6 +154,8 @@ LEVEL_KINDS: dict[Level, frozenset[str]] = {
 }
 # stale ids: a stale id list at the block level (``_mark_stale``)
 LEVEL_KINDS[Level.BLOCK] |= {ops.MarkStaleIds.kind}
+# freed behind: a table's block freed behind it, the computed tracker told it lost blocks
+LEVEL_KINDS[Level.SEQUENCE] |= {ops.TableFreeBlock.kind, ops.SeqLostBlocks.kind}
 
 
 def decode_config(src: ByteSource, caps: Capabilities, *, long_pool: bool = False) -> Config:
@@ -169,7 +189,8 @@ class Decoder:
     def __init__(self, data: bytes, level: Level, caps: Capabilities, *,
                  max_ops: int = MAX_OPS, trackers: bool = False,
                  block_info: bool = False, hash_recompute: bool = False,
-                 evictor: bool = False) -> None:
+                 evictor: bool = False, refcount: bool = False,
+                 device_calls: bool = False, construct: bool = False) -> None:
         self.src = ByteSource(data)
         self.level = level
         self.caps = caps
@@ -177,6 +198,9 @@ class Decoder:
         self.block_info = block_info
         self.hash_recompute = hash_recompute
         self.evictor = evictor  # evictor level
+        self.refcount = refcount  # refcount level
+        self.device_calls = device_calls  # device calls
+        self.construct = construct  # construction
         self.config = decode_config(self.src, caps, long_pool=level is Level.BLOCK)
         self.long_pool = self.config.num_gpu_blocks > MAX_GPU_BLOCKS
         self.max_ops = min(max_ops, LONG_POOL_MAX_OPS) if self.long_pool else max_ops
@@ -199,15 +223,21 @@ class Decoder:
         self.extensions = self._extension_table()
 
     def use_adapter(self, *, trackers: bool, block_info: bool, hash_recompute: bool,
-                    evictor: bool = False) -> None:
+                    evictor: bool = False, refcount: bool = False,
+                    device_calls: bool = False, construct: bool = False) -> None:
         """What the target's adapter finds once an allocator exists (after the pool shape is
         decoded): the engine's sequence trackers, ``get_block_refcount``/``get_block_device``
         (``BlockInfo``), the blocks' ``hash_block_tokens`` (``HashRecompute``) and the GPU
-        allocator's evictor class (``EVICTOR_OPS``). Call before the first operation."""
+        allocator's evictor class (``EVICTOR_OPS``) and its counter and CoW tracker classes
+        (``REFCOUNT_OPS``), and its per-device allocators (``DEVICE_OPS``). Call before the
+        first operation."""
         self.trackers = trackers
         self.block_info = block_info
         self.hash_recompute = hash_recompute
         self.evictor = evictor  # evictor level
+        self.refcount = refcount  # refcount level
+        self.device_calls = device_calls  # device calls
+        self.construct = construct  # construction: the allocator classes (``Construct``)
         self.extensions = self._extension_table()
 
     # ------------------------------------------------------------------ driving
@@ -260,6 +290,20 @@ class Decoder:
             out -= MISUSE_KINDS
         if not self.evictor:  # evictor level: no evictor class the adapter can build
             out -= EVICTOR_KINDS
+        if not self.refcount:  # refcount level: no counter/tracker classes the adapter can build
+            out -= REFCOUNT_KINDS
+        # device calls: per-device allocators the adapter finds; swaps need both devices
+        out -= {ops.DeviceFreeId.kind}
+        if not self.device_calls:
+            out -= DEVICE_KINDS
+        if len(self.devices) < 2:
+            out -= {ops.DeviceSwap.kind}
+        if not self.misuse_allowed:
+            out -= DEVICE_MISUSE_KINDS
+        if not self.construct:  # construction: the adapter finds no classes to build
+            out -= {ops.Construct.kind}
+        if not (self.trackers and caps.aphrodite_api and self.misuse_allowed):
+            out -= {ops.SeqLostBlocks.kind}  # freed behind: a misuse of the Aphrodite tracker
         return frozenset(out)
 
     def admissible(self, oracle: Oracle, op: Op) -> bool:
@@ -339,6 +383,16 @@ class Decoder:
             _Entry(2 if block and len(self.devices) > 1 else 0, self._swap_shared),
             _Entry(1 if self.trackers and not block else 0, self._tracker_edit),
             _Entry(2 if block and self.evictor else 0, self._evictor_op),  # evictor level
+            _Entry(1 if block and self.refcount else 0, self._refcount_op),  # refcount level
+            _Entry(1 if block and self.device_calls else 0, self._device_call),  # device calls
+            _Entry(1 if block and self.construct else 0, self._construct),  # construction
+            # freed behind: a table's block freed through the allocator; tracker misuse
+            _Entry(0 if block else 2, self._free_behind),
+            _Entry(1 if self.trackers and not block and self.misuse_allowed else 0,
+                   self._tracker_misuse),
+            # request keys: a malformed argument of the target's own key builder
+            _Entry(1 if block and self.misuse_allowed and caps.key_builder else 0,
+                   self._malformed_key),
         ]
         return tuple(e.make for e in entries for _ in range(e.weight))
 
@@ -818,6 +872,163 @@ class Decoder:
             return ops.EvictorEvict() if held or misuse else None
         return ops.EvictorContains(self.src.subset(range(EVICTOR_IDS), 3, min_size=1))
 
+    # -- freed behind (models.table_misuse, models.tracker_misuse)
+
+    def _free_behind(self, oracle: Oracle) -> Op | None:
+        """A block of a running table (no window) freed through the allocator: often the one
+        the next token goes into. For targets that take misuse, half the time followed by a
+        call the damaged table must refuse (an append into the freed block, a fork, freeing
+        the block again)."""
+        m = oracle.model
+        running = [t for t in self._running(oracle) if m.tables[t].window is None]
+        if not running:
+            return None
+        t = self.src.pick(running)
+        last = len(m.tables[t].blocks) - 1
+        written = min(last, oracle.table_len(t) // self.bs)
+        index = written if self.src.flag(50) else self.src.int_in(0, last)
+        if self.misuse_allowed and self.src.flag(50):
+            self.then = self._then_damaged(t, index)
+        return ops.TableFreeBlock(t, index)
+
+    def _then_damaged(self, t: int, index: int) -> Generator:
+        """Follow-up: a call on damaged table ``t`` that must be refused."""
+        def damaged(oracle: Oracle) -> Op | None:
+            candidates = [op for op in (ops.TableAppend(t, (self._token(),)), ops.TableFork(t),
+                                        ops.TableFreeBlock(t, index)) if oracle.is_misuse(op)]
+            return self.src.pick(candidates) if candidates else None
+
+        return damaged
+
+    def _tracker_misuse(self, oracle: Oracle) -> Op | None:
+        """The Aphrodite computed tracker asked about a sequence with the ids of a table
+        holding fewer blocks than its computed-id list covers (it lost blocks)."""
+        m = oracle.model
+        running = [t for t in self._running(oracle) if m.tables[t].window is None]
+        candidates = [ops.SeqLostBlocks(t, u) for t in running for u in running]
+        candidates = [op for op in candidates if oracle.is_misuse(op)]
+        return self.src.pick(candidates) if candidates else None
+
+    # -- end freed behind
+
+    # -- device calls (models.device_calls)
+
+    def _device_call(self, oracle: Oracle) -> Op | None:
+        """One device's own allocator called directly: a swap by hand of a block (or its
+        chain's blocks on its device) to the other device; or, for targets that take misuse,
+        40% of the time a call it must refuse (a swap-in of held blocks, another device's
+        block swapped out or freed, a device argument, an id it does not own; an id no device
+        owns asked of the device-aware allocator when it has the block queries)."""
+        live = oracle.live_blocks()
+        if self.misuse_allowed and self.src.flag(40):
+            return self._device_misuse(oracle, live)
+        if not live or len(self.devices) < 2:
+            return None
+        h = self.src.pick(live)
+        src = oracle.device_of(h)
+        chain = tuple(k for k in oracle.chain_of(h) if oracle.device_of(k) is src)
+        dst = Dev.CPU if src is Dev.GPU else Dev.GPU
+        return ops.DeviceSwap(chain if self.src.flag(50) else (h,), src, dst)
+
+    def _device_misuse(self, oracle: Oracle, live: list[int]) -> Op | None:
+        dev = self.src.pick(self.devices)
+        total = self.config.num_gpu_blocks + self.config.num_cpu_blocks
+        actions = ["device_argument", "physical_unknown", "swap_in_held", "swap_out_foreign",
+                   "free_foreign", *(("refcount_unknown", "device_unknown")
+                                     if self.block_info else ())]
+        action = self.src.pick(actions)
+        if action == "device_argument":
+            return ops.DeviceMisuse(action, dev)
+        if action == "physical_unknown":
+            other = oracle.model.pools[Dev.CPU if dev is Dev.GPU else Dev.GPU].ids
+            return ops.DeviceMisuse(action, dev, other[0] if other else total)
+        if action in ("refcount_unknown", "device_unknown"):
+            return ops.DeviceMisuse(action, Dev.GPU, self.src.pick((-1, total)))
+        mine = [h for h in live if oracle.device_of(h) is dev]
+        theirs = [h for h in live if oracle.device_of(h) is not dev]
+        pool = mine + theirs if action == "swap_in_held" else theirs
+        if not pool:
+            return None
+        return ops.DeviceSwapMisuse(action, (self.src.pick(pool),), dev)
+
+    # -- end device calls
+
+    # -- construction (models.construction)
+
+    def _construct(self, oracle: Oracle) -> Op | None:
+        """An allocator built beside the program's over up to four ids of
+        :data:`CONSTRUCT_IDS` in the order drawn, alone or as both devices (disjoint ids); for
+        targets that take misuse, 40% of the time with one constructor argument malformed
+        (``models.construction``; the hash-function extension is left to the machines)."""
+        allocator = self.src.pick(ops.CONSTRUCT_ALLOCATORS)
+        ids = self.src.subset(CONSTRUCT_IDS, 4)
+        devices = self.src.flag(40)
+        cpu_ids = self.src.subset([i for i in CONSTRUCT_IDS if i not in ids], 3) \
+            if devices else ()
+        op = ops.Construct(allocator, ids, devices, cpu_ids)
+        if not (self.misuse_allowed and self.src.flag(40)):
+            return op
+        argument = self.src.pick([a for a, (_, on) in construction.ARGUMENTS.items()
+                                  if a != "hash_function" and (
+                                      on in (None, allocator) or (on == "devices" and devices))])
+        values = construction.bad_values(op, argument)
+        return replace(op, argument=argument, bad=self.src.pick(values)) if values else None
+
+    # -- end construction
+
+    # -- refcount level (models.refcount_model)
+
+    def _refcount_op(self, oracle: Oracle) -> Op | None:
+        """One operation on the target's standalone counter and CoW tracker: a fresh counter
+        over one to four ids of ``0..REFCOUNT_IDS-1`` (duplicates allowed; always first), else
+        incr, decr (of a counted id), get (directly or through the read-only view),
+        ``is_appendable`` (of an id or none), ``record_cow`` of small ids, ``clear_cows``, now
+        and then a fresh counter. Misuse (an unknown or bool id, decr at 0, incr/decr through
+        the view, a ``None`` in a pair) only for targets that take misuse. Often another
+        refcount operation follows (counts build up over several steps)."""
+        if self.src.flag(60):
+            self.then = self._refcount_op
+        counts = oracle.refcount.counts
+        which = self.src.below(7)
+        if counts is None or which == 6:
+            size = self.src.int_in(1, 4)
+            return ops.RefNew(tuple(self.src.below(REFCOUNT_IDS) for _ in range(size)))
+        if self.misuse_allowed and self.src.flag(15):
+            return self._refcount_misuse(which, counts)
+        ids = sorted(counts)
+        counted = [i for i in ids if counts[i] > 0]
+        if which in (0, 2, 3) and ids:
+            block_id = self.src.pick(ids)
+            if which == 0:
+                return ops.RefIncr(block_id)
+            if which == 2:
+                return ops.RefGet(block_id, self.src.flag(40))
+            return ops.CowAppendable(None if self.src.flag(20) else block_id)
+        if which == 1:
+            return ops.RefDecr(self.src.pick(counted)) if counted else None
+        if which == 4:
+            return ops.CowRecord(self.src.below(8), self.src.below(8))
+        return ops.CowClear() if which == 5 else None
+
+    def _refcount_misuse(self, which: int, counts: dict[int, int]) -> Op:
+        """The misuse of ``which``'s kind: through the view (incr/decr), an unknown id (incr,
+        get, ``is_appendable``), a bool id (get), decr at 0, a ``None`` in a pair."""
+        unknown = next(i for i in range(REFCOUNT_IDS + 1) if i not in counts)
+        view = self.src.flag(50)
+        if which == 0:
+            return ops.RefIncr(self.src.pick(sorted(counts)) if view and counts else unknown,
+                               readonly=view and bool(counts))
+        if which == 1:
+            zero = sorted(i for i, n in counts.items() if n == 0)
+            return ops.RefDecr(self.src.pick(zero) if zero and not view else unknown,
+                               readonly=view)
+        if which == 2:
+            return ops.RefGet(self.src.flag(50) if view else unknown, self.src.flag(50))
+        if which == 3:
+            return ops.CowAppendable(unknown)
+        return ops.CowRecord(None, self.src.below(8)) if view \
+            else ops.CowRecord(self.src.below(8), None)
+
     # -- stale ids (models.stale_ids, models.shared_swap, models.tracker_edits)
 
     def _mark_stale(self, oracle: Oracle) -> Op | None:
@@ -921,6 +1132,20 @@ class Decoder:
         kind = ARGUMENTS[cls, argument][0]
         bad = self.src.pick(bad_values(kind, self.config, getattr(call, argument)))
         return ops.Malformed(call, argument, bad)
+
+    def _malformed_key(self, oracle: Oracle) -> Op | None:
+        """Request keys: a GPU block of fresh tokens under one of the alphabet's keys, its key
+        builder given a malformed argument (``models.request_keys``): typed error, nothing
+        allocated."""
+        keys = [e for e in self.extras if isinstance(e, ops.ExtraKey)]
+        if not keys:
+            return None
+        argument = self.src.pick(sorted(KEY_ARGUMENTS))
+        key = self.src.pick(keys)
+        call = ops.AllocateImmutable(None, tuple(self._token() for _ in range(self.bs)),
+                                     Dev.GPU, key)
+        op = ops.Malformed(call, argument, self.src.pick(key_bad_values(KEY_ARGUMENTS[argument])))
+        return op if oracle.is_misuse(op) else None
 
     @property
     def _makers(self) -> dict[type[Op], Generator]:

@@ -110,7 +110,10 @@ def adapter_features(runner: Runner) -> dict[str, bool]:
     return {"trackers": adapter.tracker_module() is not None,
             "block_info": bool(getattr(adapter, "has_block_info", False)),
             "hash_recompute": bool(getattr(adapter, "has_hash_recompute", False)),
-            "evictor": bool(getattr(adapter, "has_evictor", False))}
+            "evictor": bool(getattr(adapter, "has_evictor", False)),
+            "refcount": bool(getattr(adapter, "has_refcount", False)),  # refcount level
+            "device_calls": bool(getattr(adapter, "has_device_calls", False)),  # device calls
+            "construct": bool(getattr(adapter, "has_construct", False))}  # construction
 
 
 def _note_features(out: set[Feature], previous: str, op: Op, outcome: Outcome,
@@ -137,5 +140,9 @@ def _note_features(out: set[Feature], previous: str, op: Op, outcome: Outcome,
         out.add((op.kind, "evictable", min(len(snapshot.evictable.get(Dev.GPU, ())), 3)))
     if snapshot.evictor is not None:  # evictor level: how many candidates
         out.add((op.kind, "evictor", min(snapshot.evictor.num_blocks, 4)))
+    if snapshot.refcount is not None:  # refcount level: the highest count, pairs pending
+        shown = snapshot.refcount
+        out.add((op.kind, "refcount", min(max(shown.counts.values(), default=0), 3),
+                 None if shown.pending is None else min(len(shown.pending), 2)))
     if worlds > 1:
         out.add((op.kind, "hidden-choice"))

@@ -28,6 +28,7 @@ from typing import IO, Any, TypeVar
 
 from models import operations as ops
 from models.capabilities import Config
+from models.error_classes import builtin_classes
 from models.families import Violation
 from models.operations import (
     JSON,
@@ -256,7 +257,8 @@ class RecordingAllocator(DeviceAwareBlockAllocator):
             result = call()
         except Exception as exc:
             self._emit(op, Outcome(error=self._classify(exc),
-                                   detail=f"{type(exc).__name__}: {exc}", cows=self._drain(op)))
+                                   detail=f"{type(exc).__name__}: {exc}", cows=self._drain(op),
+                                   builtins=builtin_classes(exc)))
             raise
         made = [self._wrap(b) for b in creates(result)] if creates is not None else []
         self._emit(op, Outcome(value=None if value is None else value(result),

@@ -24,7 +24,11 @@ class Capabilities:
     the suite may feed it misuse. ``introspection``: the adapter can read the cached and
     evictable id sets, which resolves choices the model cannot observe otherwise.
     ``extra_key_fields``: which request keys of an ``ExtraKey`` the target's extra-key
-    function folds in (``"lora"``, ``"salt"``, ``"mm"``; vLLM 0.8: LoRA only).
+    function folds in (``"lora"``, ``"salt"``, ``"mm"``, ``"bytes"`` for salts and multimodal
+    hashes given as bytes; vLLM 0.8: LoRA only). ``key_builder``: the extra-key function is
+    the target's own (``make_extra_hash`` or claimed; vLLM 0.8's is the engine's
+    ``Sequence.extra_hash``, which the adapter stands in for), so its argument checks are the
+    target's.
     """
 
     prefix_caching: bool = True
@@ -35,7 +39,8 @@ class Capabilities:
     atomic: bool = True
     typed_errors: bool = True
     introspection: bool = True
-    extra_key_fields: frozenset[str] = frozenset({"lora", "salt", "mm"})
+    extra_key_fields: frozenset[str] = frozenset({"lora", "salt", "mm", "bytes"})
+    key_builder: bool = True
 
     @property
     def aphrodite_api(self) -> bool:

@@ -233,6 +233,31 @@ def _check(m: Model, op: Op) -> str | None:
         except (StaleOut, EditOut) as why:
             raise _Out(str(why)) from None
     # end stale ids
+    # freed behind: a table block freed through the allocator, what the damaged table may
+    # still do (models.table_misuse), tracker calls to refuse (models.tracker_misuse)
+    from models.table_misuse import FreedOut, applies, freed_behind_misuse
+    from models.tracker_misuse import TrackerOut, tracker_misuse
+    try:
+        if applies(m, op):
+            return freed_behind_misuse(m, op)
+        if isinstance(op, ops.SeqLostBlocks | ops.SeqCachedTokensUnsized):
+            return tracker_misuse(m, op)
+    except (FreedOut, TrackerOut) as why:
+        raise _Out(str(why)) from None
+    # end freed behind
+    if isinstance(op, ops.DEVICE_OPS):  # device calls: contract in models.device_calls
+        from models.device_calls import DeviceOut, device_misuse
+        try:
+            return device_misuse(m, op)
+        except DeviceOut as why:
+            raise _Out(str(why)) from None
+    # end device calls
+    if isinstance(op, ops.Construct):  # construction: contract in models.construction
+        from models.construction import ConstructOut, construct_misuse
+        try:
+            return construct_misuse(op)
+        except ConstructOut as why:
+            raise _Out(str(why)) from None
     table = getattr(op, "table", None)
     if isinstance(op, ops.ENGINE_OPS) and table in m.tables and holds_null(m.tables[table]):
         # a sequence holds every token, its windowed table only the window's blocks.

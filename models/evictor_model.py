@@ -21,6 +21,7 @@ wrong), ATOMIC (a refused call changed the evictor), CRASH (an untyped error).
 
 from __future__ import annotations
 
+from models import error_classes
 from models import operations as ops
 from models.capabilities import Capabilities
 from models.contract import OutOfContract
@@ -77,6 +78,9 @@ class EvictorModel:
                 if not self.caps.atomic:
                     raise OutOfContract(f"{op.kind}: a target without atomicity refused "
                                         "misuse; its state is no longer known")
+                wrong = error_classes.wrong_class(op, outcome, misuse)
+                if wrong is not None:  # an engine's ``except`` of the pinned class misses it
+                    self._flag(F.CRASH, wrong)
                 self._override = F.ATOMIC
             else:
                 self._flag(F.CRASH if err in _CRASHES else _MISUSE_FAMILY,

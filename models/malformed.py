@@ -24,6 +24,7 @@ from models import operations as ops
 from models.allocator_model import Model
 from models.capabilities import Config
 from models.operations import JSON, Dev, Malformed, Op
+from models.request_keys import KEY_ARGUMENTS, key_misuse
 
 
 class NotValidated(Exception):
@@ -183,6 +184,12 @@ def malformed_misuse(m: Model, op: Malformed) -> str:
     """Why ``op`` is misuse; raises :class:`NotValidated` when it is not (the caller has
     checked ``op.call`` itself against the contract)."""
     call = op.call
+    if op.argument in KEY_ARGUMENTS:  # request keys: the key builder's arguments
+        why = key_misuse(m, op)
+        if why is None:
+            raise NotValidated(f"{call.kind}: {op.argument}={op.bad!r} is not the target's "
+                               f"to refuse (no key builder of its own, no key, or valid)")
+        return why
     entry = ARGUMENTS.get((type(call), op.argument))
     if entry is None:
         raise NotValidated(f"{call.kind}: argument {op.argument!r} is not validated")

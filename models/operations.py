@@ -46,49 +46,89 @@ class ErrorKind(enum.Enum):
 # --------------------------------------------------------------------------- extra keys
 
 
-@dataclass(frozen=True, slots=True)
+#: A request key's identity (:meth:`ExtraKey.identity`): LoRA id, salt bytes, tagged mm hashes.
+KeyIdentity: TypeAlias = tuple[int | None, bytes | None, tuple[tuple[str, int | str | bytes], ...]]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class ExtraKey:
     """Request-level cache keys an engine folds into a block's ``extra_hash``: a LoRA
     adapter's int id, a cache salt, multimodal input hashes. The adapter renders it with the
     target's own extra-key function (its ``make_extra_hash``; vLLM: ``Sequence.extra_hash``).
 
-    Contract: equal keys may share cached blocks, different keys (and a key versus no key)
-    never do. A key names at least one field, and ``lora_id`` is positive (an engine's
-    "no LoRA" is ``None``, not 0), so no key renders as ``None``."""
+    Contract: equal keys share cached blocks, different keys (and a key versus no key) never
+    do. Equality is the request's identity (:meth:`identity`), not the Python values: a salt is
+    a byte string and a ``str`` salt stands for its UTF-8 bytes (``"a"`` is ``b"a"``), while a
+    multimodal hash keeps its type (``5``, ``"5"`` and ``b"5"`` are three inputs). The empty key
+    is no key: it renders as ``None`` and equals ``None`` (plain requests share with it).
+    ``lora_id`` is positive (an engine's "no LoRA" is ``None``, not 0)."""
 
     lora_id: int | None = None
-    cache_salt: str | None = None
-    mm_hashes: tuple[int | str, ...] = ()
+    cache_salt: str | bytes | None = None
+    mm_hashes: tuple[int | str | bytes, ...] = ()
 
     def __post_init__(self) -> None:
         if self.lora_id is not None and (type(self.lora_id) is not int or self.lora_id < 1):
             raise ValueError(f"ExtraKey.lora_id must be a positive int, got {self.lora_id!r}")
-        if self.cache_salt is not None and type(self.cache_salt) is not str:
-            raise ValueError(f"ExtraKey.cache_salt must be a str, got {self.cache_salt!r}")
+        if self.cache_salt is not None and type(self.cache_salt) not in (str, bytes):
+            raise ValueError(f"ExtraKey.cache_salt must be a str or bytes, "
+                             f"got {self.cache_salt!r}")
         if type(self.mm_hashes) is not tuple or not all(
-                type(h) in (int, str) for h in self.mm_hashes):
-            raise ValueError(f"ExtraKey.mm_hashes must be a tuple of int or str, "
+                type(h) in (int, str, bytes) for h in self.mm_hashes):
+            raise ValueError(f"ExtraKey.mm_hashes must be a tuple of int, str or bytes, "
                              f"got {self.mm_hashes!r}")
+
+    def identity(self) -> KeyIdentity | None:
+        """What tells requests apart (``None`` for the empty key)."""
         if self.lora_id is None and self.cache_salt is None and not self.mm_hashes:
-            raise ValueError("an ExtraKey names at least one of lora_id, cache_salt, mm_hashes")
+            return None
+        salt = self.cache_salt.encode("utf-8") if isinstance(self.cache_salt, str) \
+            else self.cache_salt
+        return self.lora_id, salt, tuple((type(h).__name__, h) for h in self.mm_hashes)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ExtraKey):
+            return self.identity() == other.identity()
+        if other is None:
+            return self.identity() is None
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.identity())
 
     @property
     def fields_used(self) -> frozenset[str]:
-        """Which kinds of key it names: ``"lora"``, ``"salt"``, ``"mm"``."""
-        return frozenset(name for name, on in (("lora", self.lora_id is not None),
-                                               ("salt", self.cache_salt is not None),
-                                               ("mm", bool(self.mm_hashes))) if on)
+        """Which kinds of key it names: ``"lora"``, ``"salt"``, ``"mm"``, and ``"bytes"`` when
+        a salt or multimodal hash is given as bytes."""
+        return frozenset(name for name, on in (
+            ("lora", self.lora_id is not None), ("salt", self.cache_salt is not None),
+            ("mm", bool(self.mm_hashes)),
+            ("bytes", isinstance(self.cache_salt, bytes)
+             or any(isinstance(h, bytes) for h in self.mm_hashes))) if on)
 
 
 #: What an operation passes as ``extra_hash``: a raw int, request keys, or nothing.
 Extra: TypeAlias = int | ExtraKey | None
 
 
+def _bytes_to_json(value: JSON) -> JSON:
+    return {"bytes": value.hex()} if isinstance(value, bytes) else value
+
+
+def _bytes_from_json(value: JSON) -> JSON:
+    if isinstance(value, Mapping):
+        if set(value) != {"bytes"} or not isinstance(value["bytes"], str):
+            raise ValueError(f"extra key: bytes are {{\"bytes\": hex}}, got {value!r}")
+        return bytes.fromhex(value["bytes"])
+    return value
+
+
 def extra_to_json(extra: Extra) -> JSON:
-    """An int or ``None`` as itself; an :class:`ExtraKey` as an object of its fields."""
+    """An int or ``None`` as itself; an :class:`ExtraKey` as an object of its fields (bytes
+    as ``{"bytes": hex}``)."""
     if isinstance(extra, ExtraKey):
-        return {"lora_id": extra.lora_id, "cache_salt": extra.cache_salt,
-                "mm_hashes": list(extra.mm_hashes)}
+        return {"lora_id": extra.lora_id, "cache_salt": _bytes_to_json(extra.cache_salt),
+                "mm_hashes": [_bytes_to_json(h) for h in extra.mm_hashes]}
     return extra
 
 
@@ -98,8 +138,8 @@ def extra_from_json(value: JSON) -> Extra:
         unknown = set(value) - {"lora_id", "cache_salt", "mm_hashes"}
         if unknown:
             raise ValueError(f"extra key: unknown fields {sorted(unknown)}")
-        return ExtraKey(value.get("lora_id"), value.get("cache_salt"),
-                        tuple(value.get("mm_hashes", ())))
+        return ExtraKey(value.get("lora_id"), _bytes_from_json(value.get("cache_salt")),
+                        tuple(_bytes_from_json(h) for h in value.get("mm_hashes", ())))
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     raise ValueError(f"extra_hash must be an int, an extra key or null, got {value!r}")
@@ -733,6 +773,100 @@ OPS_BY_KIND.update({cls.kind: cls for cls in EVICTOR_OPS})
 
 # --------------------------------------------------------------------------- end evictor level
 
+# --------------------------------------------------------------------------- refcount level
+# The target's own ``RefCounter`` and ``CopyOnWriteTracker`` (API.md section 7), driven
+# directly: fresh instances of the classes its GPU allocator uses. ``RefNew`` builds the three
+# objects (the counter, its read-only view, a tracker over the view); every other operation
+# needs one built earlier in the program. Raw block ids (no handles), ``mutates = False``.
+# After every step the snapshot shows the counter (:class:`RefcountState`).
+# Semantics and contract: ``models.refcount_model``.
+
+
+@dataclass(frozen=True, slots=True)
+class RefNew(Op):
+    """``refcounter = RefCounter(ids)`` (duplicates allowed: they merge), ``view =
+    refcounter.as_readonly()``, ``cow = CopyOnWriteTracker(view)``; replaces any earlier ones."""
+
+    kind: ClassVar[str] = "ref_new"
+    mutates: ClassVar[bool] = False
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RefIncr(Op):
+    """``incr(block_id)`` on the counter, or on its read-only view (refused); value: the new
+    count. ``block_id`` may be a bool (malformed: it aliases an int key)."""
+
+    kind: ClassVar[str] = "ref_incr"
+    mutates: ClassVar[bool] = False
+    block_id: int
+    readonly: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RefDecr(Op):
+    """``decr(block_id)`` on the counter or its read-only view; value: the new count."""
+
+    kind: ClassVar[str] = "ref_decr"
+    mutates: ClassVar[bool] = False
+    block_id: int
+    readonly: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RefGet(Op):
+    """``get(block_id)`` on the counter or its read-only view; value: the count."""
+
+    kind: ClassVar[str] = "ref_get"
+    mutates: ClassVar[bool] = False
+    block_id: int
+    readonly: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CowAppendable(Op):
+    """``cow.is_appendable(block)`` for a stand-in block whose only attribute is ``block_id``
+    (API.md reads nothing else); value: a bool."""
+
+    kind: ClassVar[str] = "cow_appendable"
+    mutates: ClassVar[bool] = False
+    block_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CowRecord(Op):
+    """``cow.record_cow(src_id, dst_id)`` (any ints; ``None`` is refused)."""
+
+    kind: ClassVar[str] = "cow_record"
+    mutates: ClassVar[bool] = False
+    src_id: int | None
+    dst_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CowClear(Op):
+    """``cow.clear_cows()``; value: the recorded pairs, ``[[src, dst], ...]``."""
+
+    kind: ClassVar[str] = "cow_clear"
+    mutates: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class RefcountState:
+    """What the counter shows after a step: ``get(id)`` of each id it was built with;
+    ``pending``: the tracker's recorded pairs (a non-destructive ``pending()``), for targets
+    whose tracker has one (an extension, not in API.md), else None."""
+
+    counts: Mapping[int, int]
+    pending: tuple[tuple[int | None, int | None], ...] | None = None
+
+
+REFCOUNT_OPS: tuple[type[Op], ...] = (RefNew, RefIncr, RefDecr, RefGet, CowAppendable,
+                                      CowRecord, CowClear)
+OPS_BY_KIND.update({cls.kind: cls for cls in REFCOUNT_OPS})
+
+# --------------------------------------------------------------------------- end refcount level
+
 # --------------------------------------------------------------------------- stale ids
 # What an engine passes after a free: the raw ids a sequence held (a stale id list), and the
 # trackers' add/remove one tracker at a time (semantics: ``models.stale_ids``).
@@ -770,7 +904,168 @@ OPS_BY_KIND.update({cls.kind: cls for cls in STALE_ID_OPS})
 
 # --------------------------------------------------------------------------- end stale ids
 
+# --------------------------------------------------------------------------- freed behind
+# A block a ``BlockTable`` holds, freed through the allocator behind the table's back (an
+# engine bug the table must survive; ``models.table_misuse``), and the sequence trackers asked
+# what they must refuse (``models.tracker_misuse``).
+
+
+@dataclass(frozen=True, slots=True)
+class TableFreeBlock(Op):
+    """``alloc.free(table.blocks[index])``: a legal free of a held block; the table keeps
+    the (now id-less) object."""
+
+    kind: ClassVar[str] = "table_free_block"
+    table: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeqLostBlocks(Op):
+    """Aphrodite ``get_cached_computed_blocks_and_update(table, other.physical_block_ids)``:
+    the sequence asked with the ids of a table holding fewer blocks than its computed-id list
+    covers (it lost blocks since the last call). Always a misuse (``models.tracker_misuse``)."""
+
+    kind: ClassVar[str] = "seq_lost_blocks"
+    table: int
+    other: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeqCachedTokensUnsized(Op):
+    """vLLM ``get_num_cached_tokens(seq)`` (the table's tokens) on a fresh
+    ``ComputedBlocksTracker(alloc)`` built without a ``block_size`` (the Aphrodite
+    construction). Always a misuse (``models.tracker_misuse``)."""
+
+    kind: ClassVar[str] = "seq_cached_tokens_unsized"
+    table: int
+
+
+ENGINE_MISUSE_OPS: tuple[type[Op], ...] = (TableFreeBlock, SeqLostBlocks, SeqCachedTokensUnsized)
+OPS_BY_KIND.update({cls.kind: cls for cls in ENGINE_MISUSE_OPS})
+
+# --------------------------------------------------------------------------- end freed behind
+
+# --------------------------------------------------------------------------- device calls
+# One device's own allocator called directly (API.md 4 and 4.5: ``alloc._allocators[device]``
+# in the family), as a custom swapper does; the adapter detects it (a target without one is
+# never asked). Semantics and contract: ``models.device_calls``.
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSwap(Op):
+    """A swap by hand: ``swap_out(blocks)`` on ``src``'s allocator, then ``swap_in(blocks)``
+    on ``dst``'s. When the swap-in raises ``NoFreeBlocksError`` the swapper puts the blocks
+    back, ``swap_in`` on ``src`` in reverse order, and reports the swap refused. Value:
+    ``{"pairs": [[id before, id after] per block], "swapped": bool}``."""
+
+    kind: ClassVar[str] = "device_swap"
+    blocks: tuple[int, ...]
+    src: Dev
+    dst: Dev
+
+
+#: What :class:`DeviceSwapMisuse` tries on ``device``'s allocator.
+DEVICE_SWAP_MISUSES: tuple[str, ...] = ("swap_in_held", "swap_out_foreign", "free_foreign")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSwapMisuse(Op):
+    """On ``device``'s allocator: ``swap_in(blocks)`` of blocks that still hold an id
+    (``"swap_in_held"``), ``swap_out(blocks)`` of another device's blocks
+    (``"swap_out_foreign"``) or ``free(blocks[0])`` of another device's block
+    (``"free_foreign"``). Always misuse."""
+
+    kind: ClassVar[str] = "device_swap_misuse"
+    action: str
+    blocks: tuple[int, ...]
+    device: Dev
+
+
+#: What :class:`DeviceMisuse` tries.
+DEVICE_MISUSES: tuple[str, ...] = ("device_argument", "physical_unknown", "refcount_unknown",
+                                   "device_unknown", "free_id_twice", "free_foreign_allocator",
+                                   "swap_in_oversized")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceMisuse(Op):
+    """A call that names what the allocator does not own: on ``device``'s allocator,
+    ``allocate_mutable_block(None, device=Device.<device>)`` (``"device_argument"``: its
+    methods take no device), ``get_physical_block_id(block_id)`` of an id it does not own
+    (``"physical_unknown"``), ``free_block_id(block_id)`` of a free id (``"free_id_twice"``,
+    naive allocators of the vLLM generation); on the device-aware allocator
+    ``get_block_refcount(block_id)`` / ``get_block_device(block_id)`` of an id no device owns
+    (``"refcount_unknown"``, ``"device_unknown"``) and ``free`` of a block another allocator
+    made and freed (``"free_foreign_allocator"``); on ``device``'s allocator, ``swap_in`` of a
+    full block of twice the block size, swapped out of another allocator
+    (``"swap_in_oversized"``). Always misuse."""
+
+    kind: ClassVar[str] = "device_misuse"
+    action: str
+    device: Dev = Dev.GPU
+    block_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFreeId(Op):
+    """vLLM ``free_block_id(block.block_id)`` on ``device``'s allocator (a naive one; the
+    block lives there), then ``block.block_id = None``: the block released by id, as
+    ``free(block, keep_block_object=True)``."""
+
+    kind: ClassVar[str] = "device_free_id"
+    block: int
+    device: Dev = Dev.GPU
+
+
+DEVICE_OPS: tuple[type[Op], ...] = (DeviceSwap, DeviceSwapMisuse, DeviceMisuse, DeviceFreeId)
+OPS_BY_KIND.update({cls.kind: cls for cls in DEVICE_OPS})
+
+# --------------------------------------------------------------------------- end device calls
+
 # --------------------------------------------------------------------------- end malformed
+
+# --------------------------------------------------------------------------- construction
+# The constructors (API.md sections 4 and 5): a fresh allocator built beside the program's
+# (which it never touches), with explicit block ids, then read back; or a constructor given one
+# malformed argument. Semantics and contract: ``models.construction``.
+
+#: The single-device allocator classes :class:`Construct` builds.
+CONSTRUCT_ALLOCATORS: tuple[str, ...] = ("naive", "prefix_caching")
+
+
+@dataclass(frozen=True, slots=True)
+class Construct(Op):
+    """Build ``allocator`` over ``ids`` with the program's block size (``"naive"``:
+    ``NaiveBlockAllocator(NaiveBlock, len(ids), block_size, block_ids=ids)``;
+    ``"prefix_caching"``: ``PrefixCachingBlockAllocator(len(ids), block_size, block_ids=ids)``);
+    with ``devices``, a second one of the same class over ``cpu_ids`` and both wrapped in
+    ``CpuGpuBlockAllocator(cpu_block_allocator=cpu, gpu_block_allocator=gpu)``. Then read it
+    back, per device (GPU first): total and free counts, ``all_block_ids``,
+    ``get_physical_block_id`` of each id, the ids of as many mutable allocations as it has ids,
+    and the free count after. Value: ``{"total": [..], "free": [..], "all": sorted [..],
+    "physical": [..], "handed": [..], "free_after": [..]}``.
+
+    ``argument`` (not ``""``) names the constructor argument replaced by ``bad``:
+    ``block_ids``, ``num_blocks``, ``block_size``, ``eviction_policy``, ``hash_function`` (of
+    the GPU allocator), ``cpu_block_ids``, ``cpu_block_allocator`` (``bad`` must be
+    ``"gpu_block_allocator"``: the GPU allocator passed as both) or ``allocator_type``
+    (``CpuGpuBlockAllocator.create(bad, len(ids), len(cpu_ids), block_size)``). Then only the
+    constructors run."""
+
+    kind: ClassVar[str] = "construct"
+    mutates: ClassVar[bool] = False
+    allocator: str
+    ids: tuple[int, ...]
+    devices: bool = False
+    cpu_ids: tuple[int, ...] = ()
+    argument: str = ""
+    bad: JSON = None
+
+
+OPS_BY_KIND[Construct.kind] = Construct
+
+# --------------------------------------------------------------------------- end construction
 
 
 # --------------------------------------------------------------------------- results
@@ -782,11 +1077,14 @@ class Outcome:
 
     ``new_blocks``/``new_table`` are the handles the runner created (empty on failure);
     ``cows`` are the copy-on-write pairs drained right after the call, as an engine does every
-    scheduling step; ``admitted`` is the allocator's own admission verdict for ``TableSwap``.
+    scheduling step; ``admitted`` is the allocator's own admission verdict for ``TableSwap``;
+    ``builtins`` names the builtin exception classes the error is an instance of (API.md pins
+    some: :mod:`models.error_classes`).
     """
 
     error: ErrorKind | None = None
     detail: str = ""
+    builtins: tuple[str, ...] = ()
     value: JSON = None
     new_blocks: tuple[int, ...] = ()
     new_table: int | None = None
@@ -802,7 +1100,8 @@ class Snapshot:
     reports ``None``); ``tables`` every table live before or after it. ``cached``,
     ``evictable`` (ids per device) and ``refcounts`` (id -> count, every id of both devices)
     are present only for targets whose adapter can introspect them. ``evictor``: the
-    standalone evictor of the evictor-level operations, once one exists.
+    standalone evictor of the evictor-level operations, once one exists; ``refcount``: the
+    standalone counter and CoW tracker of the refcount-level operations, likewise.
     """
 
     free: Mapping[Dev, int]
@@ -815,6 +1114,7 @@ class Snapshot:
     evictable: Mapping[Dev, frozenset[int]] | None = None
     refcounts: Mapping[int, int] | None = None
     evictor: EvictorState | None = None  # evictor level (models.evictor_model)
+    refcount: RefcountState | None = None  # refcount level (models.refcount_model)
 
 
 # --------------------------------------------------------------------------- JSON codec
@@ -833,7 +1133,8 @@ def _encode(value: Any) -> JSON:
 
 
 _DEVICE_FIELDS = frozenset({"device", "src", "dst"})
-_TOKEN_FIELDS = frozenset({"tokens", "blocks", "ids", "prev_computed"})
+_TOKEN_FIELDS = frozenset({"tokens", "blocks", "ids", "prev_computed",
+                           "cpu_ids"})  # construction: cpu_ids
 
 
 def _decode(name: str, value: JSON) -> Any:
@@ -883,6 +1184,7 @@ def outcome_to_json(outcome: Outcome) -> dict[str, JSON]:
         "new_table": outcome.new_table,
         "cows": [list(p) for p in outcome.cows],
         "admitted": outcome.admitted,
+        "builtins": list(outcome.builtins),
     }
 
 
@@ -898,4 +1200,5 @@ def outcome_from_json(data: Mapping[str, JSON]) -> Outcome:
         new_table=data.get("new_table"),
         cows=tuple((int(a), int(b)) for a, b in data.get("cows", ())),
         admitted=data.get("admitted"),
+        builtins=tuple(str(name) for name in data.get("builtins", ())),
     )

@@ -23,23 +23,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from models import error_classes, shared_swap, stale_ids, tracker_edits  # stale ids
 from models import operations as ops
-from models import shared_swap, stale_ids, tracker_edits  # stale ids
 from models.allocator_model import Model
 from models.block_info import BLOCK_QUERY_STEPS
 from models.block_ops import BLOCK_STEPS
 from models.capabilities import Config
 from models.checks import check_snapshot
 from models.choice import Chooser
+from models.construction import CONSTRUCTION_STEPS  # construction
 from models.content import ROOT, ContentTrie
 from models.context import Context
 from models.contract import Inconclusive, OutOfContract, misuse_or_out, shortfall
+from models.device_calls import DEVICE_MISUSE_FAMILY, DEVICE_STEPS  # device calls
 from models.evictor_model import EvictorModel  # evictor level
 from models.families import Family, Violation
 from models.hash_query import HASH_STEPS
 from models.operations import Dev, ErrorKind, Op, Outcome, Snapshot
 from models.queries import Queries
+from models.refcount_model import RefcountModel  # refcount level
 from models.shadow_memory import ShadowMemory
+from models.table_misuse import table_free_block  # freed behind
 from models.table_model import TABLE_STEPS
 from models.trackers import ENGINE_STEPS
 
@@ -56,6 +60,8 @@ STEPS.update({ops.MarkStaleIds: stale_ids.mark_stale_ids,
               ops.SeqTrackerEdit: tracker_edits.seq_tracker_edit,
               ops.Swap: shared_swap.swap})
 # end stale ids
+STEPS.update(CONSTRUCTION_STEPS)  # construction (models.construction)
+STEPS.update(DEVICE_STEPS)  # device calls (models.device_calls)
 
 # When several families fire on one step, the most specific one is reported.
 PRIORITY = (F.CRASH, F.ATOMIC, F.HASH, F.COW, F.CONTENT, F.SWAP, F.LRU, F.CACHE, F.COMPUTED,
@@ -75,7 +81,16 @@ MISUSE_FAMILY: dict[type[Op], Family] = {
     ops.HashRecompute: F.HASH, ops.AllocateImmutableIntLike: F.CACHE,
     # stale ids: a free id marked; a tracker add/remove refused
     ops.MarkStaleIds: F.LRU, ops.SeqTrackerEdit: F.COMPUTED,
+    ops.Construct: F.ATOMIC,  # construction: a malformed constructor argument accepted
 }
+MISUSE_FAMILY.update(DEVICE_MISUSE_FAMILY)  # device calls
+# freed behind: a table block freed through the allocator (models.table_misuse); a second free
+# of it is a double free
+STEPS[ops.TableFreeBlock] = table_free_block
+MISUSE_FAMILY[ops.TableFreeBlock] = F.LEAK
+# tracker misuse (models.tracker_misuse): always refused, never stepped
+MISUSE_FAMILY.update({ops.SeqLostBlocks: F.COMPUTED, ops.SeqCachedTokensUnsized: F.COMPUTED})
+# end freed behind
 CRASHES = (ErrorKind.UNEXPECTED, ErrorKind.ASSERTION)
 
 
@@ -98,6 +113,7 @@ class Oracle(Queries):
         self.pruned = False
         self.steps = 0
         self.evictor = EvictorModel(config.caps)  # evictor level: the standalone evictor
+        self.refcount = RefcountModel(config.caps)  # refcount level: counter + CoW tracker
 
     # ------------------------------------------------------------------ judging
 
@@ -113,6 +129,12 @@ class Oracle(Queries):
     def step(self, op: Op, outcome: Outcome, after: Snapshot) -> None:
         if isinstance(op, ops.EVICTOR_OPS):  # evictor level: semantics in models.evictor_model
             found = self.evictor.step(op, outcome, after.evictor)
+            self.steps += 1
+            if found:
+                raise most_specific(found)
+            return
+        if isinstance(op, ops.REFCOUNT_OPS):  # refcount level: models.refcount_model
+            found = self.refcount.step(op, outcome, after.refcount)
             self.steps += 1
             if found:
                 raise most_specific(found)
@@ -170,6 +192,8 @@ class Oracle(Queries):
             elif err is not ErrorKind.MISUSE:
                 c.flag(F.CRASH if err in CRASHES else fam, f"misuse ({misuse}) raised "
                        f"{err.value}, not a typed misuse error: {outcome.detail}")
+            elif (wrong := error_classes.wrong_class(op, outcome, misuse)) is not None:
+                c.flag(F.CRASH, wrong)  # an engine's ``except`` of the pinned class misses it
             elif not self.caps.atomic:
                 return m, [], True
             else:
@@ -178,6 +202,8 @@ class Oracle(Queries):
         short = shortfall(m, op)
         if err is not None:
             if short and err is ErrorKind.NO_FREE_BLOCKS:
+                if (wrong := error_classes.wrong_class(op, outcome)) is not None:
+                    c.flag(F.CRASH, wrong)
                 if isinstance(op, ops.TableSwap) and outcome.admitted:
                     c.flag(F.FREE, "the allocator's own admission said the swap fits, then it "
                            "failed with NoFreeBlocksError")
@@ -294,5 +320,6 @@ class Oracle(Queries):
         if c is None:
             return []
         return self.shadow.step(moved=c.moved, writes=c.writes, copies=outcome.cows,
-                                swapped=isinstance(op, ops.Swap | ops.TableSwap),
+                                swapped=isinstance(op, ops.Swap | ops.TableSwap
+                                                  | ops.DeviceSwap),  # device calls
                                 expect=lambda key: m.blocks[key].idents)

@@ -11,12 +11,14 @@ from models.content import ROOT, ContentTrie
 from models.contract import OutOfContract, misuse_or_out, shortfall
 from models.evictor_model import EvictorModel  # evictor level
 from models.operations import Dev, Op, Tokens
+from models.refcount_model import RefcountModel  # refcount level
 
 
 class Queries:
     worlds: list[Model]
     trie: ContentTrie
     evictor: EvictorModel  # evictor level: the standalone evictor's candidates
+    refcount: RefcountModel  # refcount level: the standalone counter and CoW tracker
 
     @property
     def model(self) -> Model:
@@ -122,13 +124,16 @@ class Queries:
     def _misuse(self, op: Op) -> str | None:
         if isinstance(op, ops.EVICTOR_OPS):
             return self.evictor.misuse(op)
+        if isinstance(op, ops.REFCOUNT_OPS):  # refcount level: likewise
+            return self.refcount.misuse(op)
         return misuse_or_out(self.model, op)
     # end evictor level
 
     def would_fail_no_free(self, op: Op) -> bool:
         """Exact: a valid ``op`` needs more free ids than the device has (in any model state
         still consistent with the target)."""
-        if not self._valid(op) or isinstance(op, ops.EVICTOR_OPS):  # evictor level
+        standalone = (*ops.EVICTOR_OPS, *ops.REFCOUNT_OPS)  # evictor / refcount level
+        if not self._valid(op) or isinstance(op, standalone):
             return False
         return any(shortfall(w, op) for w in self.worlds)
 

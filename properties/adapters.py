@@ -222,6 +222,10 @@ def _bad_literal(bad: Any) -> Lit:
     return Lit(value)
 
 
+#: The request keys a target's own key builder folds in (``Capabilities.extra_key_fields``).
+KEY_FIELDS = frozenset({"lora", "salt", "mm", "bytes"})
+
+
 class FamilyAdapter:
     """Adapter for ``DeviceAwareBlockAllocator``-compatible allocators (vLLM v0, Aphrodite, ours).
 
@@ -290,13 +294,13 @@ class FamilyAdapter:
             module_name, sep, name = claimed.partition(":")
             if not sep or not callable(getattr(importlib.import_module(module_name), name, None)):
                 raise wrong_type("the extra_key_function claim", "module:callable", claimed)
-            return (module_name, name), frozenset({"lora", "salt", "mm"})
+            return (module_name, name), KEY_FIELDS
         try:
             hashing = importlib.import_module(f"{package}.hashing")
         except ImportError:
             hashing = None
         if callable(getattr(hashing, "make_extra_hash", None)):
-            return (f"{package}.hashing", "make_extra_hash"), frozenset({"lora", "salt", "mm"})
+            return (f"{package}.hashing", "make_extra_hash"), KEY_FIELDS
         return None, frozenset({"lora"})
 
     def _extra_expr(self, extra: int | ops.ExtraKey) -> Expr:
@@ -311,7 +315,8 @@ class FamilyAdapter:
             raise Unsupported(f"the target's extra key ignores {sorted(missing)}")
         if self.extra_key_function is None:
             module_name, name = __name__, "sequence_extra_hash"
-            kwargs: dict[str, Expr] = {"lora_int_id": Lit(extra.lora_id)}
+            # the engine's "no LoRA" is 0 (the empty key renders as None)
+            kwargs: dict[str, Expr] = {"lora_int_id": Lit(extra.lora_id or 0)}
         else:
             module_name, name = self.extra_key_function
             kwargs = {}
@@ -628,6 +633,10 @@ class FamilyAdapter:
             raise Unsupported("get_cached_computed_blocks_and_update is Aphrodite-generation only")
         call = method("computed_tracker", "get_cached_computed_blocks_and_update", Lit(op.table),
                       Attr(table(op.table), "physical_block_ids"))
+        # freed behind (tracker lifecycle): the tracker returns the list it caches and later
+        # extends in place (API.md 10; upstream does the same), so the engine reads a copy
+        # taken at once and the runner watches that copy, not the tracker's own list.
+        call = Call(Attr(Call(Name("__import__"), (Lit("copy"),)), "copy"), (call,))
         return Plan([Stmt(call)], value=lambda r: checked_ints(
             r[-1], "ComputedBlocksTracker.get_cached_computed_blocks_and_update"))
 
@@ -663,6 +672,52 @@ class FamilyAdapter:
         if op.tracker == "computed" and not self._computed_has(name):
             raise Unsupported(f"the computed tracker has no {name}")
         return Plan([Stmt(method(f"{op.tracker}_tracker", name, Lit(op.table)))])
+
+    # ------------------------------------------------------------------ freed behind
+    # ``TableFreeBlock``: the allocator frees one block object a table holds (models.table_misuse).
+
+    def _plan_table_free_block(self, op: ops.TableFreeBlock, _: Any) -> Plan:
+        held = method(Attr(table(op.table), "blocks"), "__getitem__", Lit(op.index))
+        return Plan([Stmt(method("alloc", "free", held),
+                          comment="freed behind the table's back")])
+
+    # Tracker misuse (models.tracker_misuse): the Aphrodite computed tracker asked with
+    # another table's ids, and the vLLM question on a tracker built without a block size.
+
+    def _plan_seq_lost_blocks(self, op: ops.SeqLostBlocks, _: Any) -> Plan:
+        if not self._computed_has("get_cached_computed_blocks_and_update"):
+            raise Unsupported("get_cached_computed_blocks_and_update is Aphrodite-generation only")
+        call = method("computed_tracker", "get_cached_computed_blocks_and_update", Lit(op.table),
+                      Attr(table(op.other), "physical_block_ids"))
+        return Plan([Stmt(call, comment=f"the ids of t{op.other}: fewer blocks")],
+                    value=lambda r: checked_ints(
+                        r[-1], "ComputedBlocksTracker.get_cached_computed_blocks_and_update"))
+
+    def tracker_builds_unsized(self) -> bool:
+        """Whether the target's ``ComputedBlocksTracker`` has ``get_num_cached_tokens`` and
+        may be built without a ``block_size`` (a capability the machines respect)."""
+        if self.tracker_module() is None or not self._computed_has("get_num_cached_tokens"):
+            return False
+        size = inspect.signature(self._tracker_cls("ComputedBlocksTracker")).parameters.get(
+            "block_size")
+        return size is not None and size.default is not inspect.Parameter.empty
+
+    def _plan_seq_cached_tokens_unsized(self, op: ops.SeqCachedTokensUnsized,
+                                        tables: Mapping[int, Any]) -> Plan:
+        if not self.tracker_builds_unsized():
+            raise Unsupported("the target's tracker needs a block_size")
+        module = Call(Name("__import__"), (Lit(self._tracker_module()),),
+                      (("fromlist", Lit(["_"])),))
+        make = Call(Attr(module, "ComputedBlocksTracker"), (Name("alloc"),))
+        asked = self._plan_seq_cached_tokens(ops.SeqCachedTokens(op.table, True), tables)
+        question = asked.stmts[-1].expr
+        if not isinstance(question, Call):
+            raise Unsupported("get_num_cached_tokens is not a call")
+        return Plan([Stmt(make, bind="unsized_tracker"),
+                     Stmt(Call(Attr(Name("unsized_tracker"), "get_num_cached_tokens"),
+                               question.args))], value=asked.value)
+
+    # ------------------------------------------------------------------ end freed behind
 
     # ------------------------------------------------------------------ tables
 
@@ -856,10 +911,27 @@ class FamilyAdapter:
     def _plan_malformed(self, op: ops.Malformed, tables: Mapping[int, Any]) -> Plan:
         """The plan of ``op.call`` with the argument's expression in its last call replaced
         by the literal ``op.bad`` (commented, so a reproducer shows which argument is bad)."""
-        slot = self.MALFORMED_SLOTS.get((op.call.kind, op.argument))
         plan = self.plan(op.call, tables)
         last = plan.stmts[-1]
         call = last.expr
+        # request keys: ``extra_hash.<field>`` is an argument of the key builder's call
+        outer, dot, key_field = op.argument.partition(".")
+        if dot:
+            if outer != "extra_hash" or self.extra_key_function is None \
+                    or not isinstance(call, Call):
+                raise Unsupported(f"{op.call.kind}: no key builder call to malform")
+            kwargs = dict(call.kwargs)
+            builder = kwargs.get("extra_hash")
+            if not isinstance(builder, Call):
+                raise Unsupported(f"{op.call.kind} renders no request key")
+            bad_kwargs = {**dict(builder.kwargs), key_field: _bad_literal(op.bad)}
+            kwargs["extra_hash"] = Call(builder.func, builder.args, tuple(bad_kwargs.items()))
+            plan.stmts[-1] = Stmt(Call(call.func, call.args, tuple(kwargs.items())),
+                                  bind=last.bind, unpack=last.unpack,
+                                  comment=f"malformed {op.argument}")
+            return plan
+        # end request keys
+        slot = self.MALFORMED_SLOTS.get((op.call.kind, op.argument))
         if slot is None or not isinstance(call, Call) or (
                 isinstance(slot, int) and slot > len(call.args)):
             raise Unsupported(f"{op.call.kind} has no argument {op.argument!r} to malform")
@@ -873,6 +945,149 @@ class FamilyAdapter:
         plan.stmts[-1] = Stmt(call, bind=last.bind, unpack=last.unpack,
                               comment=f"malformed {op.argument}")
         return plan
+
+    # ------------------------------------------------------------------ construction
+    # ``Construct`` builds the target's own classes beside its allocator: the GPU allocator's
+    # class (prefix-caching or naive), the naive class a prefix-caching one embeds
+    # (``_hashless_allocator``, API.md 4) or the prefix-caching class of the package, the
+    # ``NaiveBlock`` of the naive class's module, and the allocator's device-aware class (for
+    # ``devices`` and ``create``). A class that is not importable by name is not found (a
+    # reproducer could not build it); the machines and the decoder ask only for what
+    # :meth:`construct_support` lists. The built allocator is bound to ``built``.
+
+    def construct_support(self) -> frozenset[str]:
+        """What ``Construct`` can build: ``"naive"``, ``"prefix_caching"``, ``"devices"`` (the
+        device-aware class), ``"hash_function"`` (the prefix-caching class takes one)."""
+        return frozenset(name for name in self._construct_classes() if name != "naive_block")
+
+    @property
+    def has_construct(self) -> bool:
+        """Every class ``Construct`` needs but the hash-function extension (the decoder's
+        feature: it never malforms ``hash_function``)."""
+        return {"naive", "prefix_caching", "devices"} <= self.construct_support()
+
+    def _construct_classes(self) -> dict[str, tuple[str, str]]:
+        if "_construct_in" not in self.__dict__:
+            self._construct_in = self._find_construct_classes()
+        return self._construct_in
+
+    def _find_construct_classes(self) -> dict[str, tuple[str, str]]:
+        gpu = self._gpu_allocator()
+        if gpu is None:
+            return {}
+        caching = getattr(gpu, "evictor", None) is not None
+        found: dict[str, Any] = {"devices": type(self.alloc)}
+        naive = getattr(gpu, "_hashless_allocator", None) if caching else gpu
+        if naive is not None:
+            found["naive"] = type(naive)
+            found["naive_block"] = getattr(sys.modules.get(type(naive).__module__, None),
+                                           "NaiveBlock", None)
+        if caching:
+            found["prefix_caching"] = type(gpu)
+        else:
+            package = type(self.alloc).__module__.rsplit(".", 1)[0]
+            try:
+                module = importlib.import_module(f"{package}.prefix_caching_block")
+            except ImportError:
+                module = None
+            found["prefix_caching"] = getattr(module, "PrefixCachingBlockAllocator", None)
+        out: dict[str, tuple[str, str]] = {}
+        for name, cls in found.items():
+            module_name, attr = getattr(cls, "__module__", ""), getattr(cls, "__name__", "")
+            if isinstance(cls, type) and getattr(sys.modules.get(module_name), attr, None) is cls:
+                out[name] = (module_name, attr)
+        if "naive_block" not in out:
+            out.pop("naive", None)
+        if not callable(getattr(found["devices"], "create", None)):
+            out.pop("devices", None)
+        if "prefix_caching" in out and "hash_function" in inspect.signature(
+                found["prefix_caching"]).parameters:
+            out["hash_function"] = out["prefix_caching"]
+        return out
+
+    def _construct_cls(self, name: str) -> Attr:
+        found = self._construct_classes().get(name)
+        if found is None:
+            raise Unsupported(f"the target has no {name} class to construct")
+        module_name, attr = found
+        module = Call(Name("__import__"), (Lit(module_name),), (("fromlist", Lit(["_"])),))
+        return Attr(module, attr)
+
+    def _construct_one(self, op: ops.Construct, ids: tuple[int, ...], bind: str,
+                       replaced: str) -> Stmt:
+        """``bind = <allocator>(...)`` over ``ids``, its argument ``replaced`` (if any) being
+        ``op.bad``."""
+        bad = _bad_literal(op.bad)
+        n: Expr = bad if replaced == "num_blocks" else Lit(len(ids))
+        size: Expr = bad if replaced == "block_size" else Lit(self.block_size)
+        kwargs: list[tuple[str, Expr]] = [
+            ("block_ids", bad if replaced == "block_ids" else Lit(list(ids)))]
+        args: tuple[Expr, ...]
+        if op.allocator == "naive":
+            func, args = self._construct_cls("naive"), (self._construct_cls("naive_block"), n,
+                                                        size)
+        else:
+            func, args = self._construct_cls("prefix_caching"), (n, size)
+            if replaced == "hash_function":
+                self._construct_cls(replaced)  # an extension: only where it is detected
+            if replaced in ("eviction_policy", "hash_function"):
+                kwargs.append((replaced, bad))
+        return Stmt(Call(func, args, tuple(kwargs)), bind=bind,
+                    comment=f"malformed {replaced}" if replaced else "")
+
+    def _plan_construct(self, op: ops.Construct, _: Any) -> Plan:
+        if op.argument == "allocator_type":
+            call = Call(Attr(self._construct_cls("devices"), "create"), (
+                _bad_literal(op.bad), Lit(len(op.ids)), Lit(len(op.cpu_ids)),
+                Lit(self.block_size)))
+            return Plan([Stmt(call, bind="built", comment="malformed allocator_type")])
+        own = "" if op.argument.startswith("cpu_") else op.argument
+        if not op.devices:
+            stmts = [self._construct_one(op, op.ids, "built", own)]
+            devs: list[tuple[Dev | None, tuple[int, ...]]] = [(None, op.ids)]
+        else:
+            cpu_ids = "block_ids" if op.argument == "cpu_block_ids" else ""
+            cpu = "built_gpu" if op.argument == "cpu_block_allocator" else "built_cpu"
+            stmts = [self._construct_one(op, op.ids, "built_gpu", own),
+                     self._construct_one(op, op.cpu_ids, "built_cpu", cpu_ids),
+                     Stmt(Call(self._construct_cls("devices"), (), (
+                         ("cpu_block_allocator", Name(cpu)),
+                         ("gpu_block_allocator", Name("built_gpu")))), bind="built",
+                         comment="the GPU allocator twice" if cpu == "built_gpu" else "")]
+            devs = [(Dev.GPU, op.ids), (Dev.CPU, op.cpu_ids)]
+        if op.argument:
+            return Plan(stmts)  # only the constructors: they must refuse it
+        reads: list[tuple[str, Stmt]] = []
+        on = [(self.device(d),) if d is not None else () for d, _ in devs]
+        reads += [("total", Stmt(method("built", "get_num_total_blocks", *d))) for d in on]
+        reads += [("free", Stmt(method("built", "get_num_free_blocks", *d))) for d in on]
+        reads.append(("all", Stmt(Attr(Name("built"), "all_block_ids"))))
+        for d, (_, ids) in zip(on, devs, strict=True):
+            reads += [("physical", Stmt(method("built", "get_physical_block_id", *d, Lit(i))))
+                      for i in ids]
+        for d, (_, ids) in zip(on, devs, strict=True):
+            kw = {"device": d[0]} if d else {}
+            reads += [("handed", Stmt(method("built", "allocate_mutable_block", Lit(None), **kw)))
+                      for _ in ids]
+        reads += [("free_after", Stmt(method("built", "get_num_free_blocks", *d))) for d in on]
+        start, keys = len(stmts), [key for key, _ in reads]
+
+        def value(r: list[Any]) -> dict[str, list[int]]:
+            out: dict[str, list[int]] = {key: [] for key in (
+                "total", "free", "all", "physical", "handed", "free_after")}
+            for key, got in zip(keys, r[start:], strict=True):
+                if key == "all":
+                    out[key] = sorted(checked_id_set(got, "built.all_block_ids"))
+                elif key == "handed":
+                    out[key].append(checked_int(checked_block(
+                        got, "built.allocate_mutable_block").block_id, "block.block_id"))
+                else:
+                    out[key].append(checked_int(got, f"built ({key})"))
+            return out
+
+        return Plan([*stmts, *(stmt for _, stmt in reads)], value=value)
+
+    # ------------------------------------------------------------------ end construction
 
     # ------------------------------------------------------------------ observation
 
@@ -1047,6 +1262,222 @@ class FamilyAdapter:
 
     # ------------------------------------------------------------------ end evictor level
 
+    # ------------------------------------------------------------------ refcount level
+    # ``REFCOUNT_OPS`` drive fresh instances of the classes of the GPU allocator's
+    # ``_refcounter`` (a full counter: it has ``as_readonly``) and ``_cow_tracker`` (a detected
+    # capability: none without both, or when a class is not importable by name). ``RefNew``
+    # binds ``refcounter``, ``refcount_view`` (``as_readonly()``) and ``cow_tracker`` (over
+    # the view, as the allocators build theirs); the snapshot reads ``get`` of the ids it named.
+
+    def refcount_classes(self) -> tuple[tuple[str, str], tuple[str, str]] | None:
+        """(module, class name) of the target's counter and of its CoW tracker, or None."""
+        if "_refcount_in" not in self.__dict__:
+            self._refcount_in = self._find_refcount_classes()
+            self.refcount_ids: tuple[int, ...] = ()
+        return self._refcount_in
+
+    @property
+    def has_refcount(self) -> bool:
+        return self.refcount_classes() is not None
+
+    def _find_refcount_classes(self) -> tuple[tuple[str, str], tuple[str, str]] | None:
+        gpu = self._gpu_allocator()
+        counter = getattr(gpu, "_refcounter", None)
+        tracker = getattr(gpu, "_cow_tracker", None)
+        needs = ((counter, ("incr", "decr", "get", "as_readonly")),
+                 (tracker, ("is_appendable", "record_cow", "clear_cows")))
+        found: list[tuple[str, str]] = []
+        for obj, names in needs:
+            cls = type(obj)
+            if obj is None or not all(callable(getattr(obj, n, None)) for n in names) \
+                    or getattr(sys.modules.get(cls.__module__), cls.__name__, None) is not cls:
+                return None  # missing, or not importable by name (a reproducer could not build it)
+            found.append((cls.__module__, cls.__name__))
+        return found[0], found[1]
+
+    def _refcount_classes(self) -> tuple[tuple[str, str], tuple[str, str]]:
+        found = self.refcount_classes()
+        if found is None:
+            raise Unsupported("the target's GPU allocator has no RefCounter/CopyOnWriteTracker")
+        return found
+
+    @staticmethod
+    def _class_expr(module_name: str, name: str) -> Attr:
+        module = Call(Name("__import__"), (Lit(module_name),), (("fromlist", Lit(["_"])),))
+        return Attr(module, name)
+
+    def _plan_ref_new(self, op: ops.RefNew, _: Any) -> Plan:
+        (counter_mod, counter_cls), (cow_mod, cow_cls) = self._refcount_classes()
+        self.refcount_ids = tuple(sorted(set(op.ids)))
+        return Plan([
+            Stmt(Call(self._class_expr(counter_mod, counter_cls), (Lit(list(op.ids)),)),
+                 bind="refcounter"),
+            Stmt(method("refcounter", "as_readonly"), bind="refcount_view"),
+            Stmt(Call(self._class_expr(cow_mod, cow_cls), (Name("refcount_view"),)),
+                 bind="cow_tracker")])
+
+    def _plan_counter(self, name: str, op: ops.RefIncr | ops.RefDecr | ops.RefGet) -> Plan:
+        self._refcount_classes()
+        obj = "refcount_view" if op.readonly else "refcounter"
+        return Plan([Stmt(method(obj, name, Lit(op.block_id)))],
+                    value=lambda r: checked_int(r[-1], f"{obj}.{name}"))
+
+    def _plan_ref_incr(self, op: ops.RefIncr, _: Any) -> Plan:
+        return self._plan_counter("incr", op)
+
+    def _plan_ref_decr(self, op: ops.RefDecr, _: Any) -> Plan:
+        return self._plan_counter("decr", op)
+
+    def _plan_ref_get(self, op: ops.RefGet, _: Any) -> Plan:
+        return self._plan_counter("get", op)
+
+    def _plan_cow_appendable(self, op: ops.CowAppendable, _: Any) -> Plan:
+        self._refcount_classes()
+        stand_in = Call(self._class_expr(__name__, "IdOnlyBlock"), (Lit(op.block_id),))
+        return Plan([Stmt(method("cow_tracker", "is_appendable", stand_in))],
+                    value=lambda r: checked_bool(r[-1], "cow_tracker.is_appendable"))
+
+    def _plan_cow_record(self, op: ops.CowRecord, _: Any) -> Plan:
+        self._refcount_classes()
+        return Plan([Stmt(method("cow_tracker", "record_cow", Lit(op.src_id),
+                                 Lit(op.dst_id)))])
+
+    def _plan_cow_clear(self, op: ops.CowClear, _: Any) -> Plan:
+        self._refcount_classes()
+        return Plan([Stmt(method("cow_tracker", "clear_cows"))],
+                    value=lambda r: checked_pairs(r[-1], "cow_tracker.clear_cows"))
+
+    def refcount_state(self, counter: Any, tracker: Any) -> ops.RefcountState:
+        """``get`` of every id ``RefNew`` named, and the tracker's ``pending()`` where it has
+        one; type-checked."""
+        self.refcount_classes()
+        counts = {i: checked_int(counter.get(i), f"refcounter.get({i})")
+                  for i in self.refcount_ids}
+        pending = None
+        if callable(getattr(tracker, "pending", None)):  # an extension: not every tracker has it
+            pairs = tracker.pending()
+            if type(pairs) is not list or not all(
+                    isinstance(p, tuple | list) and len(p) == 2 for p in pairs):
+                raise wrong_type("cow_tracker.pending", "list of pairs", pairs)
+            # A ``None`` id is shown as recorded (the model judges it), not as a wrong type.
+            pending = tuple((checked_opt_int(p[0], "cow_tracker.pending"),
+                             checked_opt_int(p[1], "cow_tracker.pending")) for p in pairs)
+        return ops.RefcountState(counts, pending)
+
+    # ------------------------------------------------------------------ end refcount level
+
+    # ------------------------------------------------------------------ device calls
+    # ``DEVICE_OPS`` call one device's own allocator, ``alloc._allocators[Device.X]`` (bound
+    # as ``gpu_allocator`` / ``cpu_allocator``): a detected capability (both devices'
+    # allocators with ``swap_out`` and ``swap_in``); ``free_block_id`` (vLLM-generation naive
+    # allocators) and the factory ``create`` are detected on their own.
+
+    @property
+    def has_device_calls(self) -> bool:
+        subs = getattr(self.alloc, "_allocators", None)
+        if not isinstance(subs, Mapping):
+            return False
+        allocators = [subs.get(getattr(self.device_enum, dev.name)) for dev in Dev]
+        return all(callable(getattr(a, name, None)) for a in allocators
+                   for name in ("swap_out", "swap_in"))
+
+    @property
+    def has_free_block_id(self) -> bool:
+        return self.has_device_calls and callable(
+            getattr(self._gpu_allocator(), "free_block_id", None))
+
+    @property
+    def has_create(self) -> bool:
+        """The allocator's class has the factory ``create`` (another allocator can be made)."""
+        return callable(getattr(type(self.alloc), "create", None))
+
+    def _on(self, dev: Dev) -> tuple[Stmt, Name]:
+        if not self.has_device_calls:
+            raise Unsupported("the target exposes no per-device allocators")
+        name = f"{dev.value}_allocator"
+        get = method(Attr(Name("alloc"), "_allocators"), "__getitem__", self.device(dev))
+        return Stmt(get, bind=name), Name(name)
+
+    def _plan_device_swap(self, op: ops.DeviceSwap, _: Any) -> Plan:
+        src_stmt, src = self._on(op.src)
+        dst_stmt, dst = self._on(op.dst)
+        ids = ListOf(tuple(Attr(block(h), "block_id") for h in op.blocks))
+        module = Call(Name("__import__"), (Lit(__name__),), (("fromlist", Lit(["_"])),))
+        swap = Call(Attr(module, "swap_by_hand"),
+                    (src, dst, ListOf(tuple(block(h) for h in op.blocks))))
+
+        def value(r: list[Any]) -> dict[str, Any]:
+            before = [checked_opt_int(i, "block.block_id") for i in r[2]]
+            after = [checked_opt_int(i, "block.block_id") for i in r[4]]
+            return {"pairs": [[a, b] for a, b in zip(before, after, strict=True)],
+                    "swapped": checked_bool(r[3], "swap_by_hand")}
+
+        return Plan([src_stmt, dst_stmt, Stmt(ids, bind="ids_before"),
+                     Stmt(swap, bind="swapped"), Stmt(ids)], value=value)
+
+    def _plan_device_swap_misuse(self, op: ops.DeviceSwapMisuse, _: Any) -> Plan:
+        get, dev = self._on(op.device)
+        blocks = ListOf(tuple(block(h) for h in op.blocks))
+        call = {"swap_in_held": method(dev, "swap_in", blocks),
+                "swap_out_foreign": method(dev, "swap_out", blocks),
+                "free_foreign": method(dev, "free", block(op.blocks[0]))}.get(op.action)
+        if call is None:
+            raise Unsupported(f"unknown device swap misuse {op.action!r}")
+        return Plan([get, Stmt(call)])
+
+    def _plan_device_misuse(self, op: ops.DeviceMisuse, _: Any) -> Plan:
+        get, dev = self._on(op.device)
+        block_id = Lit(op.block_id)
+        if op.action == "device_argument":
+            return Plan([get, Stmt(method(dev, "allocate_mutable_block", Lit(None),
+                                          device=self.device(op.device)))])
+        if op.action == "physical_unknown":
+            return Plan([get, Stmt(method(dev, "get_physical_block_id", block_id))])
+        if op.action in ("refcount_unknown", "device_unknown"):
+            if not self.has_block_info:
+                raise Unsupported("get_block_refcount/get_block_device are not in this target")
+            name = "get_block_refcount" if op.action == "refcount_unknown" \
+                else "get_block_device"
+            return Plan([Stmt(method("alloc", name, block_id))])
+        if op.action == "free_id_twice":
+            if not self.has_free_block_id:
+                raise Unsupported("the target's device allocators have no free_block_id")
+            return Plan([get, Stmt(method(dev, "free_block_id", block_id))])
+        if op.action == "free_foreign_allocator":
+            if not self.has_create:
+                raise Unsupported("the target's class has no create")
+            create = method(Attr(Name("alloc"), "__class__"), "create", Lit("naive"), Lit(1),
+                            Lit(0), Lit(self.block_size))
+            foreign = method("other_alloc", "allocate_mutable_block", Lit(None),
+                             device=self.device(Dev.GPU))
+            return Plan([Stmt(create, bind="other_alloc"), Stmt(foreign, bind="foreign_block"),
+                         Stmt(method("other_alloc", "free", Name("foreign_block"))),
+                         Stmt(method("alloc", "free", Name("foreign_block")))])
+        if op.action == "swap_in_oversized":  # a full block of another allocator, 2x as big
+            if not self.has_create:
+                raise Unsupported("the target's class has no create")
+            size = 2 * self.block_size
+            create = method(Attr(Name("alloc"), "__class__"), "create", Lit("naive"), Lit(1),
+                            Lit(0), Lit(size))
+            big = method("other_alloc", "allocate_immutable_block", Lit(None), Lit([0] * size),
+                         device=self.device(Dev.GPU))
+            out = method(method(Attr(Name("other_alloc"), "_allocators"), "__getitem__",
+                                self.device(Dev.GPU)), "swap_out", ListOf((Name("big_block"),)))
+            return Plan([Stmt(create, bind="other_alloc"), Stmt(big, bind="big_block"),
+                         Stmt(out), get,
+                         Stmt(method(dev, "swap_in", ListOf((Name("big_block"),))))])
+        raise Unsupported(f"unknown device misuse {op.action!r}")
+
+    def _plan_device_free_id(self, op: ops.DeviceFreeId, _: Any) -> Plan:
+        if not self.has_free_block_id:
+            raise Unsupported("the target's device allocators have no free_block_id")
+        get, dev = self._on(op.device)
+        b = block(op.block)
+        return Plan([get, Stmt(method(dev, "free_block_id", Attr(b, "block_id"))),
+                     Stmt(Call(Name("setattr"), (b, Lit("block_id"), Lit(None))))])
+
+    # ------------------------------------------------------------------ end device calls
+
 
 
 # --------------------------------------------------------------------------- engine-side
@@ -1058,6 +1489,38 @@ def sequence_extra_hash(lora_int_id: int, prompt_adapter_id: int = 0) -> int | N
     if prompt_adapter_id == 0 and lora_int_id == 0:
         return None
     return hash((prompt_adapter_id, lora_int_id))
+
+
+class IdOnlyBlock:
+    """The least of a block ``CopyOnWriteTracker.is_appendable`` reads: ``block_id``
+    (refcount level)."""
+
+    def __init__(self, block_id: int | None) -> None:
+        self.block_id = block_id
+
+    def __repr__(self) -> str:
+        return f"IdOnlyBlock({self.block_id!r})"
+
+
+# device calls: a custom swapper over two device allocators (``DeviceSwap``)
+
+
+def swap_by_hand(src: Any, dst: Any, blocks: list[Any]) -> bool:
+    """``src.swap_out(blocks)``, then ``dst.swap_in(blocks)``; True when done. If the swap-in
+    raises ``NoFreeBlocksError``, the blocks that hold no id go back with ``src.swap_in`` in
+    reverse order (last released first) and the result is False; other errors propagate."""
+    src.swap_out(blocks)
+    try:
+        dst.swap_in(blocks)
+    except Exception as exc:
+        if "NoFreeBlocksError" not in {cls.__name__ for cls in type(exc).__mro__}:
+            raise
+        src.swap_in([b for b in reversed(blocks) if b.block_id is None])
+        return False
+    return True
+
+
+# end device calls
 
 
 class EngineSeq:

@@ -35,6 +35,7 @@ from typing import Any
 
 from models import operations as ops
 from models.capabilities import Config
+from models.error_classes import builtin_classes
 from models.families import Family, Violation
 from models.operations import (
     Dev,
@@ -409,7 +410,8 @@ class Runner:
             if plan.admission is not None and len(results) >= len(plan.stmts) - 2:
                 admitted = self._checked(plan.admission, results)
             return Outcome(error=kind, detail=f"{type(error).__name__}: {error}",
-                           admitted=admitted, cows=self._drain(op))
+                           admitted=admitted, cows=self._drain(op),
+                           builtins=builtin_classes(error))
         new_blocks = self._bind_blocks(op, plan, results, logged)
         new_table = self._bind_table(plan, logged)
         self._forget(op)
@@ -551,10 +553,14 @@ class Runner:
         evictor = self.env.get("evictor")  # evictor level: the standalone evictor, once built
         self._doing = "evictor.free_table"
         shown_evictor = None if evictor is None else a.evictor_state(evictor)
+        counter = self.env.get("refcounter")  # refcount level: the standalone counter, once built
+        self._doing = "refcounter.get, cow_tracker.pending"
+        shown_refcount = None if counter is None else a.refcount_state(
+            counter, self.env.get("cow_tracker"))
         self._doing = "reading the allocator's state"
         if seen is None:
             return Snapshot(free, blocks, tokens, hashes, tables, table_tokens,
-                            evictor=shown_evictor)
+                            evictor=shown_evictor, refcount=shown_refcount)
         cached, evictable, refcounts = seen
         return Snapshot(free, blocks, tokens, hashes, tables, table_tokens, cached, evictable,
-                        refcounts, evictor=shown_evictor)
+                        refcounts, evictor=shown_evictor, refcount=shown_refcount)

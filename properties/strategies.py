@@ -69,19 +69,34 @@ EXTRA_KEYS: tuple[ExtraKey, ...] = (
     ExtraKey(mm_hashes=(2**70, "img")),
     ExtraKey(mm_hashes=(-3,)),
     ExtraKey(lora_id=2, mm_hashes=(-3,)),
+    # bytes (capability "bytes"): a salt is its bytes, so b"a" is the salt "a" (they share);
+    # a salt that is no UTF-8 text; a multimodal hash as bytes, a near miss of 5 and "5"
+    ExtraKey(cache_salt=b"a"),
+    ExtraKey(lora_id=1, cache_salt=b"b"),
+    ExtraKey(cache_salt=b"\xff\x00"),
+    ExtraKey(cache_salt="a", mm_hashes=(b"5",)),
+    ExtraKey(),  # the empty key is no key: it shares with plain requests
 )
+
+
+def target_keys(caps: Capabilities) -> list[ExtraKey]:
+    """The :data:`EXTRA_KEYS` the target's extra-key function folds in (the empty key for
+    every target with extra keys)."""
+    return [k for k in EXTRA_KEYS if k.fields_used <= caps.extra_key_fields]
 
 
 def extra_hashes(caps: Capabilities) -> st.SearchStrategy[Extra]:
     """What a request passes as ``extra_hash`` when the target takes one: nothing, a raw
-    int, or request keys (:data:`EXTRA_KEYS` the target's extra-key function folds in)."""
+    int, or request keys (:data:`EXTRA_KEYS` the target's extra-key function folds in; a salt
+    in either spelling, :func:`same_keys`, so both meet on the same prompts)."""
     if not caps.extra_keys:
         return st.none()
     raw = st.sampled_from((0, 1, 7, -1))
-    keys = [k for k in EXTRA_KEYS if k.fields_used <= caps.extra_key_fields]
+    keys = target_keys(caps)
     if not keys:
         return st.one_of(st.none(), st.none(), raw)
-    return st.one_of(st.none(), st.none(), raw, st.sampled_from(keys))
+    return st.one_of(st.none(), st.none(), raw,
+                     st.sampled_from(keys).flatmap(lambda key: same_keys(key, caps)))
 
 
 def near_misses(extra: Extra, caps: Capabilities) -> st.SearchStrategy[Extra]:
@@ -90,15 +105,62 @@ def near_misses(extra: Extra, caps: Capabilities) -> st.SearchStrategy[Extra]:
     base = extra if isinstance(extra, ExtraKey) else None
     lora, salt, mm = (base.lora_id, base.cache_salt, base.mm_hashes) if base else (None, None, ())
     fields = caps.extra_key_fields if caps.extra_keys else frozenset()
-    candidates: list[tuple[int | None, str | None, tuple[int | str, ...]]] = []
+    salts: tuple[str | bytes | None, ...] = (None, "a", "b")
+    hashes: tuple[tuple[int | str | bytes, ...], ...] = ((), (5,), ("5",))
+    if "bytes" in fields:
+        salts += (b"b", b"\xff\x00")
+        hashes += ((b"5",),)
+    candidates: list[ExtraKey] = []
     if "lora" in fields:
-        candidates += [(v, salt, mm) for v in (None, 1, 2) if v != lora]
+        candidates += [ExtraKey(v, salt, mm) for v in (None, 1, 2)]
     if "salt" in fields:
-        candidates += [(lora, v, mm) for v in (None, "a", "b") if v != salt]
+        candidates += [ExtraKey(lora, v, mm) for v in salts]
     if "mm" in fields:
-        candidates += [(lora, salt, v) for v in ((), (5,), ("5",)) if v != mm]
-    options = [ExtraKey(*c) for c in candidates if c[0] is not None or c[1] is not None or c[2]]
+        candidates += [ExtraKey(lora, salt, v) for v in hashes]
+    unkeyed = base if base is not None else ExtraKey()
+    options = [k for k in candidates if k != unkeyed and k != ExtraKey()]
+    twins = [ExtraKey(lora, salt, (*mm[:i], other, *mm[i + 1:]))
+             for i, item in enumerate(mm) if "mm" in fields
+             for other in _spellings(item, "bytes" in fields)]
+    if twins:  # the same hash as another type: a different input, the likeliest confusion
+        return st.one_of(st.sampled_from(twins), st.sampled_from(options))
     return st.sampled_from(options) if options else st.just(extra)
+
+
+def _spellings(item: int | str | bytes, with_bytes: bool) -> list[int | str | bytes]:
+    """``item`` written as the other types of multimodal hash (``5``, ``"5"``, ``b"5"``)."""
+    text = item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
+    out: list[int | str | bytes] = [text]
+    if with_bytes:
+        out.append(text.encode("utf-8"))
+    if text.lstrip("-").isdigit():
+        out.append(int(text))
+    return [o for o in out if type(o) is not type(item)]
+
+
+def respelled(extra: Extra, caps: Capabilities) -> ExtraKey | None:
+    """The same request key with its salt spelled the other way (a ``str`` salt as its UTF-8
+    bytes, a bytes salt that is UTF-8 text as a ``str``), for targets that take bytes; None
+    when there is no other spelling. A request under it must hit ``extra``'s blocks."""
+    if not (isinstance(extra, ExtraKey) and caps.extra_keys
+            and "bytes" in caps.extra_key_fields):
+        return None
+    salt = extra.cache_salt
+    if isinstance(salt, str):
+        return ExtraKey(extra.lora_id, salt.encode("utf-8"), extra.mm_hashes)
+    if isinstance(salt, bytes):
+        try:
+            return ExtraKey(extra.lora_id, salt.decode("utf-8"), extra.mm_hashes)
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
+def same_keys(extra: Extra, caps: Capabilities) -> st.SearchStrategy[Extra]:
+    """``extra``, or the same request key :func:`respelled` (``ExtraKey`` equality is
+    identity, so both must share blocks)."""
+    other = respelled(extra, caps)
+    return st.just(extra) if other is None else st.sampled_from((extra, other))
 
 
 #: The block machine's read-only questions, each with the API generation it needs (None: all).

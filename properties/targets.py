@@ -178,6 +178,7 @@ def load_target(
         swap=True,
         extra_keys=probe.has_extra_hash,
         extra_key_fields=probe.extra_key_fields,
+        key_builder=probe.extra_key_function is not None,
         generation=generation,
         atomic=bool(claims.get("atomic", False)),
         typed_errors=bool(claims.get("typed_errors", False)) and bool(misuse),

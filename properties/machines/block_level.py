@@ -17,10 +17,13 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
+from models import construction
 from models import operations as ops
 from models.capabilities import Config
 from models.malformed import ARGUMENTS, bad_values
 from models.operations import Dev, Op, Tokens
+from models.request_keys import KEY_ARGUMENTS
+from models.request_keys import bad_values as key_bad_values
 from properties.machines.base import OracleMachine
 from properties.machines.variants import naive_variant
 from properties.selection import current_target
@@ -30,6 +33,9 @@ from properties.strategies import (
     extra_hashes,
     near_misses,
     pressure,
+    respelled,
+    same_keys,
+    target_keys,
     tokens,
     twin,
 )
@@ -48,6 +54,17 @@ def _has_hash_recompute(m: BlockLevelMachine) -> bool:
 
 #: ``hash_block_tokens``'s validated parameters (the malformed call of ``_content_hash``).
 _HASH_ARGUMENTS = ("is_first_block", "prev_block_hash", "token_ids")
+
+
+def _construct_support(m: BlockLevelMachine) -> frozenset[str]:
+    """What the target's adapter can construct (``FamilyAdapter.construct_support``)."""
+    support = getattr(m.runner.adapter, "construct_support", None)
+    return support() if callable(support) else frozenset()
+
+
+#: Block ids of a constructed allocator: any order, gaps, the largest id (construction).
+_BLOCK_IDS = st.lists(st.one_of(st.integers(0, 12), st.just(2**64 - 1)), unique=True,
+                      max_size=4)
 
 
 def _has_block_info(m: BlockLevelMachine) -> bool:
@@ -201,14 +218,23 @@ class BlockLevelMachine(OracleMachine):
         an earlier one is not); sometimes under another extra key (another LoRA adapter or
         cache salt, often one request key away from the original: no hits at all), or on
         the other device (so one content lives on both)."""
-        dev, extra, chunks = data.draw(st.sampled_from(self.seen), label="seen chain")
+        # request keys: salted prompts (with a second spelling of the salt) half the time
+        salted = [seen for seen in self.seen if respelled(seen[1], self.caps) is not None]
+        dev, extra, chunks = data.draw(st.one_of(st.sampled_from(self.seen),
+                                                 st.sampled_from(salted)) if salted
+                                       else st.sampled_from(self.seen), label="seen chain")
         length = data.draw(st.integers(1, len(chunks)), label="length")
-        extra = data.draw(st.one_of(st.just(extra), extra_hashes(self.caps),
+        extra = data.draw(st.one_of(same_keys(extra, self.caps), extra_hashes(self.caps),
                                     near_misses(extra, self.caps)), label="extra")
         dev = data.draw(st.one_of(st.just(dev), st.sampled_from(self.devices())), label="on")
         made = self._made(ops.AllocateImmutableChain(None, chunks[:length], dev, extra))
         if not made:
             return
+        # request keys: the same prompt from a client that spells the salt the other way
+        # (bytes for text), while this one holds it: every block must hit
+        other = respelled(extra, self.caps)
+        if other is not None and data.draw(st.booleans(), label="salt respelled"):
+            self._made(ops.AllocateImmutableChain(None, chunks[:length], dev, other))
         # Then, often, what the scheduler asks next: how much of the prompt is computed, or
         # the hit rate the hits just moved.
         asks = ["hit_rate"]
@@ -617,7 +643,8 @@ class BlockLevelMachine(OracleMachine):
         """One read-only question (queries are one rule, so they do not crowd out writes)."""
         kinds = [k for k, api in QUERIES if api is None or getattr(self.caps, api)]
         if _has_blocks(self) and _has_hash_recompute(self):
-            kinds.append("content_hash")  # content hash (models.hash_query)
+            # content hash (models.hash_query), weight 2: the only check of the class's hash
+            kinds += ["content_hash", "content_hash"]
         kind = data.draw(st.sampled_from(kinds), label="query")
         if kind == "content_hash":
             self._content_hash(data)
@@ -687,6 +714,148 @@ class BlockLevelMachine(OracleMachine):
         out.append(ops.Malformed(ops.ComputedBlockIds(tuple(gpu), False), "prev_computed",
                                  (0,) * (len(gpu) + 1)))
         return [op for op in out if self.oracle.is_misuse(op)]
+
+    # ------------------------------------------------------------------ device calls
+    # One device's own allocator called directly (models.device_calls).
+
+    def _device_feature(self, name: str) -> bool:
+        return bool(getattr(self.runner.adapter, name, False))
+
+    @precondition(lambda m: _has_blocks(m) and m._device_feature("has_device_calls"))
+    @rule(data=st.data())
+    def device_calls(self, data: st.DataObject) -> None:
+        """One device's own allocator called directly (one rule, so these calls do not
+        crowd out the rest): a swap by hand, a call it must refuse (targets with typed
+        errors) or a naive block released by id (where ``free_block_id`` exists)."""
+        kinds = [k for k, on in (("swap", self.config.num_cpu_blocks > 0),
+                                 ("misuse", self.caps.typed_errors),
+                                 ("release", self._device_feature("has_free_block_id"))) if on]
+        if not kinds:
+            return
+        kind = data.draw(st.sampled_from(kinds), label="device call")
+        if kind == "swap":
+            self._swap_by_hand(data)
+        elif kind == "misuse":
+            self._device_misuse(data)
+        else:
+            self._release_by_id(data)
+
+    def _swap_by_hand(self, data: st.DataObject) -> None:
+        """A custom swapper: a chain (or some of its blocks) swapped out of one device's
+        allocator and into the other's, often after the destination was drained to one id
+        fewer than the swap-in needs, so it must be refused before it takes an id (targets
+        claiming atomicity) and the blocks go back where they were. Then, often, the swap
+        log (the device-aware allocator never saw the swap), either device's hit rate, or
+        the same blocks swapped in again (refused: they hold ids)."""
+        live = self.oracle.live_blocks()
+        # Draining the destination to one id fewer than the swap-in needs makes it run out at
+        # its last block; whole chains of two or more blocks show a swap-in that stops midway.
+        drain: bool = self.caps.atomic and data.draw(st.booleans(), label="drain")
+        ends = [k for k in live if len(self.oracle.chain_of(k)) > 1]
+        pick = st.sampled_from(live)
+        if ends:
+            pick = st.sampled_from(ends) if drain else st.one_of(st.sampled_from(ends), pick)
+        h = data.draw(pick, label="block")
+        src = self.oracle.device_of(h)
+        chain = [k for k in self.oracle.chain_of(h) if self.oracle.device_of(k) is src]
+        if not drain and data.draw(st.booleans(), label="some blocks"):
+            chain = data.draw(st.lists(st.sampled_from(chain), min_size=1, unique=True),
+                              label="blocks")
+        dst = _other(src)
+        swap = ops.DeviceSwap(tuple(chain), src, dst)
+        if self.oracle.contract_error(swap) is not None:
+            return  # e.g. ids shared inside the chain, or no room on a non-atomic target
+        if drain:
+            m = self.oracle.model
+            left = max(0, m.swap_cost([m.blocks[k] for k in chain], dst) - 1)
+            while self.oracle.free_count(dst) > left:
+                if not self._made(ops.AllocateMutable(None, dst)):
+                    return
+            if self.oracle.contract_error(swap) is not None:
+                return
+        self.do(swap)
+        then = data.draw(st.sampled_from(("none", "log", "rate", "rate again", "again")),
+                         label="then")
+        if then == "again" and self.caps.typed_errors:
+            # The swapper swaps in twice: the blocks hold ids now (refused, nothing changed).
+            again = ops.DeviceSwapMisuse("swap_in_held", tuple(chain), dst)
+            if self.oracle.is_misuse(again):
+                self.do(again)
+        elif then == "log":
+            self.do(ops.SwapLog())
+        elif then == "rate":
+            self.do(ops.HitRate(dst))
+        elif then == "rate again":
+            self.do(ops.HitRate(src))
+
+    def _release_by_id(self, data: st.DataObject) -> None:
+        """A naive block released by id on its device's allocator (``free_block_id``, then
+        the block cleared), preferably a shared one (one reference dropped); with typed
+        errors, then the id released again, refused once it is free."""
+        m = self.oracle.model
+        live = self.oracle.live_blocks()
+        shared = [h for h in live if m.shared(m.blocks[h])]
+        pick = st.one_of(st.sampled_from(shared), st.sampled_from(live)) if shared \
+            else st.sampled_from(live)
+        h = data.draw(pick, label="block")
+        release = ops.DeviceFreeId(h, self.oracle.device_of(h))
+        if self.oracle.contract_error(release) is not None:
+            return
+        held = m.blocks[h].id
+        self.do(release)
+        again = ops.DeviceMisuse("free_id_twice", release.device, held)
+        if self.caps.typed_errors and self.oracle.is_misuse(again):
+            self.do(again)  # released twice by id (an engine's double release)
+
+    def _device_misuses(self) -> list[Op]:
+        """Device-level calls the contract says must be refused (``models.device_calls``)."""
+        m = self.oracle.model
+        live = self.oracle.live_blocks()
+        c = self.config
+        out: list[Op] = []
+        for dev in self.devices():
+            out.append(ops.DeviceMisuse("device_argument", dev))
+            other = m.pools[_other(dev)].ids
+            for i in (other[0] if other else -1, c.num_gpu_blocks + c.num_cpu_blocks):
+                out.append(ops.DeviceMisuse("physical_unknown", dev, i))
+            mine = [h for h in live if self.oracle.device_of(h) is dev]
+            theirs = [h for h in live if self.oracle.device_of(h) is not dev]
+            if mine:
+                out.append(ops.DeviceSwapMisuse("swap_in_held", tuple(mine[-2:]), dev))
+            if theirs:
+                out.append(ops.DeviceSwapMisuse("swap_in_held", tuple(theirs[-1:]), dev))
+                out.append(ops.DeviceSwapMisuse("swap_out_foreign", tuple(theirs[-2:]), dev))
+                out.append(ops.DeviceSwapMisuse("free_foreign", tuple(theirs[-1:]), dev))
+            if self._device_feature("has_free_block_id"):
+                free = sorted(m.pools[dev].hashless)
+                if free:
+                    out.append(ops.DeviceMisuse("free_id_twice", dev, free[0]))
+        if _has_block_info(self):
+            for action in ("refcount_unknown", "device_unknown"):
+                out += [ops.DeviceMisuse(action, Dev.GPU, -1),
+                        ops.DeviceMisuse(action, Dev.GPU, c.num_gpu_blocks + c.num_cpu_blocks)]
+        if self._device_feature("has_create"):
+            out.append(ops.DeviceMisuse("free_foreign_allocator"))
+            out += [ops.DeviceMisuse("swap_in_oversized", dev) for dev in self.devices()]
+        return [op for op in out if self.oracle.is_misuse(op)]
+
+    def _device_misuse(self, data: st.DataObject) -> None:
+        """A call one device's allocator must refuse (typed error, nothing changed): a
+        swap-in of blocks that still hold ids, another device's block swapped out or freed,
+        a device argument, an id it does not own, an id freed twice; or the device-aware
+        allocator asked about an id no device owns, or freeing another allocator's block."""
+        by_action: dict[str, list[Op]] = {}
+        for op in self._device_misuses():
+            by_action.setdefault(getattr(op, "action", ""), []).append(op)
+        if by_action:  # each kind of misuse as likely as any other, swap-ins more often
+            actions = sorted(by_action)
+            swap_ins = [a for a in actions if a.startswith("swap_in")]
+            pick = st.one_of(st.sampled_from(swap_ins), st.sampled_from(actions)) if swap_ins \
+                else st.sampled_from(actions)
+            action = data.draw(pick, label="device misuse")
+            self.do(data.draw(st.sampled_from(by_action[action]), label="call"))
+
+    # ------------------------------------------------------------------ end device calls
 
     # ------------------------------------------------------------------ engine-side
 
@@ -766,6 +935,74 @@ class BlockLevelMachine(OracleMachine):
         malformed = self._malformed(data)
         if malformed is not None:
             self.do(malformed)
+        if data.draw(st.booleans(), label="malformed request key"):
+            self._malformed_key(data)
+        if _has_hash_recompute(self) and data.draw(st.booleans(), label="inconsistent hash"):
+            self._inconsistent_hash(data)
+
+    def _inconsistent_hash(self, data: st.DataObject) -> None:
+        """``hash_block_tokens`` with a first-block flag that contradicts the predecessor hash
+        (the flag flipped, or a hash for a first block / none for a later one): typed error."""
+        blocks = self.oracle.model.blocks
+        asks = [op for op in (ops.HashRecompute(h, blocks[h].prev is None)
+                              for h in self.oracle.live_blocks())
+                if self.oracle.contract_error(op) is None]
+        if not asks:
+            return
+        ask = data.draw(st.sampled_from(asks), label="block")
+        argument = data.draw(st.sampled_from(("is_first_block", "prev_block_hash")),
+                             label="argument")
+        bad = bad_values(ARGUMENTS[ops.HashRecompute, argument][0], self.config,
+                         ask.is_first_block)[0]  # the flipped flag / wrongly present hash
+        op = ops.Malformed(ask, argument, bad)
+        if self.oracle.is_misuse(op):
+            self.do(op)
+
+    def _malformed_key(self, data: st.DataObject) -> None:
+        """Request keys: an allocation whose key builder gets a malformed argument (a bool
+        LoRA id, an int salt, one string as multimodal hashes, a bool or float hash): typed
+        error, nothing allocated (``models.request_keys``)."""
+        if not (self.caps.key_builder and self.caps.extra_keys and self.caps.vllm_api):
+            return
+        argument = data.draw(st.sampled_from(sorted(KEY_ARGUMENTS)), label="key argument")
+        key = data.draw(st.sampled_from(target_keys(self.caps)), label="key")
+        call = ops.AllocateImmutable(None, (0,) * self.config.block_size, Dev.GPU, key)
+        for bad in key_bad_values(KEY_ARGUMENTS[argument]):  # each: they are cheap
+            op = ops.Malformed(call, argument, bad)
+            if self.oracle.is_misuse(op):
+                self.do(op)
+
+    # ------------------------------------------------------------------ construction
+
+    @precondition(lambda m: bool(_construct_support(m) & set(ops.CONSTRUCT_ALLOCATORS)))
+    @rule(data=st.data())
+    def construct(self, data: st.DataObject) -> None:
+        """An allocator built beside the program's over explicit block ids (any order, gaps,
+        up to 2**64-1), alone or as both devices; then, for targets with typed errors, the
+        same construction with one constructor argument malformed (``models.construction``)."""
+        support = _construct_support(self)
+        allocator = data.draw(st.sampled_from(sorted(support & set(ops.CONSTRUCT_ALLOCATORS))),
+                              label="allocator")
+        ids = tuple(data.draw(_BLOCK_IDS, label="ids"))
+        devices: bool = "devices" in support and data.draw(st.booleans(), label="devices")
+        cpu_ids = tuple(i for i in data.draw(_BLOCK_IDS, label="cpu ids") if i not in ids) \
+            if devices else ()
+        self.do(ops.Construct(allocator, ids, devices, cpu_ids))
+        if not self.caps.typed_errors:
+            return
+        needs = {"hash_function": "hash_function", "allocator_type": "devices"}
+        arguments = [a for a in construction.ARGUMENTS if needs.get(a, allocator) in support]
+        argument = data.draw(st.sampled_from(arguments), label="argument")
+        values = construction.bad_values(ops.Construct(allocator, ids, devices, cpu_ids),
+                                         argument)
+        if not values:
+            return
+        op = ops.Construct(allocator, ids, devices, cpu_ids, argument,
+                           data.draw(st.sampled_from(values), label="malformed value"))
+        if self.oracle.is_misuse(op):
+            self.do(op)
+
+    # ------------------------------------------------------------------ end construction
 
 
 #: Operations that never hand out a block object (everything else may reuse a freed one).

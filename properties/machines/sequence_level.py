@@ -113,10 +113,18 @@ class SequenceLevelMachine(OracleMachine):
     @precondition(_has_tables)
     @rule(data=st.data())
     def fork(self, data: st.DataObject) -> None:
-        """Parallel sampling: a child sequence shares every block of its parent."""
+        """Parallel sampling: a child sequence shares every block of its parent (then, maybe,
+        decodes its first token: a write into the shared last block, copied on write)."""
         running = self._whole(self._tables_on(Dev.GPU))
         if running:
             self.do(ops.TableFork(data.draw(st.sampled_from(running), label="table")))
+            # tracker lifecycle: the child's first decode step, in place (copy-on-write)
+            child = max(self.oracle.model.tables)
+            decode = ops.TableAppend(child, data.draw(tokens(1, 1), label="token"))
+            valid = self.oracle.contract_error(decode) is None \
+                and not self.oracle.is_misuse(decode)
+            if valid and data.draw(st.booleans(), label="child decodes"):
+                self.do(decode)
 
     @precondition(_has_tables)
     @rule(data=st.data())
@@ -243,6 +251,141 @@ class SequenceLevelMachine(OracleMachine):
             self.do(data.draw(st.sampled_from(candidates), label="tracker edit"))
 
     # ------------------------------------------------------------------ end stale ids
+
+    # ------------------------------------------------------------------ freed behind
+
+    def _plain_running(self) -> list[int]:
+        """Running GPU tables without a sliding window."""
+        tables = self.oracle.model.tables
+        return [t for t in self._tables_on(Dev.GPU) if tables[t].window is None]
+
+    @precondition(_has_tables)
+    @rule(data=st.data())
+    def free_behind(self, data: st.DataObject) -> None:
+        """An engine bug: a block a running table holds is freed through the allocator (a
+        legal free). For targets with typed errors, then a call that would touch the freed
+        block: the table's ``free`` or ``fork``, an append into it, or freeing it again, each
+        refused with nothing changed. Often the engine then gives the table's other blocks
+        back one by one (all it may still do) and drops it (``models.table_misuse``)."""
+        running = self._plain_running()
+        if not running:
+            return
+        t = data.draw(st.sampled_from(running), label="table")
+        o = self.oracle
+        last = len(o.model.tables[t].blocks) - 1
+        written = min(last, o.table_len(t) // self.config.block_size)  # the next token's block
+        index = data.draw(st.one_of(st.just(written), st.integers(0, last)), label="index")
+        self.do(ops.TableFreeBlock(t, index))
+        if self.caps.typed_errors:
+            # The engine's next call for the sequence is most often a decode step of one token
+            # (mostly in place, where the fast path must refuse too), else its free (twice as
+            # often as the rest).
+            decode, free = ops.TableAppend(t, (1,)), ops.TableFree(t)
+            candidates: list[Op] = [decode, free, free, ops.TableFork(t),
+                                    ops.TableFreeBlock(t, index),
+                                    ops.TableAppend(t, (1,) * self.config.block_size)]
+            candidates = [op for op in candidates if o.is_misuse(op)]
+            if decode in candidates and data.draw(st.booleans(), label="decodes"):
+                candidates = [decode]
+            if candidates:
+                self.do(data.draw(st.sampled_from(candidates), label="misuse"))
+        if data.draw(st.booleans(), label="give the rest back"):
+            rec = o.model.tables[t]
+            for i, key in enumerate(rec.blocks):
+                if o.model.blocks[key].live:
+                    self.do(ops.TableFreeBlock(t, i))
+
+    # ------------------------------------------------------------------ end freed behind
+
+    # ------------------------------------------------------------------ tracker lifecycle
+
+    @precondition(lambda m: _has_tables(m) and m.runner.adapter.tracker_module() is not None)
+    @rule(data=st.data(), step=st.sampled_from((0.0, 1.0)))
+    def sequence_life(self, data: st.DataObject, step: float) -> None:
+        """One sequence through the engine's trackers in a row, as a block manager's steps
+        drive them: tracked when scheduled, its access time set (or not: stamping then marks
+        nothing), asked which of its blocks are computed (Aphrodite; a list with a gap is
+        returned as it was) or how many of its tokens are cached (vLLM), then maybe a decode
+        step of one token (written in place; a forked table's shared block is copied on write)
+        and asked again before and after the step's blocks became computed; when it finishes,
+        its blocks stamped with that access time (so they enter the evictor with it: later
+        evictions judge the order, LRU), its table freed, and it is untracked. For targets with
+        typed errors, sometimes a question the trackers must refuse, changing nothing
+        (``_ask_wrongly``), and a finished sequence whose list had no gap asked again before
+        it is untracked (it has no blocks)."""
+        o = self.oracle
+        running = self._plain_running()
+        if not running:
+            return
+        t = data.draw(st.sampled_from(running), label="table")
+
+        def ask(op: Op) -> bool:
+            valid = o.contract_error(op) is None and not o.is_misuse(op)
+            if valid:
+                self.do(op)
+            return valid
+
+        if not o.model.seqs.started:
+            self.do(ops.TrackerStart())
+        entry = o.model.seqs.entries.get(t)
+        if entry is None or not entry.access:
+            ask(ops.SeqTrack(t))
+        if data.draw(st.booleans(), label="access time set"):  # else stamping marks nothing
+            ask(ops.SeqAccess(t, self.tick(step)))
+        if data.draw(st.booleans(), label="previous step ended"):
+            self.do(ops.MarkComputed())
+        questions: list[Op] = [ops.SeqComputedIds(t)] if self.caps.aphrodite_api else []
+        if self.caps.vllm_api:
+            questions += [ops.SeqCachedTokens(t, True), ops.SeqCachedTokens(t, False)]
+        if not questions:
+            return
+        question = data.draw(st.sampled_from(questions), label="question")
+        if ask(question) and data.draw(st.booleans(), label="decodes"):
+            # one token (or none: a step whose token is already in): in place, or copied on
+            # write; asked again before and after the step ends (the block it fills is
+            # computed only then: the list may get a gap)
+            ask(ops.TableAppend(t, data.draw(tokens(0, 1), label="token")))
+            ask(question)
+            self.do(ops.MarkComputed())
+            ask(question)
+        if self.caps.typed_errors and data.draw(st.booleans(), label="asks wrongly"):
+            self._ask_wrongly(t, data)
+        if not data.draw(st.booleans(), label="finishes"):
+            return
+        ask(ops.SeqStampBlocks(t))
+        if not ask(ops.TableFree(t)):
+            return
+        late = ops.SeqComputedIds(t)
+        if self.caps.typed_errors and o.contract_error(late) is None and o.is_misuse(late):
+            self.do(late)
+        entry = o.model.seqs.entries.get(t)
+        if entry is not None:
+            ask(ops.SeqUntrack(t, entry.computed is not None or entry.frozen is not None))
+
+    def _ask_wrongly(self, t: int, data: st.DataObject) -> None:
+        """A tracker question to refuse about sequence ``t``: its computed ids with the ids of
+        a table holding fewer blocks than its list covers (when there is none, the engine
+        allocates the sequence's first block again as a new table, as a recompute that kept
+        the tracker's entry would), or its cached tokens from a tracker without a block size."""
+        o = self.oracle
+        m = o.model
+        wrong: list[Op] = [ops.SeqLostBlocks(t, u) for u in self._plain_running()]
+        entry = m.seqs.entries.get(t)
+        if not any(map(o.is_misuse, wrong)) and entry is not None and entry.computed \
+                and not entry.gap:
+            rec = m.tables[t]
+            again = ops.TableAllocate(rec.tokens[:self.config.block_size], Dev.GPU, rec.extra)
+            if o.contract_error(again) is None and not o.is_misuse(again):
+                tables = set(m.tables)
+                self.do(again)
+                wrong += [ops.SeqLostBlocks(t, u) for u in set(o.model.tables) - tables]
+        if self.runner.adapter.tracker_builds_unsized():
+            wrong.append(ops.SeqCachedTokensUnsized(t))
+        wrong = [op for op in wrong if o.is_misuse(op)]
+        if wrong:
+            self.do(data.draw(st.sampled_from(wrong), label="tracker misuse"))
+
+    # ------------------------------------------------------------------ end tracker lifecycle
 
     @precondition(lambda m: m.caps.typed_errors)
     @rule(data=st.data())

@@ -21,15 +21,21 @@ from prefixcache.hashing import HashFunction
 from prefixcache.interfaces import BlockAllocator
 from prefixcache.naive_block import NaiveBlock, NaiveBlockAllocator
 from tests.zoo import allocator_mutants as am
+from tests.zoo import construction_mutants as cm  # construction
+from tests.zoo import device_call_mutants as vm  # device calls
 from tests.zoo import device_mutants as dm
 from tests.zoo import engine_mutants as xm
+from tests.zoo import error_class_mutants as ecm  # error classes
 from tests.zoo import evictor_mutants as em
 from tests.zoo import hash_surface_mutants as sm
 from tests.zoo import hashing_mutants as hm
 from tests.zoo import query_mutants as qm
+from tests.zoo import refcount_mutants as rm  # refcount level
+from tests.zoo import request_key_mutants as pm  # request keys
 from tests.zoo import stale_id_mutants as im
 from tests.zoo import table_mutants as tm
 from tests.zoo import tracker_mutants as km
+from tests.zoo.freed_behind import mutants as fm  # freed behind
 from tests.zoo.plumbing import PluggableAllocator
 
 F = Family
@@ -39,6 +45,7 @@ Factory = Callable[..., CpuGpuBlockAllocator]
 BLOCK = "block"
 SEQUENCE = "sequence"
 EVICTOR = "evictor"  # the evictor-level machine (the target's evictor driven directly)
+REFCOUNT = "refcount"  # the refcount-level machine (its RefCounter/CoW tracker, directly)
 #: A dedicated long-chain program (``run_program``), for bugs the tiny pools cannot show.
 LONG_CHAIN = "long_chain"
 
@@ -117,9 +124,10 @@ def _mutants() -> Iterable[Mutant]:
     # A collision hands one physical id to two different contents: HASH, CONTENT or LEAK.
     yield m("hash_ignores_extra_key", "the content hash leaves out the LoRA / extra key",
             (F.HASH, F.CONTENT, F.LEAK), hash_function=hm.hash_ignoring_extra)
-    # The engine's extra-key function (a claim) drops the cache salt: salted requests share.
+    # The engine's extra-key function (a claim) drops the cache salt: salted requests share
+    # (and a malformed salt it never reads is accepted: ATOMIC, models.request_keys).
     yield m("extra_key_ignores_salt", "the extra-key function leaves out the cache salt",
-            (F.HASH, F.CONTENT, F.LEAK), claims=(
+            (F.HASH, F.CONTENT, F.LEAK, F.ATOMIC), claims=(
                 ("extra_key_function", f"{hm.__name__}:extra_hash_ignoring_salt"),))
     yield m("python_tuple_hash", "the content hash is Python hash() of the token tuple",
             (F.HASH, F.CONTENT, F.LEAK), hash_function=hm.python_tuple_hash)
@@ -216,7 +224,8 @@ def _mutants() -> Iterable[Mutant]:
             (F.HASH,), (BLOCK,), allocator=sm.PublicHashDropsPrefixAllocator)
     yield m("content_hash_unchained",
             "content_hash hashes every block as a first block (hash_block_tokens is right)",
-            (F.HASH, F.CONTENT, F.LEAK), (BLOCK,), allocator=sm.UnchainedContentHashAllocator)
+            (F.HASH, F.CONTENT, F.LEAK, F.CACHE, F.FREE), (BLOCK,),
+            allocator=sm.UnchainedContentHashAllocator)
     yield m("hash_arguments_unchecked",
             "hash_block_tokens checks no argument (truthy first flag, stray predecessor hash)",
             (F.ATOMIC,), (BLOCK,), allocator=sm.LaxHashArgumentsAllocator)
@@ -228,7 +237,8 @@ def _mutants() -> Iterable[Mutant]:
     # -- stale ids: stale id lists, swaps of shared ids, one-tracker edits reach these
     yield m("stale_mark_skips_evictor",
             "mark_blocks_as_accessed ignores evictable ids (their LRU rank never moves)",
-            (F.LRU,), (BLOCK,), allocator=im.StaleMarkSkipsEvictor)
+            # LRU; or CONTENT: the oracle attributes the hit on an id it evicted earlier
+            (F.LRU, F.CONTENT), (BLOCK,), allocator=im.StaleMarkSkipsEvictor)
     yield m("stale_mark_ignores_free_ids",
             "mark_blocks_as_accessed skips a free id instead of raising ValueError",
             (F.LRU,), (BLOCK,), allocator=im.StaleMarkIgnoresFreeIds)
@@ -240,6 +250,16 @@ def _mutants() -> Iterable[Mutant]:
             (F.COMPUTED,), (SEQUENCE,), allocator=km.TrackedAllocator)
     # -- end stale ids
 
+    # -- freed behind: only a table block freed through the allocator (TableFreeBlock) and
+    # tracker misuse (SeqLostBlocks) reach these
+    yield m("table_free_before_check",
+            "BlockTable.free frees block after block and fails only at one freed behind it",
+            (F.ATOMIC,), (SEQUENCE,), device=fm.TableFreeUncheckedDevice)
+    yield m("tracker_keeps_lost_blocks",
+            "the computed tracker returns its old list for a sequence that lost blocks",
+            (F.COMPUTED,), (SEQUENCE,), allocator=fm.LostBlocksAllocator)
+    # -- end freed behind
+
     # -- the evictor's own contract (API.md section 6): only the evictor machine reaches these
     yield m("evictor_ties_to_shallowest", "equal times evict the fewest hashed tokens first",
             (F.LRU,), (EVICTOR,), allocator=em.ShallowTieAllocator)
@@ -250,8 +270,75 @@ def _mutants() -> Iterable[Mutant]:
     yield m("evictor_remove_absent_silent", "evictor.remove of a non-candidate raises nothing",
             (F.LEAK,), (EVICTOR,), allocator=em.LaxRemoveAllocator)
 
+    # -- error classes: typed and atomic, but not the builtin API.md pins (models.error_classes)
+    yield m("no_free_blocks_not_value_error", "NoFreeBlocksError is a RuntimeError, not a "
+            "ValueError", (F.CRASH,), (BLOCK,), allocator=ecm.RuntimeNoFreeBlocksAllocator)
+    yield m("evictor_update_value_error", "evictor.update of a non-candidate raises a "
+            "ValueError, not a KeyError", (F.CRASH,), (EVICTOR,),
+            allocator=ecm.ValueErrorUpdateAllocator)
+    yield m("unknown_device_value_error", "a device that is not a Device raises a ValueError, "
+            "not a KeyError", (F.CRASH,), (BLOCK,), device=ecm.ValueErrorDeviceAllocator)
+    # -- end error classes
+
+    # -- construction: only Construct (an allocator built beside the program's) reaches these
+    yield m("lenient_block_ids",
+            "the constructor drops bad block ids (duplicates, non-ints, out of range) silently",
+            (F.ATOMIC,), (BLOCK,), allocator=cm.LenientBlockIdsAllocator)
+    # Its own ids read back wrong (LEAK, SWAP), or refused (a valid construction refused
+    # with a typed error: the construction's misuse family, ATOMIC).
+    yield m("block_ids_assumed_contiguous",
+            "the constructor turns explicit block ids into a range from the smallest",
+            (F.LEAK, F.SWAP, F.ATOMIC), (BLOCK,), allocator=cm.ContiguousIdsAllocator)
+    yield m("create_accepts_any_type", "create builds naive allocators for an unknown type",
+            (F.ATOMIC,), (BLOCK,), device=cm.AnyTypeCreates)
+    # -- end construction
+
+    # -- refcount level: RefCounter and CopyOnWriteTracker (API.md section 7), driven directly
+    yield m("refcount_view_allows_incr", "the read-only view's incr goes through to the counter",
+            (F.RC,), (REFCOUNT,), allocator=rm.LeakyViewAllocator)
+    yield m("refcount_decr_clamps_at_zero", "RefCounter.decr at 0 returns 0 instead of raising",
+            (F.RC,), (REFCOUNT,), allocator=rm.ClampingAllocator)
+    yield m("refcount_view_of_a_copy", "as_readonly views a new counter, not the live counts",
+            (F.RC, F.COW), (REFCOUNT,), allocator=rm.SnapshotViewAllocator)
+    yield m("cow_clear_keeps_pairs", "CopyOnWriteTracker.clear_cows returns the pairs, keeps them",
+            (F.COW,), (REFCOUNT,), allocator=rm.StickyCowAllocator)
+    yield m("cow_appendable_shared_by_two", "is_appendable is true at refcount 2",
+            (F.COW,), (REFCOUNT,), allocator=rm.SharedByTwoAllocator)
+    yield m("cow_record_accepts_none", "record_cow records a pair with a None id",
+            (F.COW,), (REFCOUNT,), allocator=rm.NoneTolerantCowAllocator)
+    # -- end refcount level
+
+    # -- device calls: one device's own allocator called directly (models.device_calls)
+    yield m("swap_in_fails_midway",
+            "a device's swap_in takes ids without checking the free count (partial on failure; "
+            "a miss counted)",
+            (F.ATOMIC, F.HIT), (BLOCK,), allocator=vm.SwapInMidwayFailure)
+    yield m("swap_in_takes_held_blocks",
+            "a device's swap_in gives a block that still holds an id a second one",
+            (F.SWAP,), (BLOCK,), allocator=vm.SwapInTakesHeldBlocks)
+    # -- end device calls
+
+    # -- request keys: a claimed key builder (tests.zoo.request_key_mutants)
+    yield m("key_builder_bool_lora", "the key builder takes a bool LoRA id as adapter 0 or 1",
+            (F.ATOMIC, F.HASH), (BLOCK,), claims=(
+                ("extra_key_function", f"{pm.__name__}:extra_hash_bool_lora_is_int"),))
+    yield m("key_builder_bytes_salt_ignored",
+            "the key builder drops a bytes salt: bytes-salted requests share with unsalted ones",
+            (F.HASH, F.CONTENT, F.LEAK, F.CACHE, F.FREE), (BLOCK,), claims=(
+                ("extra_key_function", f"{pm.__name__}:extra_hash_bytes_salt_ignored"),))
+    # Equal keys that stop sharing: equal content under two hashes (HASH), a missed reuse
+    # (CACHE), or a fresh id the full pool does not have (FREE).
+    yield m("key_builder_bytes_salt_apart",
+            "the key builder folds a bytes salt in as its repr: b'a' stops sharing with 'a'",
+            (F.HASH, F.CACHE, F.FREE), (BLOCK,), claims=(
+                ("extra_key_function", f"{pm.__name__}:extra_hash_bytes_salt_apart"),))
+    # -- end request keys
 
 ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}
+
+#: Mutants whose only bug is an error of the wrong builtin class: caught as CRASH by design.
+WRONG_ERROR_CLASS = frozenset({"no_free_blocks_not_value_error", "evictor_update_value_error",
+                               "unknown_device_value_error"})
 
 # Every factory is a module attribute, so ``tests.zoo.broken:<name>`` resolves.
 globals().update({name: mutant.factory for name, mutant in ZOO.items()})

@@ -1,8 +1,8 @@
 """Running a mutant through the conformance suite, and shrinking what caught it.
 
-A *check* is one of the suite's state machines (``block``, ``sequence``, ``evictor``) run with
-``run_state_machine_as_test`` under a fixed budget (examples x steps with a fixed seed), or the
-``long_chain`` program replayed with ``properties.replay.run_program``.
+A *check* is one of the suite's state machines (``block``, ``sequence``, ``evictor``,
+``refcount``) run with ``run_state_machine_as_test`` under a fixed budget (examples x steps with
+a fixed seed), or the ``long_chain`` program replayed with ``properties.replay.run_program``.
 
 Determinism: the same seed must give the same examples whatever else the process imported.
 Hypothesis (6.1xx) also draws, now and then, integer constants collected from every local
@@ -39,17 +39,19 @@ from properties.determinism import fixed_constants
 from properties.machines.base import OracleMachine
 from properties.machines.block_level import BlockLevelMachine
 from properties.machines.evictor_level import EvictorLevelMachine
+from properties.machines.refcount_level import RefcountLevelMachine  # refcount level
 from properties.machines.sequence_level import SequenceLevelMachine
 from properties.replay import run_program
 from properties.runner import Runner
 from properties.selection import use
 from properties.targets import Target
-from tests.zoo.broken import BLOCK, EVICTOR, LONG_CHAIN, SEQUENCE
+from tests.zoo.broken import BLOCK, EVICTOR, LONG_CHAIN, REFCOUNT, SEQUENCE
 
 MACHINES: dict[str, type[OracleMachine]] = {
     BLOCK: BlockLevelMachine,
     SEQUENCE: SequenceLevelMachine,
     EVICTOR: EvictorLevelMachine,
+    REFCOUNT: RefcountLevelMachine,  # refcount level
 }
 #: Past the ~1000-frame recursion limit (upstream fails at 2000 blocks, 32k tokens at 16).
 LONG_CHAIN_BLOCKS = 2_000
