@@ -1,0 +1,57 @@
+"""The seed-corpus replay (``properties.corpus_replay``) judges every seed: silent on the
+bundled allocator, and it reports broken allocators with the seed and program that show it."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzz.decoder import Level
+from models.families import Family, Violation
+from models.operations import Op
+from properties import corpus_replay
+from properties.targets import load_target
+
+
+def _replay_all(spec: str) -> list[Violation]:
+    target = load_target(spec)
+    found: list[Violation] = []
+    for level in Level:
+        paths = corpus_replay.seeds(level)
+        assert paths, f"no seed corpus for {level.value}"
+        found += corpus_replay.replay(level, target, paths)
+    return found
+
+
+def test_the_bundled_allocator_passes_every_seed() -> None:
+    assert _replay_all("prefixcache:CpuGpuBlockAllocator.create") == []
+
+
+@pytest.mark.parametrize(("mutant", "family"), [
+    ("cow_not_recorded", Family.COW),
+    ("swap_mapping_reversed", Family.SWAP),
+    ("evictor_remove_keeps_count", Family.LEAK),
+    ("no_free_blocks_not_value_error", Family.CRASH),
+])
+def test_broken_allocators_fail_seeds_with_a_program(mutant: str, family: Family) -> None:
+    found = _replay_all(f"tests.zoo.broken:{mutant}")
+    assert found, f"{mutant} passes every seed"
+    assert family in {v.family for v in found}
+    first = found[0]
+    history = first.prefixcache_history  # type: ignore[attr-defined]
+    assert history and all(isinstance(op, Op) for op in history)
+    assert any(note.startswith("seed ") for note in first.__notes__)
+
+
+def test_absorbed_violations_are_not_reported() -> None:
+    target = load_target("tests.zoo.broken:cow_not_recorded")
+    level = Level.BLOCK
+    paths = corpus_replay.seeds(level)
+    assert paths
+    seen: list[Violation] = []
+
+    def absorb(violation: Violation, history: list[Op]) -> bool:
+        seen.append(violation)
+        return True
+
+    assert corpus_replay.replay(level, target, paths, absorb) == []
+    assert seen
