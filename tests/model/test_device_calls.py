@@ -4,36 +4,23 @@ mutants that break one rule each."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import partial
 
 import pytest
 
 from models import operations as ops
-from models.capabilities import Config
 from models.families import Family, Violation
 from models.operations import Dev, ErrorKind, Op
-from models.oracle import Oracle, OutOfContract
-from properties.runner import Runner
-from properties.targets import DEFAULT_SPEC, load_target
+from models.oracle import OutOfContract
+from properties.targets import DEFAULT_SPEC
+from tests.model.judged import run_judged
 
 F = Family
 VLLM = "properties.upstream:vllm_v0_allocator"
 
 
-def _run(program: Sequence[Op], spec: str = DEFAULT_SPEC, shape: tuple[int, int, int] = (2, 4, 2),
-         allocator_type: str = "prefix_caching") -> tuple[list[tuple[object, object]], Oracle]:
-    """Run ``program`` under the oracle (block size, GPU and CPU blocks from ``shape``); the
-    (error, value) of every step and the oracle after the last."""
-    target = load_target(spec, allocator_type=allocator_type)
-    config = Config(*shape, target.caps)
-    runner, oracle = Runner(target, config), Oracle(config)
-    oracle.initial_check(runner.snapshot())
-    out: list[tuple[object, object]] = []
-    for op in program:
-        outcome, snapshot = runner.execute(op)
-        out.append((outcome.error, outcome.value))
-        oracle.step(op, outcome, snapshot)
-    return out, oracle
+#: ``run_judged`` on this module's default pool shape.
+_run = partial(run_judged, shape=(2, 4, 2))
 
 
 def _zoo(name: str) -> str:

@@ -4,8 +4,8 @@ allocator (both types), vLLM 0.8 and the zoo mutants that each break one rule.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
@@ -16,6 +16,7 @@ from models.operations import Dev, ErrorKind, Op
 from models.oracle import Oracle, OutOfContract
 from properties.runner import Runner
 from properties.targets import DEFAULT_SPEC, load_target
+from tests.model.judged import run_judged
 
 F = Family
 VLLM = "properties.upstream:vllm_v0_allocator"
@@ -23,19 +24,8 @@ VLLM = "properties.upstream:vllm_v0_allocator"
 TABLE = ops.TableAllocate((1, 2, 3, 4, 5))
 
 
-def _run(program: Sequence[Op], spec: str = DEFAULT_SPEC, shape: tuple[int, int, int] = (2, 6, 0),
-         allocator_type: str = "prefix_caching") -> tuple[list[tuple[object, object]], Oracle]:
-    """Run ``program`` under the oracle; the (error, value) of every step and the oracle."""
-    target = load_target(spec, allocator_type=allocator_type)
-    config = Config(*shape, target.caps)
-    runner, oracle = Runner(target, config), Oracle(config)
-    oracle.initial_check(runner.snapshot())
-    out: list[tuple[object, object]] = []
-    for op in program:
-        outcome, snapshot = runner.execute(op)
-        out.append((outcome.error, outcome.value))
-        oracle.step(op, outcome, snapshot)
-    return out, oracle
+#: ``run_judged`` on this module's default pool shape.
+_run = partial(run_judged, shape=(2, 6, 0))
 
 
 # --------------------------------------------------------------------------- freed behind

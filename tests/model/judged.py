@@ -1,0 +1,28 @@
+"""Programs run against a target under the oracle, for the model tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from models.capabilities import Config
+from models.operations import Op
+from models.oracle import Oracle
+from properties.runner import Runner
+from properties.targets import DEFAULT_SPEC, load_target
+
+
+def run_judged(program: Sequence[Op], spec: str = DEFAULT_SPEC,
+               shape: tuple[int, int, int] = (1, 3, 2), allocator_type: str = "prefix_caching"
+               ) -> tuple[list[tuple[object, object]], Oracle]:
+    """Run ``program`` under the oracle (block size, GPU and CPU blocks from ``shape``); the
+    (error, value) of every step and the oracle after the last (a violation raises)."""
+    target = load_target(spec, allocator_type=allocator_type)
+    config = Config(*shape, target.caps)
+    runner, oracle = Runner(target, config), Oracle(config)
+    oracle.initial_check(runner.snapshot())
+    out: list[tuple[object, object]] = []
+    for op in program:
+        outcome, snapshot = runner.execute(op)
+        out.append((outcome.error, outcome.value))
+        oracle.step(op, outcome, snapshot)
+    return out, oracle
