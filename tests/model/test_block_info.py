@@ -5,7 +5,7 @@ refused as misuse, and the capability detected (vLLM 0.8 has neither query)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -13,29 +13,18 @@ from models import operations as ops
 from models.capabilities import Config
 from models.families import Family, Violation
 from models.operations import Dev, ErrorKind, Op
-from models.oracle import Oracle
 from properties.adapters import Unsupported
 from properties.runner import Runner
 from properties.targets import DEFAULT_SPEC, load_target
+from tests.model.judged import run_judged
 
 F = Family
 
 
-def _run(program: Sequence[Op], *, tamper: object = None) -> list[object]:
+def _run(program: Sequence[Op], *, tamper: object = None) -> list[Any]:
     """Run ``program`` on the bundled allocator (block size 2, 6 GPU + 2 CPU blocks) under
     the oracle; with ``tamper``, the last step's value is replaced before it is judged."""
-    target = load_target(DEFAULT_SPEC)
-    config = Config(2, 6, 2, target.caps)
-    runner, oracle = Runner(target, config), Oracle(config)
-    oracle.initial_check(runner.snapshot())
-    values = []
-    for i, op in enumerate(program):
-        outcome, snapshot = runner.execute(op)
-        if tamper is not None and i == len(program) - 1:
-            outcome = replace(outcome, value=tamper)
-        values.append((outcome.error, outcome.value))
-        oracle.step(op, outcome, snapshot)
-    return values
+    return run_judged(program, DEFAULT_SPEC, (2, 6, 2), tamper=tamper)[0]
 
 
 #: Handles 0, 1 (a chain), 2, 3 (a fork of it), then handle 0's id is held twice.

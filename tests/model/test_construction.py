@@ -21,6 +21,7 @@ from models.oracle import Oracle
 from properties.adapters import Unsupported
 from properties.runner import Runner
 from properties.targets import DEFAULT_SPEC, load_target
+from tests.model.judged import run_judged
 
 F = Family
 VLLM = "properties.upstream:vllm_v0_allocator"
@@ -31,18 +32,7 @@ def _run(program: Sequence[Op], *, spec: str = DEFAULT_SPEC,
          tamper: object = None) -> list[tuple[ErrorKind | None, object]]:
     """Run ``program`` on ``spec`` (block size 2, 4 GPU + 2 CPU blocks) under the oracle; with
     ``tamper``, the last step's value is replaced before it is judged."""
-    target = load_target(spec)
-    config = Config(2, 4, 2, target.caps)
-    runner, oracle = Runner(target, config), Oracle(config)
-    oracle.initial_check(runner.snapshot())
-    values: list[tuple[ErrorKind | None, object]] = []
-    for i, op in enumerate(program):
-        outcome, snapshot = runner.execute(op)
-        if tamper is not None and i == len(program) - 1:
-            outcome = replace(outcome, value=tamper)
-        values.append((outcome.error, outcome.value))
-        oracle.step(op, outcome, snapshot)
-    return values
+    return run_judged(program, spec, (2, 4, 2), tamper=tamper)[0]
 
 
 # --------------------------------------------------------------------------- valid

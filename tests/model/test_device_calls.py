@@ -46,7 +46,7 @@ def test_a_swap_by_hand_matches_the_swap(spec: str, allocator_type: str) -> None
     out, oracle = _run(program, spec, allocator_type=allocator_type)
     assert out[3] == (None, {"pairs": [[1, 4], [2, 5]], "swapped": True})
     assert out[4] == (None, [])
-    assert out[5][1]["swapped"] is True  # type: ignore[index]
+    assert out[5][1]["swapped"] is True
     assert [oracle.model.blocks[h].device for h in (0, 1, 2)] == [Dev.GPU] * 3
     assert out[6] == (None, 1 / 3 if allocator_type == "prefix_caching" else -1.0)
 
