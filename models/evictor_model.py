@@ -21,30 +21,28 @@ wrong), ATOMIC (a refused call changed the evictor), CRASH (an untyped error).
 
 from __future__ import annotations
 
-from models import error_classes
 from models import operations as ops
 from models.capabilities import Capabilities
-from models.contract import OutOfContract
-from models.families import Family, Violation
+from models.component_model import ComponentModel
+from models.families import Family
 from models.lru import LruIndex
-from models.operations import ErrorKind, EvictorState, Op, Outcome
+from models.operations import ErrorKind, EvictorState, Op
 
 F = Family
 Meta = tuple[int, int, float]  # content_hash, num_hashed_tokens, last_accessed
 
-_CRASHES = (ErrorKind.UNEXPECTED, ErrorKind.ASSERTION)
 _MISUSE_FAMILY = F.LEAK  # a misuse accepted: the target thinks a non-candidate is one
 
 
-class EvictorModel:
+class EvictorModel(ComponentModel[EvictorState]):
     """The candidates of the target's standalone evictor (see the module docstring)."""
 
+    COMPONENT = "the evictor"
+
     def __init__(self, caps: Capabilities) -> None:
-        self.caps = caps
+        super().__init__(caps)
         self.meta: dict[int, Meta] = {}
         self.lru = LruIndex()
-        self._found: list[Violation] = []
-        self._override: Family | None = None
 
     def misuse(self, op: Op) -> str | None:
         """Why ``op`` is misuse in the current state (None: valid); raises
@@ -60,47 +58,18 @@ class EvictorModel:
             return "evict of an empty evictor" if not self.meta else None
         return None
 
-    def step(self, op: Op, outcome: Outcome, after: EvictorState | None) -> list[Violation]:
-        """Judge one step; the violations found (empty: the model followed the target)."""
-        misuse = self.misuse(op)
-        if misuse is not None and not self.caps.typed_errors:
-            raise OutOfContract(f"{op.kind}: misuse ({misuse}) fed to a target without typed "
-                                "errors")
-        self._found, self._override = [], None
-        err = outcome.error
-        overwrite = isinstance(op, ops.EvictorAdd) and op.block_id in self.meta \
-            and op.num_hashed_tokens >= 0
-        if misuse is not None and not (overwrite and err is None):
-            if err is None:
-                self._flag(_MISUSE_FAMILY, f"misuse accepted without an error: {misuse}")
-            elif err is ErrorKind.MISUSE or (err is ErrorKind.NO_FREE_BLOCKS
-                                             and isinstance(op, ops.EvictorEvict)):
-                if not self.caps.atomic:
-                    raise OutOfContract(f"{op.kind}: a target without atomicity refused "
-                                        "misuse; its state is no longer known")
-                wrong = error_classes.wrong_class(op, outcome, misuse)
-                if wrong is not None:  # an engine's ``except`` of the pinned class misses it
-                    self._flag(F.CRASH, wrong)
-                self._override = F.ATOMIC
-            else:
-                self._flag(F.CRASH if err in _CRASHES else _MISUSE_FAMILY,
-                           f"misuse ({misuse}) raised {err.value}, not a typed misuse error: "
-                           f"{outcome.detail}")
-        elif err is not None:
-            self._flag(F.CRASH if err in _CRASHES else F.LEAK,
-                       f"{op.kind} must succeed, raised {err.value}: {outcome.detail}")
-        else:
-            self._apply(op, outcome.value)
-        if after is not None:
-            self._compare(after)
-        return self._found
+    def family(self, op: Op) -> Family:
+        return _MISUSE_FAMILY
 
-    def _flag(self, family: Family, message: str, expected: object = None,
-              observed: object = None) -> None:
-        if self._override is not None:
-            message = f"refused call changed the evictor ({family.value}): {message}"
-            family = self._override
-        self._found.append(Violation(family, message, expected=expected, observed=observed))
+    def refusal(self, op: Op, error: ErrorKind) -> bool:
+        """A typed misuse error; for ``evict`` of an empty evictor ``NoFreeBlocksError`` too."""
+        return error is ErrorKind.MISUSE or (error is ErrorKind.NO_FREE_BLOCKS
+                                             and isinstance(op, ops.EvictorEvict))
+
+    def tolerated(self, op: Op) -> bool:
+        """``add`` of a candidate may overwrite it (API.md is silent)."""
+        return isinstance(op, ops.EvictorAdd) and op.block_id in self.meta \
+            and op.num_hashed_tokens >= 0
 
     def _add(self, block_id: int, meta: Meta) -> None:
         self.meta[block_id] = meta

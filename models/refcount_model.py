@@ -23,30 +23,25 @@ from __future__ import annotations
 
 from models import operations as ops
 from models.capabilities import Capabilities
+from models.component_model import ComponentModel
 from models.contract import OutOfContract
-from models.families import Family, Violation
-from models.operations import ErrorKind, Op, Outcome, RefcountState
+from models.families import Family
+from models.operations import Op, RefcountState
 
 F = Family
 
-_CRASHES = (ErrorKind.UNEXPECTED, ErrorKind.ASSERTION)
 _COUNTER_OPS = (ops.RefIncr, ops.RefDecr, ops.RefGet)
 
 
-def _family(op: Op) -> Family:
-    """Who is wrong when ``op`` misbehaves: the counter (RC) or the tracker (COW)."""
-    return F.RC if isinstance(op, _COUNTER_OPS) else F.COW
-
-
-class RefcountModel:
+class RefcountModel(ComponentModel[RefcountState]):
     """The target's standalone counter and tracker (see the module docstring)."""
 
+    COMPONENT = "the counter or tracker"
+
     def __init__(self, caps: Capabilities) -> None:
-        self.caps = caps
+        super().__init__(caps)
         self.counts: dict[int, int] | None = None  # None until the first ``RefNew``
         self.cows: list[tuple[int, int]] = []
-        self._found: list[Violation] = []
-        self._override: Family | None = None
 
     @property
     def built(self) -> bool:
@@ -86,41 +81,12 @@ class RefcountModel:
             return f"record_cow({op.src_id}, {op.dst_id}) with a None id"
         return None
 
-    def step(self, op: Op, outcome: Outcome, after: RefcountState | None) -> list[Violation]:
-        """Judge one step; the violations found (empty: the model followed the target)."""
-        misuse = self.misuse(op)
-        if misuse is not None and not self.caps.typed_errors:
-            raise OutOfContract(f"{op.kind}: misuse ({misuse}) fed to a target without typed "
-                                "errors")
-        self._found, self._override = [], None
-        err = outcome.error
-        if misuse is not None:
-            if err is None:
-                self._flag(_family(op), f"misuse accepted without an error: {misuse}")
-            elif err is ErrorKind.MISUSE:
-                if not self.caps.atomic:
-                    raise OutOfContract(f"{op.kind}: a target without atomicity refused "
-                                        "misuse; its state is no longer known")
-                self._override = F.ATOMIC
-            else:
-                self._flag(F.CRASH if err in _CRASHES else _family(op),
-                           f"misuse ({misuse}) raised {err.value}, not a typed misuse error: "
-                           f"{outcome.detail}")
-        elif err is not None:
-            self._flag(F.CRASH if err in _CRASHES else _family(op),
-                       f"{op.kind} must succeed, raised {err.value}: {outcome.detail}")
-        else:
-            self._apply(op, outcome.value)
-        if after is not None and self.counts is not None:
-            self._compare(after)
-        return self._found
+    def family(self, op: Op) -> Family:
+        """Who is wrong when ``op`` misbehaves: the counter (RC) or the tracker (COW)."""
+        return F.RC if isinstance(op, _COUNTER_OPS) else F.COW
 
-    def _flag(self, family: Family, message: str, expected: object = None,
-              observed: object = None) -> None:
-        if self._override is not None:
-            message = f"refused call changed the counter or tracker ({family.value}): {message}"
-            family = self._override
-        self._found.append(Violation(family, message, expected=expected, observed=observed))
+    def comparable(self) -> bool:
+        return self.counts is not None
 
     def _apply(self, op: Op, value: object) -> None:
         if isinstance(op, ops.RefNew):
