@@ -1,6 +1,6 @@
 """Score on a held-out sample: mutants nobody looked at while the suite was being improved.
 
-Session 6 improved the suite against the survivors of the first 575 mutants of the sample
+Several rounds of suite work were aimed at the survivors of the first 575 mutants of the sample
 order (``sample_rerun.py order``). Those are no longer a fair sample of what the suite kills, so
 the score is measured on the next ``N`` of the same pre-drawn order (positions 576..575+N), run
 by ``rerun.py`` (one forked ``pytest properties`` per mutant, mutation profile) against one or
@@ -31,7 +31,7 @@ from labels import GROUPS
 from report import group_of
 from sample_rerun import MODULES, old_rows, paired_line, pct, wilson
 
-#: The first 575 of the order were used to direct the session-6 work.
+#: The first 575 of the order directed the suite work (sessions 1-6).
 TARGETED = 575
 
 
@@ -45,14 +45,18 @@ def verdicts(paths: list[Path]) -> dict[str, bool]:
     return out
 
 
+def old_group(row: list[str]) -> str:
+    """The ``labels.py`` group of an old-run survivor; "" for a mutant the old suite killed."""
+    return group_of(row[0], row[1], row[3], row[2]) if row[2] != "killed" else ""
+
+
 def kind(row: list[str], killed: bool) -> str:
     """'killed', 'message', 'equivalent' or 'survived' (a real gap) for one mutant."""
     if killed:
         return "killed"
     if row[3] == "message":
         return "message"
-    group = group_of(row[0], row[1], row[3], row[2]) if row[2] != "killed" else ""
-    return "equivalent" if GROUPS.get(group, ("",))[0] == "b" else "survived"
+    return "equivalent" if GROUPS.get(old_group(row), ("",))[0] == "b" else "survived"
 
 
 def stratified(per_module: dict[str, Counter[str]], sizes: Counter[str],
@@ -116,8 +120,7 @@ def main() -> None:
     base = verdicts(args.base) if args.base else {}
     for key in keys:
         row = rows[key]
-        group = group_of(row[0], row[1], row[3], row[2]) if row[2] != "killed" else ""
-        cells = [row[0], row[1], row[2], row[3], group, kind(row, final[key])]
+        cells = [row[0], row[1], row[2], row[3], old_group(row), kind(row, final[key])]
         if base:
             cells.append(kind(row, base[key]))
         table.append("\t".join(cells))
@@ -126,8 +129,7 @@ def main() -> None:
         b = [base[k] for k in keys]
         f = [final[k] for k in keys]
         lines.append("- paired: " + paired_line("base", "final", b, f))
-    survivors = Counter(group_of(rows[k][0], rows[k][1], rows[k][3], rows[k][2])
-                        if rows[k][2] != "killed" else "killed by the old suite"
+    survivors = Counter(old_group(rows[k]) or "killed by the old suite"
                         for k in keys if kind(rows[k], final[k]) == "survived")
     lines.append("- real survivors by group: " + ", ".join(
         f"{g} {c}" for g, c in survivors.most_common()))
