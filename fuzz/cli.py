@@ -8,7 +8,7 @@ measure the zoo, regenerate seed corpora and traces.
                             [--block-size N --gpu N --cpu N] [--out-dir DIR] [--minimize]
     python -m fuzz replay TRACE.jsonl [--allocator SPEC]
     python -m fuzz zoo [--seconds 60] [--seed N] [--only NAME ...]
-    python -m fuzz corpus | traces      (regenerate fuzz/corpus, fuzz/*.dict | fuzz/traces)
+    python -m fuzz corpus | traces      (regenerate fuzz/corpus, arc_corpus, *.dict | fuzz/traces)
 """
 
 from __future__ import annotations

@@ -136,6 +136,7 @@ DEVICE_MISUSE_KINDS = frozenset({ops.DeviceSwapMisuse.kind, ops.DeviceMisuse.kin
 # construction: ``_construct`` (an allocator built beside the program's) over a few ids of
 # ``CONSTRUCT_IDS`` (the largest id too)
 _BLOCK_EXTRAS += (ops.Construct,)
+_BLOCK_EXTRAS += (ops.InjectedHash,)  # ``_injected_hash``
 CONSTRUCT_IDS: tuple[int, ...] = (0, 1, 2, 3, 5, 8, 13, 2**64 - 1)
 # end construction
 #: Extension kinds that are misuse by definition (only for targets with typed errors and
@@ -190,7 +191,8 @@ class Decoder:
                  max_ops: int = MAX_OPS, trackers: bool = False,
                  block_info: bool = False, hash_recompute: bool = False,
                  evictor: bool = False, refcount: bool = False,
-                 device_calls: bool = False, construct: bool = False) -> None:
+                 device_calls: bool = False, construct: bool = False,
+                 injected_hash: bool = False) -> None:
         self.src = ByteSource(data)
         self.level = level
         self.caps = caps
@@ -201,6 +203,7 @@ class Decoder:
         self.refcount = refcount  # refcount level
         self.device_calls = device_calls  # device calls
         self.construct = construct  # construction
+        self.injected_hash = injected_hash  # create takes hash_function
         self.config = decode_config(self.src, caps, long_pool=level is Level.BLOCK)
         self.long_pool = self.config.num_gpu_blocks > MAX_GPU_BLOCKS
         self.max_ops = min(max_ops, LONG_POOL_MAX_OPS) if self.long_pool else max_ops
@@ -224,7 +227,8 @@ class Decoder:
 
     def use_adapter(self, *, trackers: bool, block_info: bool, hash_recompute: bool,
                     evictor: bool = False, refcount: bool = False,
-                    device_calls: bool = False, construct: bool = False) -> None:
+                    device_calls: bool = False, construct: bool = False,
+                    injected_hash: bool = False) -> None:
         """What the target's adapter finds once an allocator exists (after the pool shape is
         decoded): the engine's sequence trackers, ``get_block_refcount``/``get_block_device``
         (``BlockInfo``), the blocks' ``hash_block_tokens`` (``HashRecompute``) and the GPU
@@ -238,6 +242,7 @@ class Decoder:
         self.refcount = refcount  # refcount level
         self.device_calls = device_calls  # device calls
         self.construct = construct  # construction: the allocator classes (``Construct``)
+        self.injected_hash = injected_hash  # create takes hash_function (``InjectedHash``)
         self.extensions = self._extension_table()
 
     # ------------------------------------------------------------------ driving
@@ -302,6 +307,8 @@ class Decoder:
             out -= DEVICE_MISUSE_KINDS
         if not self.construct:  # construction: the adapter finds no classes to build
             out -= {ops.Construct.kind}
+        if not self.injected_hash:  # create takes no hash_function
+            out -= {ops.InjectedHash.kind}
         if not (self.trackers and caps.aphrodite_api and self.misuse_allowed):
             out -= {ops.SeqLostBlocks.kind}  # freed behind: a misuse of the Aphrodite tracker
         return frozenset(out)
@@ -386,6 +393,7 @@ class Decoder:
             _Entry(1 if block and self.refcount else 0, self._refcount_op),  # refcount level
             _Entry(1 if block and self.device_calls else 0, self._device_call),  # device calls
             _Entry(1 if block and self.construct else 0, self._construct),  # construction
+            _Entry(1 if block and self.injected_hash else 0, self._injected_hash),
             # freed behind: a table's block freed through the allocator; tracker misuse
             _Entry(0 if block else 2, self._free_behind),
             _Entry(1 if self.trackers and not block and self.misuse_allowed else 0,
@@ -935,9 +943,10 @@ class Decoder:
         total = self.config.num_gpu_blocks + self.config.num_cpu_blocks
         actions = ["device_argument", "physical_unknown", "swap_in_held", "swap_out_foreign",
                    "free_foreign", *(("refcount_unknown", "device_unknown")
-                                     if self.block_info else ())]
+                                     if self.block_info else ()),
+                   "device_argument_immutable", "device_argument_chain"]
         action = self.src.pick(actions)
-        if action == "device_argument":
+        if action.startswith("device_argument"):
             return ops.DeviceMisuse(action, dev)
         if action == "physical_unknown":
             other = oracle.model.pools[Dev.CPU if dev is Dev.GPU else Dev.GPU].ids
@@ -955,9 +964,17 @@ class Decoder:
 
     # -- construction (models.construction)
 
+    def _injected_hash(self, _: Oracle) -> Op | None:
+        """An allocator built by ``create`` with an injected, order-blind hash: a block,
+        its rotation and a second block (``models.injected_hash``)."""
+        bs = self.config.block_size
+        block = self._tokens(bs)
+        return ops.InjectedHash(block, block[1:] + block[:1], self._tokens(bs))
+
     def _construct(self, oracle: Oracle) -> Op | None:
         """An allocator built beside the program's over up to four ids of
-        :data:`CONSTRUCT_IDS` in the order drawn, alone or as both devices (disjoint ids); for
+        :data:`CONSTRUCT_IDS` in the order drawn, alone or as both devices (disjoint ids; 30%
+        of the time as many ids numbered and built by the device-aware ``create``); for
         targets that take misuse, 40% of the time with one constructor argument malformed
         (``models.construction``; the hash-function extension is left to the machines)."""
         allocator = self.src.pick(ops.CONSTRUCT_ALLOCATORS)
@@ -966,6 +983,10 @@ class Decoder:
         cpu_ids = self.src.subset([i for i in CONSTRUCT_IDS if i not in ids], 3) \
             if devices else ()
         op = ops.Construct(allocator, ids, devices, cpu_ids)
+        if devices and self.src.flag(30):  # as many ids, through ``create``
+            g = len(ids)
+            return replace(op, ids=tuple(range(g)), cpu_ids=tuple(range(g, g + len(cpu_ids))),
+                           create=True)
         if not (self.misuse_allowed and self.src.flag(40)):
             return op
         argument = self.src.pick([a for a, (_, on) in construction.ARGUMENTS.items()
@@ -1130,7 +1151,8 @@ class Decoder:
         if call is None or (isinstance(call, ops.TableAppend) and call.computed is not None):
             return None  # a sliding-window append's plan ends with another call
         kind = ARGUMENTS[cls, argument][0]
-        bad = self.src.pick(bad_values(kind, self.config, getattr(call, argument)))
+        # a table call's extra_hash is the table's (no field of its own)
+        bad = self.src.pick(bad_values(kind, self.config, getattr(call, argument, None)))
         return ops.Malformed(call, argument, bad)
 
     def _malformed_key(self, oracle: Oracle) -> Op | None:

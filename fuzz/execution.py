@@ -113,7 +113,9 @@ def adapter_features(runner: Runner) -> dict[str, bool]:
             "evictor": bool(getattr(adapter, "has_evictor", False)),
             "refcount": bool(getattr(adapter, "has_refcount", False)),  # refcount level
             "device_calls": bool(getattr(adapter, "has_device_calls", False)),  # device calls
-            "construct": bool(getattr(adapter, "has_construct", False))}  # construction
+            "construct": bool(getattr(adapter, "has_construct", False)),  # construction
+            # create takes hash_function (``InjectedHash``)
+            "injected_hash": bool(getattr(adapter, "has_injected_hash", False))}
 
 
 def _note_features(out: set[Feature], previous: str, op: Op, outcome: Outcome,

@@ -151,10 +151,9 @@ class Model:
         if not self.pc:
             return self.fresh(dev, hint)
         pool = self.pools[dev]
-        pool.queries += 1
         cached = pool.id_of.get(content)
+        pool.query(cached is not None)
         if cached is not None:
-            pool.hits += 1
             pool.hit(cached)
             if hint is not None and hint != cached:
                 self.c.flag(F.CACHE, f"content cached at id {cached} was not reused",

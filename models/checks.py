@@ -5,7 +5,8 @@ handle's id and tokens and every table's ids and tokens (TABLE; LEAK for an id o
 device or shared by two model ids; SWAP for the wrong device right after a swap), hashes
 (CACHE: present iff the block is hashed; HASH: equal hash iff equal content across live
 handles), and, when the adapter can introspect, the cached and evictable sets (CACHE) and every
-refcount (RC).
+refcount (RC); the hit-rate window fields where the target shows them (HIT,
+``models.hit_window``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from models.allocator_model import Model
 from models.blocks import BlockRec
 from models.context import Context
 from models.families import Family
+from models.hit_window import FIELDS as WINDOW_FIELDS
+from models.operations import KeyIdentity
 from models.window import visible_tokens
 
 F = Family
@@ -29,8 +32,43 @@ def check_snapshot(m: Model, c: Context) -> None:
         _blocks_ids(m, c, owners)
         _tables_ids(m, c, owners)
     _blocks(m, c)
+    _block_extras(m, c)
     _tables(m, c)
     _introspection(m, c)
+    _hit_windows(m, c)
+
+
+def _block_extras(m: Model, c: Context) -> None:
+    """``Block.extra_hash`` (API.md, vLLM generation) is the extra hash the
+    handle was allocated with (forks inherit it); a request key shows as the engine's value
+    for it (which the model does not compute: the same for every handle of that key); blocks
+    of an allocator without prefix caching show ``None``."""
+    shown = c.after.block_extras
+    if shown is None:
+        return
+    by_key: dict[KeyIdentity | None, tuple[int, int | None]] = {}
+    for h in m.handles:
+        extra = m.blocks[h].extra if m.caps.prefix_caching else None
+        got = shown.get(h)
+        if extra is None or isinstance(extra, int):
+            if got != extra:
+                c.flag(F.HASH, f"block {h}: extra_hash", expected=extra, observed=got)
+        elif by_key.setdefault(extra.identity(), (h, got))[1] != got:
+            first, want = by_key[extra.identity()]
+            c.flag(F.HASH, f"block {h}: extra_hash differs from block {first}'s, same key",
+                   expected=want, observed=got)
+
+
+def _hit_windows(m: Model, c: Context) -> None:
+    """The ``metric_data`` window fields a target shows follow the model's queries (HIT)."""
+    shown = c.after.metric
+    if shown is None or not m.pc:
+        return
+    for dev, pool in m.pools.items():
+        got = shown.get(dev)
+        if got is not None and pool.window.differs(got):
+            c.flag(F.HIT, f"hit-rate window fields on {dev.value} ({', '.join(WINDOW_FIELDS)})",
+                   expected=pool.window.fields(), observed=got)
 
 
 def _table_ids(m: Model, t: int) -> tuple[int | None, ...]:

@@ -67,6 +67,14 @@ ARGUMENTS: dict[str, tuple[str, str | None]] = {
 }
 
 
+def _create_numbering(op: ops.Construct) -> bool:
+    """``op`` may be built by ``create``: both devices, ids numbered as ``create`` numbers
+    them (GPU ``0..G-1``, CPU ``G..G+C-1``; API.md 5), no malformed argument."""
+    g = len(op.ids)
+    return (op.devices and not op.argument and op.ids == tuple(range(g))
+            and op.cpu_ids == tuple(range(g, g + len(op.cpu_ids))))
+
+
 def well_formed(op: ops.Construct) -> bool:
     """Whether ``op.bad`` is a valid value of ``op.argument`` (a literal is never an
     ``EvictionPolicy`` member, an allocator or a callable)."""
@@ -94,6 +102,9 @@ def construct_misuse(op: ops.Construct) -> str | None:
     if not valid_ids(op.ids) or not valid_ids(op.cpu_ids) or not _disjoint(op, op.cpu_ids):
         raise ConstructOut("the construction a malformed argument goes into must be valid: "
                            "distinct ids in range, the devices' disjoint")
+    if op.create and not _create_numbering(op):
+        raise ConstructOut("create numbers GPU ids 0..G-1 and CPU ids G..G+C-1, devices only, "
+                           "no malformed argument")
     if not op.argument:
         return None
     entry = ARGUMENTS.get(op.argument)
@@ -171,6 +182,7 @@ def construct(m: Model, op: ops.Construct) -> None:
     for key, expected in want.items():
         if got[key] != expected:
             where = Dev.GPU.value if not op.devices else "both devices"
+            where += ", built by create" if op.create else ""
             m.c.flag(_FAMILY[key], f"{_WHAT[key]} ({op.allocator}, {where}, ids {list(op.ids)}"
                      f"{f' + {list(op.cpu_ids)}' if op.devices else ''})", expected=expected,
                      observed=got[key])

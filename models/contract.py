@@ -252,6 +252,13 @@ def _check(m: Model, op: Op) -> str | None:
         except DeviceOut as why:
             raise _Out(str(why)) from None
     # end device calls
+    if isinstance(op, ops.InjectedHash):  # injected hash, contract in models.injected_hash
+        from models.injected_hash import InjectedOut, injected_contract
+        try:
+            injected_contract(op, m.bs)
+        except InjectedOut as why:
+            raise _Out(str(why)) from None
+        return None
     if isinstance(op, ops.Construct):  # construction: contract in models.construction
         from models.construction import ConstructOut, construct_misuse
         try:

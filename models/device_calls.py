@@ -113,8 +113,8 @@ def _misuse(m: Model, op: ops.DeviceMisuse) -> str:
     if op.action not in ops.DEVICE_MISUSES:
         raise DeviceOut(f"unknown device misuse {op.action!r}")
     known = op.block_id is not None and m.pool_of(op.block_id) is not None
-    if op.action == "device_argument":
-        return f"a device ({op.device.value}) given to a single-device allocator"
+    if op.action in ("device_argument", "device_argument_immutable", "device_argument_chain"):
+        return f"a device ({op.device.value}) given to a single-device allocator ({op.action})"
     if op.action == "physical_unknown":
         if op.block_id is None or op.block_id in m.pools[op.device].ids:
             raise DeviceOut("get_physical_block_id of an id the device owns")

@@ -11,6 +11,9 @@ instance of the pinned builtin: a subclass is fine (ours all are), a sibling is 
 - The evictor (API.md 6): ``update`` of a non-candidate ``KeyError``; ``remove`` of one and
   ``evict`` when empty ``ValueError``.
 - Writes to the null block raise ``ValueError`` (API.md 3.4); forking it is not pinned.
+- A double free (``free`` of a block handle already freed, directly or behind its table)
+  raises ``AssertionError`` (API.md 4.2: "a double free raises ``AssertionError``"; 5: ``free``
+  asserts an id).
 
 Any other misuse only has to be typed (:mod:`models.malformed`, :mod:`models.contract`).
 """
@@ -49,6 +52,9 @@ def pinned_class(op: Op, error: ErrorKind) -> str | None:
         return "ValueError"
     if isinstance(op, ops.NullBlockMisuse):
         return "ValueError" if op.action in ("append", "set_id") else None
+    # their only misuse is freeing a handle that was freed already.
+    if isinstance(op, ops.Free | ops.TableFreeBlock):
+        return "AssertionError"
     return None
 
 

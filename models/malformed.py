@@ -90,6 +90,9 @@ ARGUMENTS: dict[tuple[type[Op], str], tuple[Arg, bool]] = {
     (ops.TableAppend, "tokens"): (Arg.TOKENS, False),
     (ops.TableAppend, "lookahead"): (Arg.COUNT, False),
     (ops.TableEnsureSlots, "slots"): (Arg.COUNT, False),
+    # the table's extra_hash, which its plan passes to these calls (API.md 12.1)
+    (ops.TableAppend, "extra_hash"): (Arg.EXTRA, False),
+    (ops.TableEnsureSlots, "extra_hash"): (Arg.EXTRA, False),
     (ops.TableMarkAccessed, "now"): (Arg.TIME, True),
     # stale ids: more previously computed ids than ids considered
     (ops.ComputedBlockIds, "prev_computed"): (Arg.PREV_IDS, True),

@@ -985,7 +985,10 @@ class DeviceSwapMisuse(Op):
 #: What :class:`DeviceMisuse` tries.
 DEVICE_MISUSES: tuple[str, ...] = ("device_argument", "physical_unknown", "refcount_unknown",
                                    "device_unknown", "free_id_twice", "free_foreign_allocator",
-                                   "swap_in_oversized")
+                                   "swap_in_oversized",
+                                   # the device argument of the other two
+                                   # allocation calls
+                                   "device_argument_immutable", "device_argument_chain")
 
 
 @dataclass(frozen=True, slots=True)
@@ -999,7 +1002,9 @@ class DeviceMisuse(Op):
     (``"refcount_unknown"``, ``"device_unknown"``) and ``free`` of a block another allocator
     made and freed (``"free_foreign_allocator"``); on ``device``'s allocator, ``swap_in`` of a
     full block of twice the block size, swapped out of another allocator
-    (``"swap_in_oversized"``). Always misuse."""
+    (``"swap_in_oversized"``); ``"device_argument_immutable"`` / ``"device_argument_chain"``:
+    as ``"device_argument"`` with ``allocate_immutable_block(None, [0] * block_size, device=..)``
+    / ``allocate_immutable_blocks(None, [[0] * block_size], device=..)``. Always misuse."""
 
     kind: ClassVar[str] = "device_misuse"
     action: str
@@ -1038,7 +1043,8 @@ CONSTRUCT_ALLOCATORS: tuple[str, ...] = ("naive", "prefix_caching")
 class Construct(Op):
     """Build ``allocator`` over ``ids`` with the program's block size (``"naive"``:
     ``NaiveBlockAllocator(NaiveBlock, len(ids), block_size, block_ids=ids)``;
-    ``"prefix_caching"``: ``PrefixCachingBlockAllocator(len(ids), block_size, block_ids=ids)``);
+    ``"prefix_caching"``: ``PrefixCachingBlockAllocator(len(ids), block_size, block_ids=ids)``;
+    ids ``0..n-1`` in order without an ``argument``: ``block_ids`` left to its default);
     with ``devices``, a second one of the same class over ``cpu_ids`` and both wrapped in
     ``CpuGpuBlockAllocator(cpu_block_allocator=cpu, gpu_block_allocator=gpu)``. Then read it
     back, per device (GPU first): total and free counts, ``all_block_ids``,
@@ -1051,7 +1057,12 @@ class Construct(Op):
     the GPU allocator), ``cpu_block_ids``, ``cpu_block_allocator`` (``bad`` must be
     ``"gpu_block_allocator"``: the GPU allocator passed as both) or ``allocator_type``
     (``CpuGpuBlockAllocator.create(bad, len(ids), len(cpu_ids), block_size)``). Then only the
-    constructors run."""
+    constructors run.
+
+    ``create``: built instead by ``CpuGpuBlockAllocator.create(allocator,
+    len(ids), len(cpu_ids), block_size)``, which numbers GPU ids ``0..G-1`` and CPU ids
+    ``G..G+C-1`` (API.md 5): so it needs ``devices``, ``ids == range(G)``, ``cpu_ids ==
+    range(G, G+C)`` and no ``argument``; the read-outs are the same."""
 
     kind: ClassVar[str] = "construct"
     mutates: ClassVar[bool] = False
@@ -1061,11 +1072,39 @@ class Construct(Op):
     cpu_ids: tuple[int, ...] = ()
     argument: str = ""
     bad: JSON = None
+    create: bool = False  # built by ``CpuGpuBlockAllocator.create``
 
 
 OPS_BY_KIND[Construct.kind] = Construct
 
 # --------------------------------------------------------------------------- end construction
+
+
+# --------------------------------------------------------------------------- injected hash
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedHash(Op):
+    """An extension (a device-aware ``create`` that takes ``hash_function``): beside the
+    program's allocator, ``built = CpuGpuBlockAllocator.create("prefix_caching", 4, 4,
+    block_size, hash_function=models.injected_hash.injected_hash)``; then on each device (GPU
+    first) ``x = allocate_immutable_block(None, tokens)``, ``y = allocate_immutable_block(None,
+    permuted)``, ``z = allocate_mutable_block(None)`` then ``z.append_token_ids(permuted)``, and
+    ``c = allocate_immutable_blocks(None, [permuted, tail])``. ``permuted`` is a permutation of
+    ``tokens``; all three are one full block. Value: ``{"hashes": [[x, z, c[1] content_hash]
+    per device], "ids": [[x, y, z, c[0] block_id] per device]}``. Semantics:
+    ``models.injected_hash``."""
+
+    kind: ClassVar[str] = "injected_hash"
+    mutates: ClassVar[bool] = False
+    tokens: tuple[int, ...]
+    permuted: tuple[int, ...]
+    tail: tuple[int, ...]
+
+
+OPS_BY_KIND[InjectedHash.kind] = InjectedHash
+
+# --------------------------------------------------------------------------- end injected hash
 
 
 # --------------------------------------------------------------------------- results
@@ -1115,6 +1154,12 @@ class Snapshot:
     refcounts: Mapping[int, int] | None = None
     evictor: EvictorState | None = None  # evictor level (models.evictor_model)
     refcount: RefcountState | None = None  # refcount level (models.refcount_model)
+    # each live block handle's ``Block.extra_hash`` (API.md §vLLM 1), for
+    # targets whose allocate calls take ``extra_hash``; None for other targets.
+    block_extras: Mapping[int, int | None] | None = None
+    #: per device with prefix caching, the ``metric_data`` window fields in
+    #: ``models.hit_window.FIELDS`` order, for targets whose allocators show them.
+    metric: Mapping[Dev, tuple[object, ...]] | None = None
 
 
 # --------------------------------------------------------------------------- JSON codec
@@ -1135,6 +1180,7 @@ def _encode(value: Any) -> JSON:
 _DEVICE_FIELDS = frozenset({"device", "src", "dst"})
 _TOKEN_FIELDS = frozenset({"tokens", "blocks", "ids", "prev_computed",
                            "cpu_ids"})  # construction: cpu_ids
+_TOKEN_FIELDS |= {"permuted", "tail"}  # injected hash (InjectedHash)
 
 
 def _decode(name: str, value: JSON) -> Any:

@@ -39,6 +39,7 @@ from models.device_calls import DEVICE_MISUSE_FAMILY, DEVICE_STEPS  # device cal
 from models.evictor_model import EvictorModel  # evictor level
 from models.families import Family, Violation
 from models.hash_query import HASH_STEPS
+from models.injected_hash import INJECTED_HASH_STEPS  # injected hash
 from models.operations import Dev, ErrorKind, Op, Outcome, Snapshot
 from models.queries import Queries
 from models.refcount_model import RefcountModel  # refcount level
@@ -61,6 +62,7 @@ STEPS.update({ops.MarkStaleIds: stale_ids.mark_stale_ids,
               ops.Swap: shared_swap.swap})
 # end stale ids
 STEPS.update(CONSTRUCTION_STEPS)  # construction (models.construction)
+STEPS.update(INJECTED_HASH_STEPS)  # injected hash (models.injected_hash)
 STEPS.update(DEVICE_STEPS)  # device calls (models.device_calls)
 
 # When several families fire on one step, the most specific one is reported.

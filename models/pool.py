@@ -12,6 +12,7 @@ mutable block computed; the model does not sanction that).
 from __future__ import annotations
 
 from models.content import ContentTrie
+from models.hit_window import HitWindow
 from models.lru import LruIndex
 from models.operations import Dev
 
@@ -33,6 +34,7 @@ class Pool:
         "refcount",
         "touched",
         "trie",
+        "window",
     )
 
     def __init__(self, dev: Dev, ids: range, trie: ContentTrie, refcount: dict[int, int]) -> None:
@@ -51,6 +53,7 @@ class Pool:
         self.touched: set[int] = set()
         self.hits = 0
         self.queries = 0
+        self.window = HitWindow()  # the hit-rate windows of the same queries
 
     def clone(self, refcount: dict[int, int]) -> Pool:
         other = Pool.__new__(Pool)
@@ -60,6 +63,7 @@ class Pool:
         other.evictor = self.evictor.clone()
         other.accessed, other.computed = dict(self.accessed), set(self.computed)
         other.touched, other.hits, other.queries = set(self.touched), self.hits, self.queries
+        other.window = HitWindow(*self.window.fields())
         return other
 
     # ------------------------------------------------------------------ reading
@@ -83,6 +87,13 @@ class Pool:
 
     def hit_rate(self) -> float:
         return self.hits / self.queries if self.queries else 0.0
+
+    def query(self, hit: bool, count: int = 1) -> None:
+        """``count`` cache queries, each a hit iff ``hit``: the totals and the windows."""
+        self.queries += count
+        if hit:
+            self.hits += count
+        self.window.record(hit, count)
 
     # ------------------------------------------------------------------ transitions
 
@@ -146,3 +157,4 @@ class Pool:
         self.id_of.clear()
         self.touched.clear()
         self.hits = self.queries = 0
+        self.window = HitWindow()

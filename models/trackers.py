@@ -196,8 +196,7 @@ def common_computed_ids(m: Model, op: ops.CommonComputedIds) -> None:
 
 def hit_burst(m: Model, op: ops.HitBurst) -> None:
     pool = m.pools[op.device]
-    pool.queries += op.count
-    pool.hits += op.count
+    pool.query(True, op.count)
     m.blocks.made += op.count  # each request made a block object and dropped it
 
 

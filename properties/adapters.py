@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models import operations as ops
+from models.hit_window import FIELDS as WINDOW_FIELDS
 from models.operations import (
     Dev,
     ErrorKind,
@@ -903,6 +904,8 @@ class FamilyAdapter:
         ("table_allocate", "extra_hash"): "extra_hash",
         ("table_append", "tokens"): 0, ("table_append", "lookahead"): "num_lookahead_slots",
         ("table_ensure_slots", "slots"): 0, ("table_mark_accessed", "now"): 1,
+        ("table_append", "extra_hash"): "extra_hash",  # the table's extra_hash
+        ("table_ensure_slots", "extra_hash"): "extra_hash",
         # content hash: the parameters of ``hash_block_tokens``
         ("hash_recompute", "is_first_block"): 0, ("hash_recompute", "prev_block_hash"): 1,
         ("hash_recompute", "token_ids"): 2,
@@ -1022,6 +1025,8 @@ class FamilyAdapter:
         size: Expr = bad if replaced == "block_size" else Lit(self.block_size)
         kwargs: list[tuple[str, Expr]] = [
             ("block_ids", bad if replaced == "block_ids" else Lit(list(ids)))]
+        if not op.argument and ids == tuple(range(len(ids))):  # default ids
+            kwargs = []  # API.md 4: block_ids defaults to range(num_blocks)
         args: tuple[Expr, ...]
         if op.allocator == "naive":
             func, args = self._construct_cls("naive"), (self._construct_cls("naive_block"), n,
@@ -1042,9 +1047,15 @@ class FamilyAdapter:
                 Lit(self.block_size)))
             return Plan([Stmt(call, bind="built", comment="malformed allocator_type")])
         own = "" if op.argument.startswith("cpu_") else op.argument
-        if not op.devices:
+        if op.create:  # the device-aware class's own factory numbers the ids
+            stmts = [Stmt(Call(Attr(self._construct_cls("devices"), "create"), (
+                Lit(op.allocator), Lit(len(op.ids)), Lit(len(op.cpu_ids)),
+                Lit(self.block_size))), bind="built")]
+            devs: list[tuple[Dev | None, tuple[int, ...]]] = [(Dev.GPU, op.ids),
+                                                              (Dev.CPU, op.cpu_ids)]
+        elif not op.devices:
             stmts = [self._construct_one(op, op.ids, "built", own)]
-            devs: list[tuple[Dev | None, tuple[int, ...]]] = [(None, op.ids)]
+            devs = [(None, op.ids)]
         else:
             cpu_ids = "block_ids" if op.argument == "cpu_block_ids" else ""
             cpu = "built_gpu" if op.argument == "cpu_block_allocator" else "built_cpu"
@@ -1089,6 +1100,63 @@ class FamilyAdapter:
 
     # ------------------------------------------------------------------ end construction
 
+    # ------------------------------------------------------------------ injected hash
+    # ``InjectedHash`` builds the device-aware class through its own ``create`` with
+    # ``hash_function=models.injected_hash.injected_hash`` (an extension: only where ``create``
+    # takes ``hash_function``; vLLM 0.8's does not).
+
+    @property
+    def has_injected_hash(self) -> bool:
+        """The device-aware class's ``create`` takes ``hash_function``."""
+        found = self._construct_classes().get("devices")
+        if found is None:
+            return False
+        cls: Any = getattr(sys.modules.get(found[0]), found[1], None)
+        try:
+            params = inspect.signature(cls.create).parameters
+        except (AttributeError, TypeError, ValueError):
+            return False
+        return "hash_function" in params
+
+    def _plan_injected_hash(self, op: ops.InjectedHash, _: Any) -> Plan:
+        if not self.has_injected_hash:
+            raise Unsupported("the target's create takes no hash_function")
+        injected = Attr(Call(Name("__import__"), (Lit("models.injected_hash"),),
+                             (("fromlist", Lit(["_"])),)), "injected_hash")
+        stmts = [Stmt(Call(Attr(self._construct_cls("devices"), "create"), (
+            Lit("prefix_caching"), Lit(4), Lit(4), Lit(self.block_size)),
+            (("hash_function", injected),)), bind="hashed", comment="injected hash_function")]
+        for dev in Dev:
+            d, p = self.device(dev), f"ih_{dev.value}_"
+            stmts += [
+                Stmt(method("hashed", "allocate_immutable_block", Lit(None), _tokens(op.tokens),
+                            device=d), bind=p + "x"),
+                Stmt(method("hashed", "allocate_immutable_block", Lit(None),
+                            _tokens(op.permuted), device=d), bind=p + "y"),
+                Stmt(method("hashed", "allocate_mutable_block", Lit(None), device=d),
+                     bind=p + "z"),
+                Stmt(method(p + "z", "append_token_ids", _tokens(op.permuted))),
+                Stmt(method("hashed", "allocate_immutable_blocks", Lit(None),
+                            Lit([list(op.permuted), list(op.tail)]), device=d),
+                     unpack=(p + "c0", p + "c1")),
+                *(Stmt(Attr(Name(p + n), "content_hash")) for n in ("x", "z", "c1")),
+                *(Stmt(Attr(Name(p + n), "block_id")) for n in ("x", "y", "z", "c0")),
+            ]
+        per_device = 12  # statements per device; the last seven are the read-outs
+
+        def value(r: list[Any]) -> dict[str, list[list[int | None]]]:
+            out: dict[str, list[list[int | None]]] = {"hashes": [], "ids": []}
+            for k in range(len(Dev)):
+                reads = r[1 + k * per_device + 5:1 + (k + 1) * per_device]
+                out["hashes"].append([checked_opt_int(h, "block.content_hash")
+                                      for h in reads[:3]])
+                out["ids"].append([checked_opt_int(i, "block.block_id") for i in reads[3:]])
+            return out
+
+        return Plan(stmts, value=value)
+
+    # ------------------------------------------------------------------ end injected hash
+
     # ------------------------------------------------------------------ observation
 
     def classify(self, exc: BaseException) -> ErrorKind:
@@ -1125,6 +1193,10 @@ class FamilyAdapter:
         if chash is not None and type(chash) is not int:
             chash = checked_opt_int(chash, "block.content_hash")
         return bid, tuple(toks), chash
+
+    def block_extra(self, obj: Any) -> int | None:
+        """A block object's ``extra_hash`` property (vLLM generation), type-checked."""
+        return checked_opt_int(obj.extra_hash, "block.extra_hash")
 
     def table_state(self, obj: Any) -> tuple[tuple[int | None, ...], Tokens]:
         """(ids, tokens) of a block table; ``blocks``, ``physical_block_ids`` and the token
@@ -1173,6 +1245,23 @@ class FamilyAdapter:
                 return None
             evictable[dev] = frozenset(int(k) for k in table_)
         return cached, evictable, refcounts
+
+    # ------------------------------------------------------------------ hit-rate windows
+
+    def metric_windows(self) -> dict[Dev, tuple[object, ...]] | None:
+        """Per device whose allocator has a ``metric_data`` with every window field
+        (``models.hit_window.FIELDS``), those fields; None when no allocator shows them."""
+        subs = getattr(self.alloc, "_allocators", None)
+        if not isinstance(subs, Mapping):
+            return None
+        shown: dict[Dev, tuple[object, ...]] = {}
+        for dev in Dev:
+            metric = getattr(subs.get(getattr(self.device_enum, dev.name)), "metric_data", None)
+            if metric is not None and all(hasattr(metric, name) for name in WINDOW_FIELDS):
+                shown[dev] = tuple(getattr(metric, name) for name in WINDOW_FIELDS)
+        return shown or None
+
+    # ------------------------------------------------------------------ end hit-rate windows
 
     # ------------------------------------------------------------------ evictor level
     # ``EVICTOR_OPS`` drive a fresh instance of the evictor class the GPU prefix-caching
@@ -1431,6 +1520,14 @@ class FamilyAdapter:
         if op.action == "device_argument":
             return Plan([get, Stmt(method(dev, "allocate_mutable_block", Lit(None),
                                           device=self.device(op.device)))])
+        if op.action in ("device_argument_immutable", "device_argument_chain"):
+            full = Lit([0] * self.block_size)
+            call = method(dev, "allocate_immutable_block", Lit(None), full,
+                          device=self.device(op.device)) \
+                if op.action == "device_argument_immutable" else \
+                method(dev, "allocate_immutable_blocks", Lit(None), Lit([[0] * self.block_size]),
+                       device=self.device(op.device))
+            return Plan([get, Stmt(call)])
         if op.action == "physical_unknown":
             return Plan([get, Stmt(method(dev, "get_physical_block_id", block_id))])
         if op.action in ("refcount_unknown", "device_unknown"):

@@ -99,9 +99,13 @@ def _subsequence(wanted: Sequence[str], seen: Sequence[str]) -> bool:
 
 
 def _tokens(op: Op) -> Iterator[int]:
+    """The ints an operation hands the target's hash: tokens, and an int extra hash."""
     yield from getattr(op, "tokens", ())
     for chunk in getattr(op, "chunks", ()):
         yield from chunk
+    extra = getattr(op, "extra_hash", None)
+    if type(extra) is int:
+        yield extra
 
 
 def load_expected(path: str | None) -> list[ExpectedFailure]:

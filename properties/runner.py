@@ -530,6 +530,7 @@ class Runner:
         blocks: dict[int, int | None] = {}
         tokens: dict[int, tuple[int, ...]] = {}
         hashes: dict[int, int | None] = {}
+        extras: dict[int, int | None] | None = {} if a.has_extra_hash else None
         for h in sorted(set(self.blocks) | also_blocks):
             obj = self.blocks.get(h)
             if obj is None:
@@ -537,6 +538,9 @@ class Runner:
                 continue
             self._doing = f"block b{h}"
             blocks[h], tokens[h], hashes[h] = a.block_state(obj)
+            if extras is not None:
+                self._doing = f"block b{h}.extra_hash"
+                extras[h] = a.block_extra(obj)
         tables: dict[int, tuple[int | None, ...]] = {}
         table_tokens: dict[int, tuple[int, ...]] = {}
         for t in sorted(set(self.tables) | also_tables):
@@ -557,10 +561,14 @@ class Runner:
         self._doing = "refcounter.get, cow_tracker.pending"
         shown_refcount = None if counter is None else a.refcount_state(
             counter, self.env.get("cow_tracker"))
+        self._doing = "metric_data's hit-rate window fields"
+        metric = a.metric_windows()
         self._doing = "reading the allocator's state"
         if seen is None:
             return Snapshot(free, blocks, tokens, hashes, tables, table_tokens,
-                            evictor=shown_evictor, refcount=shown_refcount)
+                            evictor=shown_evictor, refcount=shown_refcount, metric=metric,
+                            block_extras=extras)
         cached, evictable, refcounts = seen
         return Snapshot(free, blocks, tokens, hashes, tables, table_tokens, cached, evictable,
-                        refcounts, evictor=shown_evictor, refcount=shown_refcount)
+                        refcounts, evictor=shown_evictor, refcount=shown_refcount,
+                        metric=metric, block_extras=extras)

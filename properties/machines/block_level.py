@@ -815,6 +815,8 @@ class BlockLevelMachine(OracleMachine):
         out: list[Op] = []
         for dev in self.devices():
             out.append(ops.DeviceMisuse("device_argument", dev))
+            out += [ops.DeviceMisuse(action, dev) for action in (
+                "device_argument_immutable", "device_argument_chain")]
             other = m.pools[_other(dev)].ids
             for i in (other[0] if other else -1, c.num_gpu_blocks + c.num_cpu_blocks):
                 out.append(ops.DeviceMisuse("physical_unknown", dev, i))
@@ -872,7 +874,8 @@ class BlockLevelMachine(OracleMachine):
         kinds = ["common"] + (["burst"] if held else [])
         if data.draw(st.sampled_from(kinds), label="engine query") == "burst":
             h = data.draw(st.sampled_from(held), label="block")
-            count = data.draw(st.sampled_from((1, 3, 1001)), label="count")
+            # 2001 completes two hit-rate windows in one burst
+            count = data.draw(st.sampled_from((1, 3, 1001, 2001)), label="count")
             dev = self.oracle.device_of(h)
             self.do(ops.HitBurst(h, count, dev, m.blocks[h].extra))
             self.do(ops.HitRate(dev))
@@ -883,6 +886,14 @@ class BlockLevelMachine(OracleMachine):
             cut = data.draw(st.integers(0, len(chain)), label="computed")
             lists.append(tuple(chain[:cut]))
         self.do(ops.CommonComputedIds(tuple(lists)))
+        # common prefix: the longest GPU chain against its own shorter prefixes (a batch whose
+        # sequences share some of their leading blocks: the answer ends where one list does)
+        longest = max((tuple(self.oracle.chain_of(h)) for h in self._gpu_blocks()), key=len,
+                      default=())
+        if len(longest) >= 2:
+            self.do(ops.CommonComputedIds((longest, longest[:1], longest[:-1])))
+            self.do(ops.CommonComputedIds((longest[:-1], (), longest)))
+        # end common prefix
 
     def _call_for(self, cls: type[Op]) -> Op | None:
         """A call of ``cls`` on the current state (live handles where it needs them; None
@@ -988,6 +999,12 @@ class BlockLevelMachine(OracleMachine):
         cpu_ids = tuple(i for i in data.draw(_BLOCK_IDS, label="cpu ids") if i not in ids) \
             if devices else ()
         self.do(ops.Construct(allocator, ids, devices, cpu_ids))
+        if ids != tuple(range(len(ids))):  # the default ids, range(num_blocks)
+            self.do(ops.Construct(allocator, tuple(range(len(ids)))))
+        if "devices" in support:  # the same sizes through ``create``
+            g, c = len(ids), len(cpu_ids)
+            self.do(ops.Construct(allocator, tuple(range(g)), True, tuple(range(g, g + c)),
+                                  create=True))
         if not self.caps.typed_errors:
             return
         needs = {"hash_function": "hash_function", "allocator_type": "devices"}
@@ -1003,6 +1020,37 @@ class BlockLevelMachine(OracleMachine):
             self.do(op)
 
     # ------------------------------------------------------------------ end construction
+
+    # ------------------------------------------------------------------ injected hash
+
+    @precondition(lambda m: bool(getattr(m.runner.adapter, "has_injected_hash", False)))
+    @rule(data=st.data())
+    def injected_hash(self, data: st.DataObject) -> None:
+        """An allocator built by ``create`` with an injected ``hash_function`` that ignores
+        token order: both devices key blocks by it, and a rotation of a block's tokens hits
+        its id (``models.injected_hash``)."""
+        bs = self.config.block_size
+        block = data.draw(tokens(bs, bs), label="tokens")
+        self.do(ops.InjectedHash(block, block[1:] + block[:1],
+                                 data.draw(tokens(bs, bs), label="tail")))
+
+    @precondition(lambda m: m.caps.typed_errors and m.caps.prefix_caching)
+    @rule()
+    def fill_freed_block(self) -> None:
+        """A write that fills a block freed just before (its object not reused yet) is
+        refused with a typed error, nothing changed: it would need an id to be promoted
+        (``models.contract``)."""
+        bs = self.config.block_size
+        made = self._made(ops.AllocateMutable(None, Dev.GPU))
+        if not made:
+            return
+        if bs > 1:
+            self.do(ops.Append(made[0], (1,) * (bs - 1)))  # partial, while it is live
+        if self._ok(ops.Free(made[0])):
+            room = bs - len(self.oracle.model.blocks[made[0]].tokens)
+            self.do(ops.Append(made[0], (2,) * room))
+
+    # ------------------------------------------------------------------ end injected hash
 
 
 #: Operations that never hand out a block object (everything else may reuse a freed one).
@@ -1040,6 +1088,58 @@ class NaiveBlockLevelMachine(BlockLevelMachine):
     def start(self, config: Config) -> None:
         self.target = naive_target()
         self.setup(config)
+
+    # ------------------------------------------------------------------ once-per-example probes
+
+    @precondition(lambda m: m.caps.typed_errors and not getattr(m, "_swept", False))
+    @rule()
+    def malformed_sweep(self) -> None:
+        """Once per example, every validated block-level argument malformed in turn, by each
+        of its typical bad values, on the current state: typed error, unchanged state
+        (ATOMIC); then every call one device's allocator must refuse (``device_calls``). The
+        naive variant runs a fraction of the examples, too few to reach each check by drawing
+        one argument or call at a time (``misuse``, ``device_calls``)."""
+        self._swept = True
+        for cls, argument in _BLOCK_ARGUMENTS:
+            call = self._call_for(cls)
+            if call is None:
+                continue
+            for bad in bad_values(ARGUMENTS[cls, argument][0], self.config,
+                                  getattr(call, argument)):
+                op = ops.Malformed(call, argument, bad)
+                if self.oracle.is_misuse(op):
+                    self.do(op)
+        if _has_blocks(self) and self._device_feature("has_device_calls"):
+            for refused in self._device_misuses():
+                self.do(refused)
+
+    @precondition(lambda m: _has_blocks(m) and not getattr(m, "_probed", False))
+    @rule()
+    def lookahead_and_shared_swap(self) -> None:
+        """Once per example, on the live blocks: touched counts (Aphrodite API) at lookaheads
+        that overflow into one and into several further blocks; then the last block forked and
+        swapped together with its fork (handles sharing an id, as ``swap_shared``), where the
+        contract has it. Both reached only by luck in the naive variant's few examples."""
+        self._probed = True
+        bs = self.config.block_size
+        live = self.oracle.live_blocks()
+        if self.caps.aphrodite_api:
+            for dev in self.devices():
+                for lookahead in (1, bs + 1, 2 * bs + 1):
+                    count = ops.CountTouched(tuple(live), dev, lookahead)
+                    if self.oracle.contract_error(count) is None:
+                        self.do(count)
+        if not self.config.num_cpu_blocks or not self._made(ops.Fork(live[-1])):
+            return
+        m = self.oracle.model
+        rec = m.blocks[live[-1]]
+        mates = tuple(h for h in self.oracle.live_blocks()
+                      if m.blocks[h].id == rec.id and m.blocks[h].device is rec.device)
+        swap = ops.Swap(mates, rec.device, _other(rec.device))
+        if self.oracle.contract_error(swap) is None:
+            self.do(swap)
+
+    # ------------------------------------------------------------------ end probes
 
 
 TestBlockLevel = BlockLevelMachine.TestCase

@@ -145,7 +145,20 @@ class EvictorLevelMachine(OracleMachine):
                 self.do(ops.EvictorAdd(block_id, 2000 + step, step % 3, float(step % 4)))
             else:
                 self.do(ops.EvictorUpdate(block_id, self._time(times[step % 4], step)))
+        # a tie between an added and an updated key, and between -0.0 and 0.0 (equal
+        # times): the deepest candidate, re-added at 0.0, goes before the others updated to
+        # -0.0 (and their add order decides among them).
+        self.do(ops.EvictorRemove(ids[-1]))
+        self.do(ops.EvictorAdd(ids[-1], 3000, 5, 0.0))  # 5: deeper than any of TOKENS
+        for block_id in ids[:-1]:
+            self.do(ops.EvictorUpdate(block_id, -0.0))
         for _ in range(len(meta)):  # bounded: an absorbed expected failure makes do a no-op
+            self.do(ops.EvictorEvict())
+        # negative times order like the numbers, the smallest subnormal below 0.0 too
+        # (same depth: the victims go -2.5, -1.0, -5e-324, 0.0, whatever the add order).
+        for block_id, time in enumerate((0.0, -5e-324, -1.0, -2.5)):
+            self.do(ops.EvictorAdd(self._absent(block_id), 4000 + block_id, 1, time))
+        for _ in range(4):
             self.do(ops.EvictorEvict())
 
     # ------------------------------------------------------------------ misuse

@@ -87,12 +87,16 @@ class RefcountLevelMachine(OracleMachine):
         block_id = self._pick(pick)
         for _ in range(times):
             self.do(ops.RefIncr(block_id))
+        # is_appendable flips where the count crosses 1: ask right after every move.
+        self.do(ops.CowAppendable(block_id))
 
     @precondition(lambda m: bool(m._counted()))
     @rule(pick=PICK)
     def decr(self, pick: int) -> None:
         counted = self._counted()
-        self.do(ops.RefDecr(counted[pick % len(counted)]))
+        block_id = counted[pick % len(counted)]
+        self.do(ops.RefDecr(block_id))
+        self.do(ops.CowAppendable(block_id))  # the answer after the count moved down
 
     @precondition(lambda m: bool(m._ids()))
     @rule(pick=PICK, readonly=st.booleans())

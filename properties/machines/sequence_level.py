@@ -75,7 +75,18 @@ class SequenceLevelMachine(OracleMachine):
         below the window go back to the pool and the null block takes their place."""
         t = data.draw(st.sampled_from(self._windowed()), label="table")
         new = data.draw(tokens(1, self.config.block_size), label="tokens")
-        self.do(ops.TableAppend(t, new, 0, self.oracle.table_len(t)))
+        self._windowed_append(ops.TableAppend(t, new, 0, self.oracle.table_len(t)))
+
+    def _windowed_append(self, op: ops.TableAppend) -> None:
+        """``op``; if it took the null block, every write to the null block at once (each must
+        be refused, changing nothing): ``window_misuse`` alone reached them too rarely."""
+        had_null = self.oracle.model.null_id is not None
+        self.do(op)
+        if self.caps.typed_errors and not had_null and self.oracle.model.null_id is not None:
+            for action in ops.NULL_BLOCK_WRITES:
+                write = ops.NullBlockMisuse(action)
+                if self.oracle.is_misuse(write):
+                    self.do(write)
 
     def _windowed(self) -> list[int]:
         tables = self.oracle.model.tables
@@ -99,7 +110,7 @@ class SequenceLevelMachine(OracleMachine):
             length = self.oracle.table_len(t)
             computed = data.draw(st.one_of(st.just(length), st.integers(0, length)),
                                  label="num_computed_slots")
-        self.do(ops.TableAppend(t, new, lookahead, computed))
+        self._windowed_append(ops.TableAppend(t, new, lookahead, computed))
 
     @precondition(_has_tables)
     @rule(data=st.data())
@@ -387,6 +398,74 @@ class SequenceLevelMachine(OracleMachine):
 
     # ------------------------------------------------------------------ end tracker lifecycle
 
+    # ------------------------------------------------------------------ recompute
+
+    def _ask(self, op: Op) -> bool:
+        """Do ``op`` if it is valid now (in contract, not misuse); whether it was."""
+        valid = self.oracle.contract_error(op) is None and not self.oracle.is_misuse(op)
+        if valid:
+            self.do(op)
+        return valid
+
+    def _new_table(self, op: ops.TableAllocate) -> int | None:
+        """Allocate ``op``'s table if valid; its handle, None if it was not made."""
+        before = set(self.oracle.model.tables)
+        if not self._ask(op):
+            return None
+        made = set(self.oracle.model.tables) - before
+        return made.pop() if made else None
+
+    def _questions(self, t: int) -> None:
+        """What the scheduler asks the computed tracker about sequence ``t``: its computed ids
+        (Aphrodite) and its cached tokens outside prefill (vLLM)."""
+        if self.caps.aphrodite_api:
+            self._ask(ops.SeqComputedIds(t))
+        if self.caps.vllm_api:
+            self._ask(ops.SeqCachedTokens(t, False))
+
+    @precondition(lambda m: m.runner.adapter.tracker_module() is not None)
+    @rule(data=st.data())
+    def recompute(self, data: st.DataObject) -> None:
+        """One request through the trackers from its prompt (at least one full block) to its
+        end, then preempted by recomputation. Tracked with an access time; its prefill ends
+        (its blocks become computed) and the trackers are asked; decode steps cross at least
+        one block boundary (the tracker hashes the new full blocks on from the last hash it
+        kept) and it is asked again, after the step ends or not yet; when it finishes its
+        blocks are stamped with its access time, the table freed and the sequence untracked.
+        Then the same tokens come back as a new table: the freed cached blocks are revived
+        from the evictor (computed, as a cache hit is) and the new sequence is asked at once."""
+        o = self.oracle
+        bs = self.config.block_size
+        if not o.model.seqs.started:
+            self.do(ops.TrackerStart())
+        request = self._request(data)
+        short = max(0, bs - len(request.tokens))
+        prompt = request.tokens + data.draw(tokens(short, short + bs), label="padding")
+        extra = request.extra_hash
+        t = self._new_table(ops.TableAllocate(prompt, Dev.GPU, extra))
+        if t is None:
+            return
+        self._ask(ops.SeqTrack(t))
+        self._ask(ops.SeqAccess(t, self.tick(1.0)))
+        self.do(ops.MarkComputed())  # the prefill step ends
+        self._questions(t)
+        self._ask(ops.TableAppend(t, data.draw(tokens(bs, 2 * bs), label="decoded")))
+        if data.draw(st.booleans(), label="step ends"):
+            self.do(ops.MarkComputed())
+        self._questions(t)
+        self._ask(ops.SeqStampBlocks(t))
+        everything = o.table_tokens(t)
+        if not self._ask(ops.TableFree(t)):
+            return
+        entry = o.model.seqs.entries.get(t)
+        if entry is not None:
+            self._ask(ops.SeqUntrack(t, entry.computed is not None or entry.frozen is not None))
+        u = self._new_table(ops.TableAllocate(everything, Dev.GPU, extra))
+        if u is not None and self._ask(ops.SeqTrack(u)):
+            self._questions(u)
+
+    # ------------------------------------------------------------------ end recompute
+
     @precondition(lambda m: m.caps.typed_errors)
     @rule(data=st.data())
     def misuse(self, data: st.DataObject) -> None:
@@ -422,6 +501,16 @@ class SequenceLevelMachine(OracleMachine):
         for op in self._malformed(data):
             if self.oracle.is_misuse(op):
                 self.do(op)
+        # the table's extra_hash malformed in calls that allocate nothing (only the
+        # argument check can refuse it); cheap, so both calls each time
+        running = self._tables_on(Dev.GPU)
+        if running:
+            bad = data.draw(st.sampled_from(bad_values(
+                ARGUMENTS[ops.TableAppend, "extra_hash"][0], self.config)), label="bad extra")
+            for call in (ops.TableEnsureSlots(running[-1], 0), ops.TableAppend(running[-1], ())):
+                op = ops.Malformed(call, "extra_hash", bad)
+                if self.oracle.is_misuse(op):
+                    self.do(op)
 
     @precondition(lambda m: m.caps.typed_errors and (m.oracle.model.null_id is not None
                                                       or bool(m._windowed())))
@@ -471,7 +560,7 @@ class SequenceLevelMachine(OracleMachine):
         call = calls[cls]
         if call is None:
             return []
-        like = getattr(call, argument)
+        like = getattr(call, argument, None)  # a table call's extra_hash is the table's
         bad = data.draw(st.sampled_from(bad_values(ARGUMENTS[cls, argument][0], self.config,
                                                    like)), label="malformed value")
         return [ops.Malformed(call, argument, bad)]

@@ -1,0 +1,97 @@
+"""The hit-rate windows (``models.hit_window``): the model's fields follow a per-query
+recomputation for any burst split, match the bundled allocator's ``metric_data`` across
+completed windows, and a wrong field the target shows is flagged HIT."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
+
+from models import operations as ops
+from models.capabilities import Config
+from models.families import Family, Violation
+from models.hit_window import FIELDS, WINDOW, HitWindow
+from models.operations import Dev, Op, Snapshot
+from models.oracle import Oracle
+from properties.runner import Runner
+from properties.targets import DEFAULT_SPEC, load_target
+
+F = Family
+
+
+def _per_query(outcomes: Sequence[bool]) -> tuple[int, float, int, int]:
+    """The fields recomputed from scratch: whole windows, the mean of their rates, the rest."""
+    full = len(outcomes) // WINDOW
+    rates = [sum(outcomes[i * WINDOW:(i + 1) * WINDOW]) / WINDOW for i in range(full)]
+    rest = outcomes[full * WINDOW:]
+    return full, sum(rates) / full if full else 0.0, len(rest), sum(rest)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bursts_follow_a_per_query_recomputation(seed: int) -> None:
+    rng = random.Random(seed)
+    window, outcomes = HitWindow(), list[bool]()
+    while len(outcomes) < 3 * WINDOW + 500:
+        hit, count = rng.random() < 0.3 + 0.1 * seed, rng.choice((1, 2, 7, 999, 1000, 1001))
+        window.record(hit, count)
+        outcomes += [hit] * count
+        completed, mean, queries, hits = _per_query(outcomes)
+        assert (window.completed, window.queries, window.hits) == (completed, queries, hits)
+        assert window.mean == pytest.approx(mean, abs=1e-12)
+        assert 0 <= window.hits <= window.queries < WINDOW
+
+
+def _run(program: Sequence[Op], metric: dict[Dev, tuple[object, ...]] | None = None
+         ) -> tuple[Oracle, Snapshot]:
+    """``program`` on the bundled allocator under the oracle; with ``metric``, the last
+    snapshot's window fields are replaced by it before the oracle judges them."""
+    target = load_target(DEFAULT_SPEC)
+    config = Config(2, 6, 2, target.caps)
+    runner, oracle = Runner(target, config), Oracle(config)
+    oracle.initial_check(runner.snapshot())
+    snapshot = runner.snapshot()
+    for i, op in enumerate(program):
+        outcome, snapshot = runner.execute(op)
+        assert outcome.error is None, outcome.detail
+        if metric is not None and i == len(program) - 1:
+            snapshot = replace(snapshot, metric=metric)
+        oracle.step(op, outcome, snapshot)
+    return oracle, snapshot
+
+
+#: Window 1: a miss and 999 hits; window 2: 2 hits, 2 misses, 996 hits; then one miss open.
+PROGRAM: list[Op] = [ops.AllocateImmutable(None, (1, 2)), ops.HitBurst(0, 1001),
+                     ops.AllocateImmutable(None, (3, 4)), ops.AllocateImmutable(None, (5, 6)),
+                     ops.HitBurst(0, 996), ops.AllocateImmutable(None, (7, 8)), ops.HitRate()]
+
+
+def test_the_bundled_allocator_shows_the_model_windows() -> None:
+    oracle, snapshot = _run(PROGRAM)
+    window = oracle.model.pools[Dev.GPU].window
+    assert window.fields()[0] == 2 and window.fields()[2:] == (1, 0)
+    assert window.mean == pytest.approx((999 / 1000 + 998 / 1000) / 2)
+    assert snapshot.metric is not None and not window.differs(snapshot.metric[Dev.GPU])
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_a_wrong_window_field_is_flagged_hit(field: str) -> None:
+    _, snapshot = _run(PROGRAM)
+    assert snapshot.metric is not None
+    shown = list(snapshot.metric[Dev.GPU])
+    at = FIELDS.index(field)
+    value = shown[at]
+    assert isinstance(value, int | float)
+    shown[at] = value + (0.01 if isinstance(value, float) else 1)
+    with pytest.raises(Violation) as err:
+        _run(PROGRAM, metric={**snapshot.metric, Dev.GPU: tuple(shown)})
+    assert err.value.family is F.HIT
+
+
+def test_reset_prefix_cache_starts_the_windows_afresh() -> None:
+    program: list[Op] = [*PROGRAM[:2], ops.Free(0), ops.ResetPrefixCache()]
+    oracle, snapshot = _run(program)
+    assert oracle.model.pools[Dev.GPU].window.fields() == (0, 0.0, 0, 0)
+    assert snapshot.metric is not None and snapshot.metric[Dev.GPU] == (0, 0.0, 0, 0)
