@@ -1,9 +1,12 @@
-"""The fuzzers' seed corpora as a fixed regression set for any target.
+"""The fuzzers' seed corpora, and the arc-cover corpora, as a fixed regression set for any
+target.
 
 The seeds reach every operation kind the decoder can produce (``tests/fuzz`` checks that the
-corpus covers the vocabulary), whatever examples Hypothesis happens to draw, and decoding
-adapts to the target's capabilities, so each target gets the programs its API allows. Every
-step is judged by the model and the shadow memory.
+corpus covers the vocabulary), and the arc corpora every arc of the bundled allocator the
+decoder reached when they were chosen, and steps at the free-count boundary
+(``fuzz.corpus_gen``), whatever examples Hypothesis happens to draw. Decoding adapts to the
+target's capabilities, so each target gets the programs its API allows. Every step is judged
+by the model and the shadow memory.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fuzz.cli import corpus_dir
+from fuzz.cli import FUZZ_DIR
+from fuzz.corpus_gen import ARC_CORPUS
 from fuzz.decoder import Level
 from fuzz.harness import Harness
 from fuzz.listing import format_program
@@ -19,11 +23,14 @@ from models.families import Violation
 from models.operations import Op
 from properties.targets import Target
 
+#: The corpora replayed, as directories under ``fuzz/``: the fuzzers' seeds, the arc cover.
+CORPORA: tuple[str, ...] = ("corpus", ARC_CORPUS)
 
-def seeds(level: Level) -> list[Path] | None:
-    """The seed inputs of ``level``'s harness, or None without a corpus (the corpora ship with
-    the source tree, not in a wheel)."""
-    directory = corpus_dir(level.value)
+
+def seeds(level: Level, corpus: str = "corpus") -> list[Path] | None:
+    """The inputs of ``level``'s harness in ``corpus`` (one of ``CORPORA``), or None without
+    that corpus (the corpora ship with the source tree, not in a wheel)."""
+    directory = FUZZ_DIR / corpus / level.value
     return sorted(directory.iterdir()) if directory.is_dir() else None
 
 

@@ -1,4 +1,5 @@
-"""The fuzzers' seed corpora replayed against the selected target (``properties.corpus_replay``).
+"""The fuzzers' seed corpora and the arc-cover corpora replayed against the selected target
+(``properties.corpus_replay``).
 A violation matching an expected-failure entry (``--xfails-file``) is absorbed, as in the
 machines; any other fails the test with the seed and the program that shows it."""
 
@@ -13,11 +14,12 @@ from properties import corpus_replay, plugin
 from properties.selection import current_target
 
 
+@pytest.mark.parametrize("corpus", corpus_replay.CORPORA)
 @pytest.mark.parametrize("level", list(Level), ids=lambda lv: lv.value)
-def test_seed_corpus(level: Level, request: pytest.FixtureRequest) -> None:
-    paths = corpus_replay.seeds(level)
+def test_seed_corpus(level: Level, corpus: str, request: pytest.FixtureRequest) -> None:
+    paths = corpus_replay.seeds(level, corpus)
     if paths is None:
-        pytest.skip(f"no seed corpus for {level.value} (install from the source tree)")
+        pytest.skip(f"no {corpus} for {level.value} (install from the source tree)")
     entries = plugin.expected_entries(request.config)
 
     def absorb(violation: Violation, history: list[Op]) -> bool:
