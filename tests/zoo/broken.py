@@ -244,7 +244,9 @@ def _mutants() -> Iterable[Mutant]:
             (F.LRU,), (BLOCK,), allocator=im.StaleMarkIgnoresFreeIds)
     yield m("swap_splits_shared_ids",
             "a swap of handles sharing an id gives each its own destination id (one pair kept)",
-            (F.SWAP, F.RC, F.LEAK), (BLOCK,), device=im.SwapSplitsSharedIds)
+            # ATOMIC: a swap naming one handle twice needs two destination ids; on a full
+            # pool the second is missing and the first stays taken (the refusal leaks it)
+            (F.SWAP, F.RC, F.LEAK, F.ATOMIC), (BLOCK,), device=im.SwapSplitsSharedIds)
     yield m("computed_tracker_readds",
             "ComputedBlocksTracker.add_seq of a tracked sequence restarts its list, no error",
             (F.COMPUTED,), (SEQUENCE,), allocator=km.TrackedAllocator)
