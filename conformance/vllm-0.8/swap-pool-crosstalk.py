@@ -6,7 +6,8 @@ list, and its next allocation re-initialises whichever of its own objects has th
 live one. Here block 0 is created on the CPU, swapped to the GPU and freed; the next GPU
 allocation (block 2) re-initialises the live block 1 in place, so block 1's owner now holds
 block 2's id and contents. Depending on what reads the clobbered object next this shows up as a
-wrong table, wrong content, a corrupted swap, a leak, or a cyclic prev chain (RecursionError).
+wrong table, wrong content, a live block whose content hash changes under its owner (HASH), a
+corrupted swap, a leak, or a cyclic prev chain (RecursionError).
 
 Run from anywhere: python conformance/vllm-0.8/swap-pool-crosstalk.py
 """

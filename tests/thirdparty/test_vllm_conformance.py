@@ -6,7 +6,9 @@ its reproducer script must print the violation, and no other entry may cover it 
 are disjoint on each other's programs). The evictor-stale-entry deviation is pinned to its
 mechanism (the failing eviction pops a stale heap entry), in the CPU-pool form too, and to the
 benchmark's serving-trace crash; recursive-chain-walk to chain length (the fork fails at the
-recursion limit, not before, in every fork path, and no other chain walk recurses). The
+recursion limit, not before, in every fork path, and no other chain walk recurses);
+touched-evicted-marked-computed to its mechanism (the failing mark flags an id evicted since its
+promotion), in the recompute rule's shrunk form too. The
 expected-failures mechanism of the plugin is checked here too: every stale entry is reported,
 and a violation the entry does not cover fails the replay.
 The wheel-dependent tests skip, with the fetch command, when the wheel is not cached.
@@ -42,6 +44,7 @@ BUNDLED = "prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create"
 CLASSES = {"real upstream bug", "upstream design deviation"}
 STALE_HEAP = "evictor-stale-entry"
 RECURSIVE = "recursive-chain-walk"
+TOUCHED = "touched-evicted-marked-computed"
 
 ENTRIES = load_expected(str(XFAILS))
 RAW: dict[str, dict[str, Any]] = {e["id"]: e for e in json.loads(XFAILS.read_text("utf-8"))}
@@ -358,6 +361,94 @@ def test_recursive_walk_match_is_narrow() -> None:
     assert not entry.matches(crash, [chain, fork])
     cyclic = table(fork, recursion).at(fork, 3)
     assert _covering(cyclic, [swap, alloc, free, fork]) == "swap-pool-crosstalk"
+
+
+# ------------------------------------------------------------ touched-evicted-marked-computed
+
+# The form the sequence-level machine's recompute rule found (shrunk): a request's prompt block is
+# marked, its decoded block promoted but not marked when the table is freed; the same tokens come
+# back and go; a new request's tail evicts the decoded block's id, and the mark flags it.
+TOUCHED_RECOMPUTE: dict[str, Any] = {
+    "config": {"block_size": 3, "num_gpu_blocks": 3, "num_cpu_blocks": 0},
+    "program": [
+        {"op": "tracker_start"},
+        {"op": "table_allocate", "tokens": [0, 0, 1], "device": "gpu", "extra_hash": None},
+        {"op": "mark_computed"},
+        {"op": "table_append", "table": 0, "tokens": [0, 0, 0]},
+        {"op": "table_free", "table": 0},
+        {"op": "table_allocate", "tokens": [0, 0, 1, 0, 0, 0], "device": "gpu",
+         "extra_hash": None},
+        {"op": "table_free", "table": 1},
+        {"op": "table_allocate", "tokens": [0, 0, 0, 0], "device": "gpu", "extra_hash": None},
+        {"op": "seq_track", "table": 2},
+        {"op": "mark_computed"},
+        {"op": "table_append", "table": 2, "tokens": [0, 0, 0]},
+        {"op": "seq_cached_tokens", "table": 2, "prefill": False},
+    ],
+}
+
+
+@pytest.fixture
+def stale_marks(vllm: Target, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One flag per ``mark_blocks_as_computed`` call of a GPU allocator while the test runs:
+    whether it marks a touched id that no longer holds cached content (evicted and handed out
+    again since its promotion)."""
+    allocator_cls = load_vllm_v0().prefix_caching_block.PrefixCachingBlockAllocator
+    mark: Callable[[Any, list[int]], None] = allocator_cls.mark_blocks_as_computed
+    marks: list[bool] = []
+
+    def recording_mark(self: Any, block_ids: list[int]) -> None:
+        cached = set(self._cached_blocks.values())
+        marks.append(any(i not in cached for i in self._touched_blocks))
+        mark(self, block_ids)
+
+    monkeypatch.setattr(allocator_cls, "mark_blocks_as_computed", recording_mark)
+    return marks
+
+
+@pytest.mark.parametrize("form", ["entry", "recompute"])
+def test_touched_evicted_mark_is_what_fails(vllm: Target, bundled: Target,
+                                            stale_marks: list[bool], form: str) -> None:
+    """The last mark, and only it, flags an id evicted since its promotion; the entry covers
+    its own program and the recompute rule's shrunk one; the bundled allocator passes both."""
+    raw = RAW[TOUCHED] if form == "entry" else TOUCHED_RECOMPUTE
+    program = [op_from_json(op) for op in raw["program"]]
+    with pytest.raises(Violation) as info:
+        run_program(vllm, Config(caps=vllm.caps, **raw["config"]), program)
+    violation = info.value
+    assert violation.step == len(program) - 1, str(violation)
+    assert violation.family is Family.COMPUTED, str(violation)
+    assert stale_marks and stale_marks[-1] and not any(stale_marks[:-1]), stale_marks
+    assert _covering(violation, program) == TOUCHED, str(violation)
+    run_program(bundled, Config(caps=bundled.caps, **raw["config"]), program)
+
+
+def test_touched_evicted_match_is_narrow() -> None:
+    """The entry covers a fresh (not frozen) get_num_cached_tokens mismatch after a release, an
+    allocating table operation, a mark and an append, nothing else; cached_prefix stays
+    cached-prefix-bisect's."""
+    entry = next(e for e in ENTRIES if e.id == TOUCHED)
+    alloc = op_from_json({"op": "table_allocate", "tokens": [3], "device": "gpu",
+                          "extra_hash": None})
+    free = op_from_json({"op": "table_free", "table": 0})
+    mark = op_from_json({"op": "mark_computed"})
+    append = op_from_json({"op": "table_append", "table": 1, "tokens": [4]})
+    ask = op_from_json({"op": "seq_cached_tokens", "table": 1, "prefill": False})
+    prefix = op_from_json({"op": "cached_prefix", "blocks": [0], "device": "gpu"})
+
+    def computed(op: Op, message: str = "get_num_cached_tokens") -> Violation:
+        return Violation(Family.COMPUTED, message).at(op, 4)
+
+    assert entry.matches(computed(ask), [free, alloc, mark, append, ask])
+    assert not entry.matches(computed(ask), [free, alloc, append, mark, ask])  # append, then mark
+    assert not entry.matches(computed(ask), [alloc, free, mark, append, ask])  # nothing evicts
+    assert not entry.matches(computed(ask, "get_num_cached_tokens (frozen during prefill)"),
+                             [free, alloc, mark, append, ask])
+    assert not entry.matches(computed(prefix, "find_cached_blocks_prefix: the computed cached "
+                                              "prefix is 0 block(s)"),
+                             [free, alloc, mark, append, prefix])
+    assert not entry.matches(Violation(Family.RC, "get_num_cached_tokens").at(ask, 4),
+                             [free, alloc, mark, append, ask])
 
 
 # --------------------------------------------------------------------------- matching rules
