@@ -222,6 +222,25 @@ def test_shrink_drops_padding_and_renumbers_handles() -> None:
     assert violation.family is F.RC and violation.step == 1
 
 
+def test_shrink_renumbers_the_handles_of_a_wrapped_call() -> None:
+    """A malformed call names its handle inside ``call``: the shrinker drops the allocations
+    before it and renumbers that handle too (left as it was, every cut broke the replay and a
+    two-step failure stayed 24 steps long)."""
+    target = load_target(ZOO["hash_arguments_unchecked"].spec)
+    config = Config(8, 3, 0, target.caps)
+    tokens = (0, 1, 1, 3, 1, 0, 2, 2)
+    bad = ops.Malformed(ops.HashRecompute(2, True), "is_first_block", 1)
+    program = [ops.AllocateMutable(None), ops.Free(0), ops.AllocateMutable(None),
+               ops.AllocateImmutable(None, tokens), bad]
+    with pytest.raises(Violation) as found:
+        run_program(target, config, program)
+    assert found.value.family is F.ATOMIC and found.value.step == 4
+    shrunk, violation = shrink(target, config, program, found.value)
+    assert shrunk == [ops.AllocateImmutable(None, tokens),
+                      ops.Malformed(ops.HashRecompute(0, True), "is_first_block", 1)]
+    assert violation.family is F.ATOMIC and violation.step == 1
+
+
 def test_shrink_also_shrinks_the_pools() -> None:
     """A smaller pool fills with fewer allocations: the shrinker finds the smallest pool the
     failure still shows on, then drops the allocations it no longer needs."""

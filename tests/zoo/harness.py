@@ -219,6 +219,8 @@ _BLOCK_FIELDS = ("prev", "block", "blocks")
 
 
 def _uses(op: Op) -> tuple[set[int], set[int]]:
+    """The block and table handles ``op`` names, those of the call it wraps (``Malformed``)
+    included."""
     blocks: set[int] = set()
     for name in _BLOCK_FIELDS:
         value = getattr(op, name, None)
@@ -227,7 +229,13 @@ def _uses(op: Op) -> tuple[set[int], set[int]]:
         elif isinstance(value, tuple):
             blocks.update(value)
     table = getattr(op, "table", None)
-    return blocks, ({table} if isinstance(table, int) else set())
+    tables = {table} if isinstance(table, int) else set()
+    call = getattr(op, "call", None)
+    if isinstance(call, Op):
+        inner_blocks, inner_tables = _uses(call)
+        blocks |= inner_blocks
+        tables |= inner_tables
+    return blocks, tables
 
 
 def _renumber(op: Op, gone_blocks: list[int], gone_tables: list[int]) -> Op:
@@ -244,6 +252,9 @@ def _renumber(op: Op, gone_blocks: list[int], gone_tables: list[int]) -> Op:
     table = getattr(op, "table", None)
     if isinstance(table, int):
         changes["table"] = table - sum(1 for g in gone_tables if g < table)
+    call = getattr(op, "call", None)
+    if isinstance(call, Op):
+        changes["call"] = _renumber(call, gone_blocks, gone_tables)
     return dataclasses.replace(op, **changes) if changes else op
 
 
