@@ -28,9 +28,10 @@ from models.operations import Dev
 from prefixcache.utils import Device
 from properties.adapters import FamilyAdapter
 from properties.replay import run_program
+from properties.shrink import shrink, shrink_with_pools
 from properties.targets import DEFAULT_SPEC, load_target
 from tests.zoo.broken import LONG_CHAIN, WRONG_ERROR_CLASS, ZOO, Mutant
-from tests.zoo.harness import MACHINES, Budget, Catch, run_check, shrink, shrink_with_pools
+from tests.zoo.harness import MACHINES, Budget, Catch, run_check
 
 #: The schedules, the same for every mutant and for the bundled allocator (which must pass
 #: all of them). Margin, measured when the budgets were set: every mutant is caught by each of

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import note, reject
+from hypothesis.control import current_build_context
+from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine
 
 from models.capabilities import Config
@@ -16,7 +18,16 @@ from models.oracle import Oracle, OutOfContract
 from properties.reproducer import render_script
 from properties.runner import Runner
 from properties.selection import current_target
+from properties.shrink import shrunk_log
 from properties.targets import Target
+
+
+def _final_run() -> bool:
+    """Whether this is the example Hypothesis reports (not one tried while searching)."""
+    try:
+        return bool(current_build_context().is_final)
+    except InvalidArgument:  # outside a Hypothesis test (a machine driven by hand)
+        return False
 
 
 class OracleMachine(RuleBasedStateMachine):
@@ -75,11 +86,22 @@ class OracleMachine(RuleBasedStateMachine):
             self.fail(violation)
 
     def fail(self, violation: Violation) -> None:
+        """Raise ``violation`` with a replayable script. In the run Hypothesis reports (its
+        final one), the script is of the program shrunk further, operation by operation
+        (:mod:`properties.shrink`): one rule may run several operations the failure does not
+        need, which rule-level shrinking cannot drop."""
         adapter = self.runner.adapter
-        script = render_script(self.target, self.config, self.runner.log,
-                               adapter.device_enum.__module__,
-                               adapter.block_table_cls.__module__, violation)
-        violation.add_note("Replay it as a plain Python script:\n\n" + script)
+        config, log, shown = self.config, self.runner.log, violation
+        title = "Replay it as a plain Python script"
+        shorter = shrunk_log(self.target, config, log, violation) if _final_run() else None
+        if shorter is not None:
+            config, log, shown = shorter
+            title += (f" (shrunk from {len(self.runner.log)} to {len(log)} steps, "
+                      f"on {config.num_gpu_blocks} GPU and {config.num_cpu_blocks} CPU blocks; "
+                      f"it fails with:\n{shown})")
+        script = render_script(self.target, config, log, adapter.device_enum.__module__,
+                               adapter.block_table_cls.__module__, shown)
+        violation.add_note(title + ":\n\n" + script)
         raise violation
 
     def tick(self, step: float) -> float:

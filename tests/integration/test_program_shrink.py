@@ -1,0 +1,57 @@
+"""The reported counterexample is shrunk operation by operation, not only rule by rule.
+
+The block-level machine's once-per-example ``malformed_sweep`` runs every malformed call in one
+rule, so Hypothesis alone reports the whole sweep; :mod:`properties.shrink` cuts the reported
+program down to what the failure needs, and the script it prints replays to the same family.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from models.families import Family, Violation
+from properties import selection
+from properties.machines.block_level import BlockLevelMachine
+from properties.replay import check_program
+from properties.targets import load_target
+
+SPEC = "tests.zoo.broken:hash_arguments_unchecked"
+BUDGET = settings(max_examples=50, stateful_step_count=20, derandomize=True, database=None,
+                  deadline=None, report_multiple_bugs=False,
+                  phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+                  suppress_health_check=list(HealthCheck))
+
+
+@pytest.fixture
+def restore_target() -> Iterator[None]:
+    saved = selection._current, selection._choice
+    try:
+        yield
+    finally:
+        selection._current, selection._choice = saved
+
+
+def test_reported_script_is_the_program_shrunk(restore_target: None) -> None:
+    selection.use(load_target(SPEC))
+    with pytest.raises(Violation) as info:
+        run_state_machine_as_test(BlockLevelMachine, settings=BUDGET)
+    assert info.value.family is Family.ATOMIC
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    shrunk = re.search(r"shrunk from (\d+) to (\d+) steps", notes)
+    assert shrunk, notes
+    before, after = int(shrunk[1]), int(shrunk[2])
+    assert after < before and after <= 3, notes
+    call = re.search(r"check_program\('([^']+)', '(\w+)', (\d+), (\d+), (\d+),\s+'(.*)'\)",
+                     notes)
+    assert call, notes
+    program = json.loads(call[6])
+    assert len(program) == after
+    with pytest.raises(Violation) as replayed:
+        check_program(call[1], call[2], int(call[3]), int(call[4]), int(call[5]), program)
+    assert replayed.value.family is Family.ATOMIC
