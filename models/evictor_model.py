@@ -7,7 +7,8 @@ the target does not claim ``lru``) with the hash it was added with, and drop it.
 step the evictor's ``num_blocks`` and ``free_table`` must equal the model.
 
 Misuse: ``update`` or ``remove`` of a non-candidate, ``evict`` when empty, ``add`` with a
-negative id or token count (malformed, as ``models.malformed`` for the allocator). A target
+bool or negative id or a negative token count (malformed, as ``models.malformed`` for the
+allocator, whose block ids are ints and never bools). A target
 claiming typed errors must refuse it (``evict``: ``NoFreeBlocksError`` or a typed error) and,
 if it claims atomicity, change nothing (ATOMIC); for other targets it is out of contract.
 ``add`` of a candidate (API.md is silent) is allowed two ways for typed-error targets: a typed
@@ -48,8 +49,8 @@ class EvictorModel(ComponentModel[EvictorState]):
         """Why ``op`` is misuse in the current state (None: valid); raises
         :class:`OutOfContract` for what the contract does not cover."""
         if isinstance(op, ops.EvictorAdd):
-            if op.block_id < 0 or op.num_hashed_tokens < 0:
-                return "add with a negative block id or token count (malformed)"
+            if type(op.block_id) is not int or op.block_id < 0 or op.num_hashed_tokens < 0:
+                return "add with a bool or negative block id or token count (malformed)"
             return f"add of candidate {op.block_id}" if op.block_id in self.meta else None
         if isinstance(op, ops.EvictorUpdate | ops.EvictorRemove):
             absent = op.block_id not in self.meta
@@ -68,8 +69,8 @@ class EvictorModel(ComponentModel[EvictorState]):
 
     def tolerated(self, op: Op) -> bool:
         """``add`` of a candidate may overwrite it (API.md is silent)."""
-        return isinstance(op, ops.EvictorAdd) and op.block_id in self.meta \
-            and op.num_hashed_tokens >= 0
+        return isinstance(op, ops.EvictorAdd) and type(op.block_id) is int \
+            and op.block_id in self.meta and op.num_hashed_tokens >= 0
 
     def _add(self, block_id: int, meta: Meta) -> None:
         self.meta[block_id] = meta

@@ -223,7 +223,7 @@ def bad_values(arg: Arg, config: Config, like: JSON = None) -> tuple[JSON, ...]:
     ids = (-1, 2**64, config.num_gpu_blocks + config.num_cpu_blocks)
     cpu = (config.num_gpu_blocks,) if config.num_cpu_blocks else ()
     return {
-        Arg.DEVICE: (None, "gpu", 0, 1.5, True),
+        Arg.DEVICE: (None, "gpu", 0, 1.5, True, (1,)),  # (1,): a list, unhashable
         Arg.DEVICE_OR_NONE: ("gpu", 0, 1.5, True),
         Arg.COUNT: (-1, True, 1.5, "1", None, -(2**64)),
         Arg.EXTRA: ("x", 1.5, True, (1,)),

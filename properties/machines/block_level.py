@@ -948,8 +948,18 @@ class BlockLevelMachine(OracleMachine):
             self.do(malformed)
         if data.draw(st.booleans(), label="malformed request key"):
             self._malformed_key(data)
+            self._bool_extra_hash()
         if _has_hash_recompute(self) and data.draw(st.booleans(), label="inconsistent hash"):
             self._inconsistent_hash(data)
+
+    def _bool_extra_hash(self) -> None:
+        """An immutable allocation with ``extra_hash=True``: a bool aliases the int 1 (a hash
+        encoder takes it), so only the allocation's own argument check refuses it."""
+        for cls in (ops.AllocateImmutable, ops.AllocateImmutableChain):
+            call = self._call_for(cls)
+            op = ops.Malformed(call, "extra_hash", True) if call is not None else None
+            if op is not None and self.oracle.is_misuse(op):
+                self.do(op)
 
     def _inconsistent_hash(self, data: st.DataObject) -> None:
         """``hash_block_tokens`` with a first-block flag that contradicts the predecessor hash

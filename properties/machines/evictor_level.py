@@ -160,6 +160,15 @@ class EvictorLevelMachine(OracleMachine):
             self.do(ops.EvictorAdd(self._absent(block_id), 4000 + block_id, 1, time))
         for _ in range(4):
             self.do(ops.EvictorEvict())
+        # an update leaves no trace of the old time: a candidate added at -1.0 (whose
+        # order-preserving bit pattern is odd) and updated to 0.0 ties with one added at 0.0,
+        # and goes first as the deeper one.
+        first, second = self._absent(0), self._absent(self._absent(0) + 1)
+        self.do(ops.EvictorAdd(first, 5000, 2, -1.0))
+        self.do(ops.EvictorAdd(second, 5001, 1, 0.0))
+        self.do(ops.EvictorUpdate(first, 0.0))
+        for _ in range(2):
+            self.do(ops.EvictorEvict())
 
     # ------------------------------------------------------------------ misuse
 
@@ -175,9 +184,11 @@ class EvictorLevelMachine(OracleMachine):
             if held:
                 return self.evict()
             self.do(ops.EvictorEvict())
-        elif which == "add":  # of a candidate, or malformed (a negative id or token count)
+        elif which == "add":  # of a candidate, or malformed (a bool or negative id, a
+            # negative token count; a bool id aliases no candidate's int id)
+            alias = next((b for b in (True, False) if int(b) not in held), -1)
             block_id, tokens = (self._present(pick), tokens) if held and pick % 3 \
-                else ((-1, tokens) if pick % 2 else (block_id, -1))
+                else ((-1, tokens), (block_id, -1), (alias, tokens))[pick // 3 % 3]
             self.do(ops.EvictorAdd(block_id, content_hash, tokens, self._time(time, pick)))
         else:
             absent = block_id if block_id not in held else self._absent(block_id)

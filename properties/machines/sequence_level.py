@@ -76,6 +76,21 @@ class SequenceLevelMachine(OracleMachine):
         t = data.draw(st.sampled_from(self._windowed()), label="table")
         new = data.draw(tokens(1, self.config.block_size), label="tokens")
         self._windowed_append(ops.TableAppend(t, new, 0, self.oracle.table_len(t)))
+        if self.caps.atomic and not getattr(self, "_tight", False) and t in self._windowed():
+            self._tight_slide(t)
+
+    def _tight_slide(self, t: int) -> None:
+        """Once per example: slides of whole blocks, largest first, until one fits. The first
+        ones refused need just one id more than the free ones plus those the window's drop
+        gives back: refused, nothing changed (ATOMIC)."""
+        self._tight = True
+        m = self.oracle.model
+        bs = self.config.block_size
+        for k in range(m.pools[Dev.GPU].free + len(m.tables[t].blocks) + 1, 0, -1):
+            before = len(self.runner.log)
+            self.do(ops.TableAppend(t, (5,) * (k * bs), 0, self.oracle.table_len(t)))
+            if len(self.runner.log) > before and self.runner.log[-1].outcome.error is None:
+                return
 
     def _windowed_append(self, op: ops.TableAppend) -> None:
         """``op``; if it took the null block, every write to the null block at once (each must

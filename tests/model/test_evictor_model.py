@@ -147,6 +147,16 @@ def test_misuse_must_be_refused_with_a_typed_error(op: Op) -> None:
     assert _families(found) == {F.CRASH}
 
 
+def test_add_of_a_bool_id_is_malformed_even_where_it_aliases_a_candidate() -> None:
+    for model in (EvictorModel(TYPED), _model([(1, 10, 0, 1.0)])):
+        op = ops.EvictorAdd(True, 20, 0, 2.0)
+        assert model.misuse(op) is not None and not model.tolerated(op)
+    shown = _state({1: (20, 0, 2.0)})
+    assert _families(EvictorModel(TYPED).step(ops.EvictorAdd(True, 20, 0, 2.0), Outcome(),
+                                              shown)) == {F.LEAK}
+    assert EvictorModel(TYPED).misuse(ops.EvictorAdd(1, 20, 0, 2.0)) is None
+
+
 def test_evict_of_nothing_may_raise_no_free_blocks_but_update_may_not() -> None:
     no_free = Outcome(error=ErrorKind.NO_FREE_BLOCKS)
     assert EvictorModel(TYPED).step(ops.EvictorEvict(), no_free, _state({})) == []
