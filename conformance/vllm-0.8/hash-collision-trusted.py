@@ -5,7 +5,9 @@ hit never compares tokens. Python folds ints modulo 2**61-1 (and hash(-1) == has
 full block (2, 2**63-1, 0) and the block (2, 3, 0) get the same key: the second allocation is a
 cache hit on the first block's id and its sequence reads the other sequence's KV. Any collision,
 crafted or accidental, does the same; it also surfaces as a miscounted hit (HIT), wrong content
-(CONTENT) or an assertion when two different blocks are promoted under one key (CRASH).
+(CONTENT), an id handed to a second table while the first still holds it (LEAK), an eviction
+order the model cannot explain because two contents share one entry (LRU) or an assertion when
+two different blocks are promoted under one key (CRASH).
 
 Run from anywhere: python conformance/vllm-0.8/hash-collision-trusted.py
 """
