@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -26,15 +25,6 @@ BUDGET = settings(max_examples=50, stateful_step_count=20, derandomize=True, dat
                   deadline=None, report_multiple_bugs=False,
                   phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
                   suppress_health_check=list(HealthCheck))
-
-
-@pytest.fixture
-def restore_target() -> Iterator[None]:
-    saved = selection._current, selection._choice
-    try:
-        yield
-    finally:
-        selection._current, selection._choice = saved
 
 
 def test_reported_script_is_the_program_shrunk(restore_target: None) -> None:
