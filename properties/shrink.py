@@ -51,17 +51,11 @@ def _replay(target: Target, config: Config, program: Sequence[Op],
 
 def _handles(target: Target, config: Config,
              program: Sequence[Op]) -> list[tuple[frozenset[int], frozenset[int]]]:
-    """Block and table handles each operation created when ``program`` ran."""
-    runner = Runner(target, config)
-    made: list[tuple[frozenset[int], frozenset[int]]] = []
-    with quiet():
-        for op in program:
-            try:
-                outcome, _ = runner.execute(op)
-            except Violation:  # the target cannot show its state: nothing after it counts
-                break
-            tables = frozenset(() if outcome.new_table is None else (outcome.new_table,))
-            made.append((frozenset(outcome.new_blocks), tables))
+    """Block and table handles each operation created when ``program`` ran (none after a step
+    the target could not complete)."""
+    made = [(frozenset(step.outcome.new_blocks),
+             frozenset(() if step.outcome.new_table is None else (step.outcome.new_table,)))
+            for step in executed(target, config, program)]
     made += [(frozenset(), frozenset())] * (len(program) - len(made))
     return made
 
