@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 from models.capabilities import Config
 from models.families import Family, Violation
-from models.operations import Op
+from models.operations import AllocateImmutableChain, Op
 from properties.replay import run_program
 from properties.runner import Runner, Step
 from properties.targets import Target
@@ -49,14 +49,16 @@ def _replay(target: Target, config: Config, program: Sequence[Op],
     return None
 
 
-def _handles(target: Target, config: Config,
-             program: Sequence[Op]) -> list[tuple[frozenset[int], frozenset[int]]]:
-    """Block and table handles each operation created when ``program`` ran (none after a step
-    the target could not complete)."""
-    made = [(frozenset(step.outcome.new_blocks),
-             frozenset(() if step.outcome.new_table is None else (step.outcome.new_table,)))
-            for step in executed(target, config, program)]
-    made += [(frozenset(), frozenset())] * (len(program) - len(made))
+Made = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def _handles(target: Target, config: Config, program: Sequence[Op]) -> list[Made]:
+    """Block and table handles each operation created when ``program`` ran, in creation order
+    (none after a step the target could not complete)."""
+    made: list[Made] = [(step.outcome.new_blocks,
+                         () if step.outcome.new_table is None else (step.outcome.new_table,))
+                        for step in executed(target, config, program)]
+    made += [((), ())] * (len(program) - len(made))
     return made
 
 
@@ -103,22 +105,47 @@ def _renumber(op: Op, gone_blocks: list[int], gone_tables: list[int]) -> Op:
     return dataclasses.replace(op, **changes) if changes else op
 
 
-def _without(program: Sequence[Op], made: Sequence[tuple[frozenset[int], frozenset[int]]],
-             start: int, stop: int) -> list[Op]:
+def _without(program: Sequence[Op], made: Sequence[Made], start: int, stop: int,
+             edit: tuple[int, Op, tuple[int, ...]] | None = None) -> list[Op]:
     """``program`` minus operations ``start..stop-1`` and every later one that uses a handle
-    a dropped operation created, with the remaining handles renumbered."""
+    a dropped operation created, with the remaining handles renumbered. ``edit`` (index, op,
+    handles it no longer creates) also replaces one operation by a smaller one."""
     gone_blocks: set[int] = set()
     gone_tables: set[int] = set()
     kept: list[Op] = []
     for index, op in enumerate(program):
         blocks, tables = _uses(op)
         if start <= index < stop or blocks & gone_blocks or tables & gone_tables:
-            gone_blocks |= made[index][0]
-            gone_tables |= made[index][1]
+            gone_blocks.update(made[index][0])
+            gone_tables.update(made[index][1])
+        elif edit is not None and edit[0] == index:
+            kept.append(edit[1])
+            gone_blocks.update(edit[2])
         else:
             kept.append(op)
     drop_b, drop_t = sorted(gone_blocks), sorted(gone_tables)
     return [_renumber(op, drop_b, drop_t) for op in kept]
+
+
+#: Longer chains are kept whole: one candidate per chunk, each replayed in full.
+MAX_CHUNKS = 32
+
+
+def _fewer_chunks(program: Sequence[Op], made: Sequence[Made]) -> Iterator[list[Op]]:
+    """Candidates with one chunk less in one chain allocation (last chunks first): a chain
+    longer than the failure needs may be what keeps other operations (a free to make room)
+    in the program."""
+    for index in reversed(range(len(program))):
+        op = program[index]
+        if not isinstance(op, AllocateImmutableChain) or not 2 <= len(op.chunks) <= MAX_CHUNKS:
+            continue
+        handles = made[index][0]
+        if len(handles) != len(op.chunks):
+            continue  # the allocation did not complete: nothing to renumber against
+        for j in reversed(range(len(op.chunks))):
+            chunks = op.chunks[:j] + op.chunks[j + 1:]
+            smaller = dataclasses.replace(op, chunks=chunks)
+            yield _without(program, made, 0, 0, (index, smaller, (handles[j],)))
 
 
 def shrink(target: Target, config: Config, program: Sequence[Op],
@@ -145,6 +172,14 @@ def shrink(target: Target, config: Config, program: Sequence[Op],
                 made = _handles(target, config, current)
                 shrunk = True
             stop = min(start, len(current))
+        if not shrunk and size == 1:
+            for candidate in _fewer_chunks(current, made):
+                result = _replay(target, config, candidate, family)
+                if result is not None and result.step is not None:
+                    current, violation = candidate[: result.step + 1], result
+                    made = _handles(target, config, current)
+                    shrunk = True
+                    break
         if not shrunk:
             if size == 1:
                 return current, violation

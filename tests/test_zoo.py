@@ -256,3 +256,21 @@ def test_shrink_also_shrinks_the_pools() -> None:
     assert (shrunk_config.num_gpu_blocks, shrunk_config.num_cpu_blocks) == (1, 0)
     assert shrunk == [ops.AllocateMutable(None), ops.Fork(0), ops.Append(0, (1,))]
     assert violation.family is F.ATOMIC and violation.step == 2
+
+
+def test_shrink_drops_chunks_a_chain_does_not_need() -> None:
+    """A chain longer than the failure needs keeps a free in the program (room for the next
+    allocation); dropping chunks, with the handles they made renumbered, removes both (CI
+    reported this four-step program when generation drew a three-block chain)."""
+    target = load_target(ZOO["hash_arguments_unchecked"].spec)
+    config = Config(1, 3, 0, target.caps)
+    bad = ops.Malformed(ops.HashRecompute(3, False), "is_first_block", True)
+    program = [ops.AllocateImmutableChain(None, ((0,), (0,), (0,))), ops.Free(0),
+               ops.AllocateMutable(2), bad]
+    with pytest.raises(Violation) as found:
+        run_program(target, config, program)
+    assert found.value.family is F.ATOMIC and found.value.step == 3
+    shrunk, violation = shrink(target, config, program, found.value)
+    assert shrunk == [ops.AllocateImmutableChain(None, ((0,),)), ops.AllocateMutable(0),
+                      ops.Malformed(ops.HashRecompute(1, False), "is_first_block", True)]
+    assert violation.family is F.ATOMIC and violation.step == 2

@@ -16,6 +16,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from models.families import Family, Violation
 from properties import selection
+from properties.determinism import fixed_constants
 from properties.machines.block_level import BlockLevelMachine
 from properties.replay import check_program
 from properties.targets import load_target
@@ -29,7 +30,7 @@ BUDGET = settings(max_examples=50, stateful_step_count=20, derandomize=True, dat
 
 def test_reported_script_is_the_program_shrunk(restore_target: None) -> None:
     selection.use(load_target(SPEC))
-    with pytest.raises(Violation) as info:
+    with pytest.raises(Violation) as info, fixed_constants():
         run_state_machine_as_test(BlockLevelMachine, settings=BUDGET)
     assert info.value.family is Family.ATOMIC
     notes = "\n".join(getattr(info.value, "__notes__", []))
