@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
-import sys
-from array import array
+import struct
 from collections.abc import Callable, Sequence
 
 from prefixcache.errors import InvalidArgumentError
@@ -46,7 +45,8 @@ _TOKENS_FIXED = b"\x01"  # every token fits in a signed 64-bit integer
 _TOKENS_VARIABLE = b"\x02"  # at least one token does not: each is length-prefixed
 _ABSENT = b"\x00"
 _PRESENT = b"\x01"
-_BIG_ENDIAN_HOST = sys.byteorder == "big"
+#: The keyed-and-tagged initial state, copied per block (cheaper than a new personalised one).
+_BLOCK_STATE = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_BLOCK_PERSON)
 
 
 #: ``_varint(n)`` for n < 128 (one byte), precomputed for the hot path.
@@ -87,19 +87,33 @@ def _encode_bytes(data: bytes) -> bytes:
     return _varint(len(data)) + data
 
 
+#: ``Struct("<{n}q")`` by token count: little-endian signed 64-bit, as the encoding fixes.
+_PACKERS: dict[int, struct.Struct] = {}
+
+
+def _packer(count: int) -> struct.Struct:
+    return _PACKERS.setdefault(count, struct.Struct(f"<{count}q"))
+
+
+#: Every digest of ours is below this: its ``_encode_int`` header is in ``_PREV_HEADS``.
+_PREV_FAST_LIMIT = 1 << (8 * DIGEST_SIZE)
+_PREV_HEADS = tuple(_PRESENT + _varint(n) for n in range(DIGEST_SIZE + 2))
+#: ``_TOKENS_FIXED + _varint(count)`` for the counts a block of up to 127 tokens has.
+_TOKEN_HEADS = tuple(_TOKENS_FIXED + _varint(n) for n in range(128))
+
+
 def _encode_tokens(token_ids: Sequence[int]) -> bytes:
     try:
         count = len(token_ids)
     except TypeError:
         raise InvalidArgumentError("token_ids must be a sequence of ints") from None
+    packer = _PACKERS.get(count) or _packer(count)
     try:
-        packed = array("q", token_ids)
-    except (OverflowError, TypeError):
+        packed = packer.pack(*token_ids)
+    except struct.error:  # a token out of the signed 64-bit range, or not an int
         parts = [_encode_int(t, "token id") for t in token_ids]
         return _TOKENS_VARIABLE + _varint(count) + b"".join(parts)
-    if _BIG_ENDIAN_HOST:  # pragma: no cover - depends on the host
-        packed.byteswap()
-    return _TOKENS_FIXED + _varint(count) + packed.tobytes()
+    return _TOKENS_FIXED + _varint(count) + packed
 
 
 def hash_block_tokens(
@@ -121,13 +135,26 @@ def hash_block_tokens(
     elif is_first_block is False:
         if prev_block_hash is None:
             raise InvalidArgumentError("a non-first block needs its predecessor's hash")
-        head = _PRESENT + _encode_int(prev_block_hash, "prev_block_hash")
+        if prev_block_hash.__class__ is int and 0 <= prev_block_hash < _PREV_FAST_LIMIT:
+            # A digest of ours (the common case): _encode_int inlined.
+            size = (prev_block_hash.bit_length() + 8) >> 3
+            head = _PREV_HEADS[size] + prev_block_hash.to_bytes(size, "big", signed=True)
+        else:
+            head = _PRESENT + _encode_int(prev_block_hash, "prev_block_hash")
     else:
         raise InvalidArgumentError("is_first_block must be a bool")
-    tail = _ABSENT if extra_hash is None else _PRESENT + _encode_int(extra_hash, "extra_hash")
-    data = b"".join((head, _encode_tokens(token_ids), tail))
-    digest = hashlib.blake2b(data, digest_size=DIGEST_SIZE, person=_BLOCK_PERSON).digest()
-    return int.from_bytes(digest, "big")
+    try:
+        count = len(token_ids)
+        packer = _PACKERS.get(count) or _packer(count)
+        tokens = _TOKEN_HEADS[count] + packer.pack(*token_ids)
+    except (TypeError, IndexError, struct.error):  # not sized, long, or a token not an int64
+        tokens = _encode_tokens(token_ids)
+    state = _BLOCK_STATE.copy()
+    if extra_hash is None:
+        state.update(head + tokens + _ABSENT)
+    else:
+        state.update(head + tokens + _PRESENT + _encode_int(extra_hash, "extra_hash"))
+    return int.from_bytes(state.digest(), "big")
 
 
 #: The hash every allocator uses unless another is injected.

@@ -175,3 +175,46 @@ def test_hash_is_injective_on_random_inputs(
     a, b = normalise(left), normalise(right)
     hashes = [hash_block_tokens(*x) for x in (a, b)]  # type: ignore[arg-type]
     assert (hashes[0] == hashes[1]) == (a == b)
+
+
+def _reference_key(is_first: bool, prev: int | None, tokens: list[int], extra: int | None) -> int:
+    """The encoding the module docstring specifies, written out plainly (one byte at a time,
+    no fast paths): values must never change with an optimisation of the hot path."""
+    import hashlib
+
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            out.append((n & 0x7F) | (0x80 if n >> 7 else 0))
+            n >>= 7
+            if not n:
+                return bytes(out)
+
+    def integer(n: int) -> bytes:
+        size = (n.bit_length() + 8) // 8
+        return varint(size) + n.to_bytes(size, "big", signed=True)
+
+    data = b"\x00" if is_first else b"\x01" + integer(prev)  # type: ignore[arg-type]
+    if all(-(2**63) <= t < 2**63 for t in tokens):
+        data += b"\x01" + varint(len(tokens)) + b"".join(t.to_bytes(8, "little", signed=True)
+                                                          for t in tokens)
+    else:
+        data += b"\x02" + varint(len(tokens)) + b"".join(integer(t) for t in tokens)
+    data += b"\x00" if extra is None else b"\x01" + integer(extra)
+    digest = hashlib.blake2b(data, digest_size=16, person=b"prefixcache.blk1").digest()
+    return int.from_bytes(digest, "big")
+
+
+_ints = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**90), 2**90),
+                  st.integers(0, 40_000))
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.booleans(), prev=st.integers(-(2**130), 2**130),
+       tokens=st.lists(_ints, max_size=200), extra=st.none() | _ints)
+def test_the_value_is_the_specified_encoding(first: bool, prev: int, tokens: list[int],
+                                             extra: int | None) -> None:
+    previous = None if first else prev
+    expected = _reference_key(first, previous, tokens, extra)
+    assert hash_block_tokens(first, previous, tokens, extra) == expected
+    assert hash_block_tokens(first, previous, tuple(tokens), extra) == expected
