@@ -126,12 +126,14 @@ class CompiledProgram:
         return self.target.adapter(self.config).env()
 
     def run_plain(self, clock: Callable[[], int] = CLOCK,
-                  after_chunk: Callable[[int, dict[str, Any]], None] | None = None) -> float:
-        """Seconds to execute every operation once on a fresh allocator.
+                  after_chunk: Callable[[int, dict[str, Any]], None] | None = None,
+                  env: dict[str, Any] | None = None) -> float:
+        """Seconds to execute every operation once on a fresh allocator (or in ``env``, the
+        names the calls use bound to something else: ``benchmarks.floor``).
 
         ``after_chunk(end, env)`` runs untimed after each chunk (``end`` as in ``ends``). An
         operation that raises becomes a :class:`ProgramError` naming its chunk."""
-        env = self.fresh_env()
+        env = self.fresh_env() if env is None else env
         elapsed = 0
         begin = 0
         with no_gc():

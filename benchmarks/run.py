@@ -32,7 +32,7 @@ from typing import Any
 import models
 import prefixcache
 import properties
-from benchmarks import pool_scaling, profiling, suite_speed, trace_speed, zoo_catch
+from benchmarks import floor, pool_scaling, profiling, suite_speed, trace_speed, zoo_catch
 from benchmarks.bench_allocator_scaling import STEPS
 from benchmarks.compiled import CLOCK, CompiledProgram, compile_table_program
 from benchmarks.serving_trace import TraceConfig, generate
@@ -245,6 +245,14 @@ def section_throughput(mode: Mode, ours: Target, theirs: Target | None, why: str
         total += [f"{other.total_s:.3f}", f"{ratio['total']:.2f}"]
     rows.append(total)
     _table(header, rows)
+    floors = floor.measure(programs["ours"], mode.repeats)
+    for name, seconds in floors.items():
+        line = (f"floor ({name}; benchmarks/floor.py): {seconds:.3f} s; ours "
+                f"{mine.total_s / seconds:.1f}x the floor")
+        if other is not None:
+            line += (f"; vLLM {other.total_s / seconds:.1f}x (no allocator doing only this "
+                     "work could be faster than vLLM by more)")
+        _print(line)
     result: dict[str, Any] = {
         "trace": {"config": asdict(trace.config), "operations": len(trace.program),
                   "op_counts": counts, "stats": trace.stats},
@@ -252,6 +260,7 @@ def section_throughput(mode: Mode, ours: Target, theirs: Target | None, why: str
         "targets": {"ours": _label(ours), "vllm": _label(theirs) if theirs else None},
         "timings": {label: t.as_dict(counts) for label, t in timings.items()},
         "ratio_vllm_over_ours": ratio,
+        "floors_s": floors,
         "skipped": None if theirs is not None else why,
     }
     if other is not None:

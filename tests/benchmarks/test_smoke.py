@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import run, trace_speed
+from benchmarks import floor, run, trace_speed
 from benchmarks.compiled import clock_overhead_ns, compile_table_program
 from benchmarks.serving_trace import Trace, TraceConfig, generate
 from models import operations as ops
@@ -123,6 +123,33 @@ def test_timed_run_accounts_for_every_operation() -> None:
     assert set(per_kind) == set(trace.op_counts())
     assert all(seconds >= 0 for seconds in per_kind.values())
     assert program.run_plain() > 0
+
+
+def test_keying_floor_computes_the_allocators_content_keys() -> None:
+    """The ``calls + keys`` floor does the keying work the allocator must do, no less: after
+    the whole trace, every live table's chain key is the content hash of the allocator's last
+    full block of that table (forks, copy-on-write, swaps and frees included)."""
+    trace = generate(run.SMALL_TRACE)
+    target = load_target()
+    program = compile_table_program(target, _config(run.SMALL_TRACE, target), trace.program)
+    real = program.fresh_env()
+    keyed = floor.floor_env(floor.FLOORS["calls + keys"])()
+    plain = floor.floor_env(floor.FLOORS["calls"])()
+    for code in program.plain:
+        exec(code, real)
+        exec(code, keyed)
+        exec(code, plain)
+    compared = 0
+    size = run.SMALL_TRACE.block_size
+    for name, table in real.items():
+        if not (name.startswith("t") and name[1:].isdigit()) or not table.blocks:
+            continue
+        full = table.num_full_slots // size
+        expected = table.blocks[full - 1].content_hash if full else None
+        assert keyed[name]._prev == expected, name
+        compared += full > 0
+    assert compared > 5
+    assert program.run_plain(env=floor.floor_env(floor.FLOORS["calls"])()) > 0
 
 
 # --------------------------------------------------------------------------- quick mode
