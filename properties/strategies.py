@@ -3,6 +3,8 @@ alphabets small enough that prefixes are shared and content collides."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hypothesis import strategies as st
 
 from models.capabilities import Capabilities, Config
@@ -21,6 +23,16 @@ def configs(caps: Capabilities) -> st.SearchStrategy[Config]:
         num_cpu_blocks=st.one_of(st.just(0), cpu) if caps.swap else st.just(0),
         caps=st.just(caps),
     )
+
+
+def configs_of(target_caps: Callable[[], Capabilities]) -> st.SearchStrategy[Config]:
+    """:func:`configs` for the capabilities ``target_caps()`` returns at each draw, i.e. of the
+    target selected when the example starts. Not ``st.deferred``: that builds its strategy
+    once per process and keeps it, so a machine class run against a second target went on
+    drawing configs with the first one's capabilities (the model then judged the second
+    target by the first one's claims, rejecting its examples: seeded runs depended on what
+    ran before in the process)."""
+    return st.just(None).flatmap(lambda _: configs(target_caps()))
 
 
 _WILD = (-1, -2, 2**61 - 1, 2**61, 2**63 - 1, 50_000,

@@ -20,3 +20,37 @@ def test_pool_is_empty_inside_and_restored_after() -> None:
         pools = vars(providers._get_local_constants())
         assert "integers" in pools and all(len(pool) == 0 for pool in pools.values())
     assert providers._get_local_constants is harvest
+
+
+@pytest.mark.parametrize("machine", ["block", "sequence"])
+def test_configs_follow_the_target_selected_when_the_example_starts(
+        machine: str, restore_target: None) -> None:
+    """A machine class run against one target and then another draws the second one's
+    capabilities (``st.deferred`` kept the first one's for the whole process: the model then
+    judged the second target by the first one's claims and rejected its examples, so a
+    seeded search depended on what had run before it)."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from properties import selection
+    from properties.machines.block_level import BlockLevelMachine
+    from properties.machines.sequence_level import SequenceLevelMachine
+    from properties.targets import load_target
+
+    base = BlockLevelMachine if machine == "block" else SequenceLevelMachine
+    seen: list[object] = []
+
+    class Probe(base):  # type: ignore[valid-type,misc]
+        def teardown(self) -> None:
+            seen.append(self.config.caps)
+            super().teardown()
+
+    once = settings(max_examples=1, stateful_step_count=1, database=None, deadline=None,
+                    suppress_health_check=list(HealthCheck))
+    for spec in ("prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create",
+                 "tests.zoo.argument_mutants:tokens_coerced"):  # claims fewer key fields
+        target = load_target(spec)
+        selection.use(target)
+        seen.clear()
+        run_state_machine_as_test(Probe, settings=once)
+        assert seen and all(caps == target.caps for caps in seen), spec

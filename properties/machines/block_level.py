@@ -29,7 +29,7 @@ from properties.machines.variants import naive_variant
 from properties.selection import current_target
 from properties.strategies import (
     QUERIES,
-    configs,
+    configs_of,
     extra_hashes,
     near_misses,
     pressure,
@@ -87,7 +87,7 @@ class BlockLevelMachine(OracleMachine):
     #: Whether ``churn`` ran in this program (it runs at most once: it is long).
     churned: bool
 
-    @initialize(config=st.deferred(lambda: configs(current_target().caps)))
+    @initialize(config=configs_of(lambda: current_target().caps))
     def start(self, config: Config) -> None:
         self.setup(config)
 
@@ -1094,7 +1094,7 @@ def naive_target() -> Target:
 class NaiveBlockLevelMachine(BlockLevelMachine):
     """The same machine against the selected target's naive allocator type."""
 
-    @initialize(config=st.deferred(lambda: configs(naive_target().caps)))
+    @initialize(config=configs_of(lambda: naive_target().caps))
     def start(self, config: Config) -> None:
         self.target = naive_target()
         self.setup(config)

@@ -18,7 +18,7 @@ from models.window import holds_null
 from properties.machines.base import OracleMachine
 from properties.machines.block_level import naive_target
 from properties.selection import current_target
-from properties.strategies import configs, extra_hashes, tokens, twin
+from properties.strategies import configs_of, extra_hashes, tokens, twin
 
 
 def _has_tables(m: SequenceLevelMachine) -> bool:
@@ -30,7 +30,7 @@ class SequenceLevelMachine(OracleMachine):
 
     prompts: list[tuple[int, ...]]
 
-    @initialize(config=st.deferred(lambda: configs(current_target().caps)), data=st.data())
+    @initialize(config=configs_of(lambda: current_target().caps), data=st.data())
     def start(self, config: Config, data: st.DataObject) -> None:
         self.setup(config)
         bs = config.block_size
@@ -589,7 +589,7 @@ _TABLE_ARGUMENTS = sorted(((cls, arg) for cls, arg in ARGUMENTS if cls in ops.TA
 class NaiveSequenceLevelMachine(SequenceLevelMachine):
     """The same machine against the selected target's naive allocator type."""
 
-    @initialize(config=st.deferred(lambda: configs(naive_target().caps)), data=st.data())
+    @initialize(config=configs_of(lambda: naive_target().caps), data=st.data())
     def start(self, config: Config, data: st.DataObject) -> None:
         self.target = naive_target()
         super().start(config, data)

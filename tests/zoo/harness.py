@@ -137,10 +137,12 @@ def run_check(check: str, target: Target, budget: Budget) -> Catch | None:
 
 
 def _searcher() -> ProcessPoolExecutor:
-    """A fresh process per search, forked from a server that never ran one: generation under
-    a fixed seed still depends on state an earlier Hypothesis run in the same process leaves
-    behind (a mutant caught on its own was missed after another check had run), so every
-    search starts from the same state whatever ran before."""
+    """A fresh process per search, forked from a server that never ran one, so every search
+    starts from the same state whatever ran before. This was added when a mutant caught on
+    its own was missed after another check had run in the same process; the cause was the
+    machines' config strategy, built once per process for the first target
+    (:func:`properties.strategies.configs_of` now builds it per example). The isolation stays:
+    a mutant may also leave module state behind."""
     global _POOL
     if _POOL is None:
         context = multiprocessing.get_context("forkserver")
