@@ -27,12 +27,25 @@ def configs(caps: Capabilities) -> st.SearchStrategy[Config]:
 
 def configs_of(target_caps: Callable[[], Capabilities]) -> st.SearchStrategy[Config]:
     """:func:`configs` for the capabilities ``target_caps()`` returns at each draw, i.e. of the
-    target selected when the example starts. Not ``st.deferred``: that builds its strategy
-    once per process and keeps it, so a machine class run against a second target went on
-    drawing configs with the first one's capabilities (the model then judged the second
-    target by the first one's claims, rejecting its examples: seeded runs depended on what
-    ran before in the process)."""
-    return st.just(None).flatmap(lambda _: configs(target_caps()))
+    target selected when the example starts.
+
+    ``st.deferred(lambda: configs(current_target().caps))`` built its strategy once per
+    process and kept it, so a machine class run against a second target went on drawing
+    configs with the first one's capabilities (the model then judged the second target by
+    the first one's claims and rejected its examples: seeded runs depended on what ran
+    before in the process). Here only the pool sizes are built once; the capabilities are
+    read at every draw (``st.builds`` of a function of no arguments draws nothing), so the
+    choices drawn are those of :func:`configs` for a target that swaps."""
+    def config(block_size: int, num_gpu_blocks: int, num_cpu_blocks: int) -> Config:
+        caps = target_caps()
+        return Config(block_size, num_gpu_blocks, num_cpu_blocks if caps.swap else 0, caps)
+
+    return st.deferred(lambda: st.builds(
+        config,
+        block_size=st.sampled_from(BLOCK_SIZES),
+        num_gpu_blocks=st.integers(1, 10),
+        num_cpu_blocks=st.one_of(st.just(0), st.integers(1, 6)),
+    ))
 
 
 _WILD = (-1, -2, 2**61 - 1, 2**61, 2**63 - 1, 50_000,

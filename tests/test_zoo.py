@@ -31,12 +31,7 @@ from properties.replay import run_program
 from properties.shrink import shrink, shrink_with_pools
 from properties.targets import DEFAULT_SPEC, load_target
 from tests.zoo.broken import LONG_CHAIN, WRONG_ERROR_CLASS, ZOO, Mutant
-from tests.zoo.harness import MACHINES, Budget, Catch, run_check
-
-#: The schedules, the same for every mutant and for the bundled allocator (which must pass
-#: all of them). Margin, measured when the budgets were set: every mutant is caught by each of
-#: three independent seeds at this size (see the report of issue #4).
-BUDGETS = (Budget(max_examples=100, steps=40, seed=0), Budget(max_examples=100, steps=40, seed=1))
+from tests.zoo.harness import BUDGETS, MACHINES, Budget, Catch, plan, run_check
 
 F = Family
 
@@ -101,13 +96,6 @@ def summary(results: dict[str, Result]) -> str:
                  f"{results[slowest].total_seconds:.2f} s ({slowest}); max time to detection "
                  f"{max(r.detect_seconds for r in results.values()):.2f} s")
     return "\n".join(lines)
-
-
-def plan(checks: tuple[str, ...]) -> list[tuple[str, Budget]]:
-    """Every check under the first schedule, then the machines under the others (the
-    long-chain program has no budget and runs once)."""
-    return [(check, budget) for index, budget in enumerate(BUDGETS) for check in checks
-            if index == 0 or check != LONG_CHAIN]
 
 
 def _describe(catch: Catch) -> str:

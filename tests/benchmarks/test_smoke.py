@@ -198,6 +198,10 @@ def test_quick_mode_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert {m["name"] for m in zoo["mutants"]} <= set(run.QUICK.zoo_only or ())
         for mutant in zoo["mutants"]:
             assert (mutant["caught_by"] is None) == (mutant["detect_s"] is None)
+        by_name = {m["name"]: m for m in zoo["mutants"]}
+        chain = by_name["recursive_fork"]  # the long-chain program: caught on any budget
+        assert chain["caught_by"] == "long_chain seed 0" and chain["family"] == "TABLE"
+        assert chain["expected_family"] and chain["steps"] >= 1
 
 
 # --------------------------------------------------------------------------- pool scaling
