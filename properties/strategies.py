@@ -13,29 +13,16 @@ from models.operations import Extra, ExtraKey
 BLOCK_SIZES = (1, 2, 3, 4, 8, 16)
 
 
-def configs(caps: Capabilities) -> st.SearchStrategy[Config]:
-    """Small pools (forcing eviction and NoFreeBlocksError) with and without a CPU pool."""
-    cpu = st.integers(1, 6) if caps.swap else st.just(0)
-    return st.builds(
-        Config,
-        block_size=st.sampled_from(BLOCK_SIZES),
-        num_gpu_blocks=st.integers(1, 10),
-        num_cpu_blocks=st.one_of(st.just(0), cpu) if caps.swap else st.just(0),
-        caps=st.just(caps),
-    )
-
-
 def configs_of(target_caps: Callable[[], Capabilities]) -> st.SearchStrategy[Config]:
-    """:func:`configs` for the capabilities ``target_caps()`` returns at each draw, i.e. of the
-    target selected when the example starts.
+    """Small pools (forcing eviction and NoFreeBlocksError), with and without a CPU pool, for
+    the capabilities ``target_caps()`` returns when the config is built: those of the target
+    selected when the example starts (a target that does not swap gets no CPU pool).
 
-    ``st.deferred(lambda: configs(current_target().caps))`` built its strategy once per
-    process and kept it, so a machine class run against a second target went on drawing
-    configs with the first one's capabilities (the model then judged the second target by
-    the first one's claims and rejected its examples: seeded runs depended on what ran
-    before in the process). Here only the pool sizes are built once; the capabilities are
-    read at every draw (``st.builds`` of a function of no arguments draws nothing), so the
-    choices drawn are those of :func:`configs` for a target that swaps."""
+    Not ``st.deferred(lambda: ...(current_target().caps))``: that built the strategy once per
+    process and kept it, so a machine class run against a second target went on drawing the
+    first one's capabilities (the model judged the second target by the first one's claims
+    and rejected its examples; seeded runs depended on what ran before them). The pool-size
+    strategy is still built once, so the choices a seed draws are unchanged."""
     def config(block_size: int, num_gpu_blocks: int, num_cpu_blocks: int) -> Config:
         caps = target_caps()
         return Config(block_size, num_gpu_blocks, num_cpu_blocks if caps.swap else 0, caps)
