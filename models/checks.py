@@ -177,19 +177,18 @@ def _tables(m: Model, c: Context) -> None:
 def _introspection(m: Model, c: Context) -> None:
     after = c.after
     for dev, pool in m.pools.items():
+        # Set-like key views compare with the shown sets without copying either side.
         if after.cached is not None:
             got = after.cached.get(dev, frozenset())
-            want = frozenset(pool.content_of)
-            if got != want:
-                c.flag(F.CACHE, f"cached ids on {dev.value}", expected=sorted(want),
+            if got != pool.content_of.keys():
+                c.flag(F.CACHE, f"cached ids on {dev.value}", expected=sorted(pool.content_of),
                        observed=sorted(got))
         if after.evictable is not None:
             got = after.evictable.get(dev, frozenset())
-            want = frozenset(pool.evictor)
-            if got != want:
-                c.flag(F.CACHE, f"evictable ids on {dev.value}", expected=sorted(want),
+            if got != pool.evictor.ids():
+                c.flag(F.CACHE, f"evictable ids on {dev.value}", expected=sorted(pool.evictor),
                        observed=sorted(got))
-    if after.refcounts is not None and dict(after.refcounts) != m.refcount:
+    if after.refcounts is not None and after.refcounts != m.refcount:
         diff = {i: (m.refcount.get(i), after.refcounts.get(i))
                 for i in sorted(set(m.refcount) | set(after.refcounts))
                 if m.refcount.get(i) != after.refcounts.get(i)}

@@ -9,7 +9,7 @@ Buckets plus a lazily cleaned heap of their keys make every operation O(log n).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterator, KeysView
 
 Rank = tuple[float, int]
 
@@ -37,6 +37,10 @@ class LruIndex:
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._rank)
+
+    def ids(self) -> KeysView[int]:
+        """The candidate ids, as a live set-like view (compares equal to a set of them)."""
+        return self._rank.keys()
 
     def add(self, block_id: int, last_accessed: float, hashed_tokens: int) -> None:
         self.remove(block_id)
