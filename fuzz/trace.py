@@ -269,13 +269,11 @@ class RecordingAllocator(DeviceAwareBlockAllocator):
 
     def allocate_mutable_block(self, prev_block: Block | None, device: Device,
                                extra_hash: int | None = None) -> Block:
-        if extra_hash is not None:
-            raise TraceError("allocate_mutable_block with an extra key has no operation in the "
-                             "vocabulary (AllocateMutable carries no extra_hash)")
         prev = None if prev_block is None else self._handle(prev_block)
-        op = ops.AllocateMutable(prev, _dev(device))
+        op = ops.AllocateMutable(prev, _dev(device), extra_hash)
+        kwargs = {} if extra_hash is None else {"extra_hash": extra_hash}
         _, made = self._call(op, lambda: self._inner.allocate_mutable_block(
-            self._unwrap(prev_block), device=device), creates=lambda b: [b])
+            self._unwrap(prev_block), device=device, **kwargs), creates=lambda b: [b])
         return made[0]
 
     def allocate_immutable_block(self, prev_block: Block | None, token_ids: list[int],

@@ -38,7 +38,7 @@ def allocate_mutable(m: Model, op: ops.AllocateMutable) -> None:
     keys = new_handles(m, 1)
     if keys:
         hint = m.c.block_hint(keys[0])
-        m.alloc_mutable(keys[0], op.device, op.prev, None, hint)
+        m.alloc_mutable(keys[0], op.device, op.prev, op.extra_hash, hint)
         m.c.write(keys[0], hint, None)
 
 

@@ -113,6 +113,7 @@ def _check(m: Model, op: Op) -> str | None:
         except NotValidated as why:
             raise _Out(str(why)) from None
     if isinstance(op, ops.AllocateMutable):
+        _extra(m, op.extra_hash)
         prev = _prev(m, op.prev, op.device)
         if prev is not None and len(prev.tokens) != m.bs:
             raise _Out(f"prev block {op.prev} is not full")

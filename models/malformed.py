@@ -58,6 +58,7 @@ class Arg(enum.Enum):
 ARGUMENTS: dict[tuple[type[Op], str], tuple[Arg, bool]] = {
     (ops.AllocateMutable, "prev"): (Arg.PREV, False),
     (ops.AllocateMutable, "device"): (Arg.DEVICE, False),
+    (ops.AllocateMutable, "extra_hash"): (Arg.EXTRA, False),
     (ops.AllocateImmutable, "prev"): (Arg.PREV, False),
     (ops.AllocateImmutable, "tokens"): (Arg.TOKENS, False),
     (ops.AllocateImmutable, "device"): (Arg.DEVICE, False),

@@ -160,11 +160,13 @@ class Op:
 
 @dataclass(frozen=True, slots=True)
 class AllocateMutable(Op):
-    """``allocate_mutable_block(prev, device)``: one empty block chained to ``prev``."""
+    """``allocate_mutable_block(prev, device, extra_hash)``: one empty block chained to
+    ``prev``."""
 
     kind: ClassVar[str] = "allocate_mutable"
     prev: int | None
     device: Dev = Dev.GPU
+    extra_hash: Extra = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -342,7 +342,7 @@ class FamilyAdapter:
 
     def _plan_allocate_mutable(self, op: ops.AllocateMutable, _: Any) -> Plan:
         call = method("alloc", "allocate_mutable_block", _maybe_block(op.prev),
-                      device=self.device(op.device))
+                      device=self.device(op.device), **self._extra(op.extra_hash))
         return Plan([Stmt(call)], creates=1, single=True)
 
     def _plan_allocate_immutable(self, op: ops.AllocateImmutable, _: Any) -> Plan:
@@ -887,6 +887,7 @@ class FamilyAdapter:
     #: positional index or a keyword (appended when the plan leaves it out).
     MALFORMED_SLOTS: dict[tuple[str, str], int | str] = {
         ("allocate_mutable", "prev"): 0, ("allocate_mutable", "device"): "device",
+        ("allocate_mutable", "extra_hash"): "extra_hash",
         ("allocate_immutable", "prev"): 0, ("allocate_immutable", "tokens"): 1,
         ("allocate_immutable", "device"): "device",
         ("allocate_immutable", "extra_hash"): "extra_hash",

@@ -86,11 +86,32 @@ def test_shipped_traces_are_the_workloads() -> None:
     assert sorted(p.stem for p in TRACES) == sorted(w.name for w in WORKLOADS)
 
 
+def test_keyed_tables_record_and_replay(tmp_path: Path, bundled: Target) -> None:
+    """A keyed request's partial tail is a mutable block allocated with its extra key: the
+    trace records the key and replays to the same ids (two requests share only under one
+    key)."""
+    inner = CpuGpuBlockAllocator.create("prefix_caching", 8, 2, 2)
+    recorder = RecordingAllocator(inner, 2, misuse_types=(PrefixCacheError,))
+    keyed = BlockTable(block_size=2, block_allocator=recorder)  # type: ignore[arg-type]
+    keyed.allocate([1, 2, 3], device=Device.GPU, extra_hash=5)
+    keyed.append_token_ids([4], extra_hash=5)
+    twin = BlockTable(block_size=2, block_allocator=recorder)  # type: ignore[arg-type]
+    twin.allocate([1, 2, 3, 4], device=Device.GPU, extra_hash=5)
+    other = BlockTable(block_size=2, block_allocator=recorder)  # type: ignore[arg-type]
+    other.allocate([1, 2, 3, 4], device=Device.GPU)
+    assert twin.physical_block_ids == keyed.physical_block_ids
+    assert not set(other.physical_block_ids) & set(keyed.physical_block_ids)
+    mutable = [e.op for e in recorder.entries if e.op.kind == "allocate_mutable"]
+    assert [op.extra_hash for op in mutable] == [5]  # type: ignore[attr-defined]
+    path = tmp_path / "keyed.jsonl"
+    write_trace(path, recorder)
+    result = replay(read_trace(path), bundled)
+    assert result.ok, (result.violation, result.divergence, result.out_of_contract)
+
+
 def test_unrepresentable_calls_are_refused() -> None:
     inner = CpuGpuBlockAllocator.create("prefix_caching", 4, 0, 2)
     recorder = RecordingAllocator(inner, 2)
-    with pytest.raises(TraceError):
-        recorder.allocate_mutable_block(None, Device.GPU, extra_hash=3)
     with pytest.raises(TraceError):
         recorder.mark_blocks_as_accessed([3], 1.0)
 
