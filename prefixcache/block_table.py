@@ -31,7 +31,7 @@ from prefixcache.errors import (
     NoFreeBlocksError,
 )
 from prefixcache.interfaces import Block, DeviceAwareBlockAllocator
-from prefixcache.prefix_caching_block import PrefixCachingBlock, PrefixCachingBlockAllocator
+from prefixcache.prefix_caching_block import PrefixCachingBlock
 from prefixcache.utils import Device, cdiv, chunk_list
 
 __all__ = ["BlockTable"]
@@ -212,26 +212,6 @@ class BlockTable:
             block_id = block._block_id
             if block_id is None:
                 return False  # freed behind the table: the general path names the error
-            owner = block._owner
-            written = block._token_ids
-            if (
-                count < block_size - len(written)
-                and type(owner) is PrefixCachingBlockAllocator
-                and owner._refcounter._refcounts.get(block_id) == 1
-                and not block._computed
-            ):
-                # The decode step proper: an unshared mutable block of ours that stays
-                # partial. ``_append`` would find no copy to make and nothing to promote.
-                written.extend(tokens)
-                prev = block._prev_block
-                if prev is None:
-                    block._cached_num_tokens_total = len(written)
-                elif type(prev) is PrefixCachingBlock:
-                    block._cached_num_tokens_total = len(written) + prev._cached_num_tokens_total
-                else:
-                    block._update_num_tokens_total()
-                self._num_full_slots = num_full + count
-                return True
             block._append(tokens)  # tokens are checked already
             if block._block_id != block_id:
                 block_list.ids()[index] = block._block_id  # type: ignore[assignment]

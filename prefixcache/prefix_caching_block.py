@@ -260,6 +260,27 @@ class PrefixCachingBlock(Block):
 
     def _append(self, tokens: list[int]) -> None:
         """``append_token_ids`` for tokens already checked (a fresh list of ints)."""
+        written = self._token_ids
+        owner = self._owner
+        block_id = self._block_id
+        if (
+            0 < len(tokens) < self._block_size - len(written)
+            and not self._computed
+            and type(owner) is PrefixCachingBlockAllocator
+            and block_id is not None
+            and owner._refcounter._refcounts.get(block_id) == 1
+        ):
+            # The decode step: an unshared mutable block of the bundled allocator that stays
+            # partial (so it has no hash). No copy to make, nothing to promote.
+            written.extend(tokens)
+            prev = self._prev_block
+            if prev is None:
+                self._cached_num_tokens_total = len(written)
+            elif type(prev) is PrefixCachingBlock:
+                self._cached_num_tokens_total = len(written) + prev._cached_num_tokens_total
+            else:
+                self._update_num_tokens_total()
+            return
         if self._computed or self._current_hash() is not None:
             raise ImmutableBlockError("cannot append to a hashed or computed block")
         if not tokens:
