@@ -87,12 +87,16 @@ def _encode_bytes(data: bytes) -> bytes:
     return _varint(len(data)) + data
 
 
-#: ``Struct("<{n}q")`` by token count: little-endian signed 64-bit, as the encoding fixes.
-_PACKERS: dict[int, struct.Struct] = {}
+#: ``Struct("<{n}q")`` by token count below 128: little-endian signed 64-bit, as the encoding
+#: fixes. Built at import, not on first use: a lazily filled cache would make the code paths
+#: a hash takes depend on which hashes ran before (the fuzzers' arc coverage saw that).
+_PACKERS = tuple(struct.Struct(f"<{n}q") for n in range(128))
 
 
-def _packer(count: int) -> struct.Struct:
-    return _PACKERS.setdefault(count, struct.Struct(f"<{count}q"))
+def _pack(token_ids: Sequence[int], count: int) -> bytes:
+    if count < len(_PACKERS):
+        return _PACKERS[count].pack(*token_ids)
+    return struct.pack(f"<{count}q", *token_ids)
 
 
 #: Every digest of ours is below this: its ``_encode_int`` header is in ``_PREV_HEADS``.
@@ -107,9 +111,8 @@ def _encode_tokens(token_ids: Sequence[int]) -> bytes:
         count = len(token_ids)
     except TypeError:
         raise InvalidArgumentError("token_ids must be a sequence of ints") from None
-    packer = _PACKERS.get(count) or _packer(count)
     try:
-        packed = packer.pack(*token_ids)
+        packed = _pack(token_ids, count)
     except struct.error:  # a token out of the signed 64-bit range, or not an int
         parts = [_encode_int(t, "token id") for t in token_ids]
         return _TOKENS_VARIABLE + _varint(count) + b"".join(parts)
@@ -145,8 +148,7 @@ def hash_block_tokens(
         raise InvalidArgumentError("is_first_block must be a bool")
     try:
         count = len(token_ids)
-        packer = _PACKERS.get(count) or _packer(count)
-        tokens = _TOKEN_HEADS[count] + packer.pack(*token_ids)
+        tokens = _TOKEN_HEADS[count] + _PACKERS[count].pack(*token_ids)
     except (TypeError, IndexError, struct.error):  # not sized, long, or a token not an int64
         tokens = _encode_tokens(token_ids)
     state = _BLOCK_STATE.copy()

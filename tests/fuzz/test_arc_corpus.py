@@ -69,6 +69,19 @@ def test_arc_cover_is_deterministic(monkeypatch: pytest.MonkeyPatch, bundled: Ta
     assert runs[0], "twelve random inputs reach arcs the empty input does not"
 
 
+@pytest.mark.parametrize("count", [0, 1, 13, 16, 127, 128, 300])
+def test_hashing_takes_the_same_arcs_every_time(count: int) -> None:
+    """No lazily filled cache in the hash: its first call for a token count takes the same
+    code path as later ones. (A packer cache filled on first use made the arc cover depend
+    on which counts earlier tests had hashed: the determinism test above failed in CI.)"""
+    from prefixcache.hashing import hash_block_tokens
+
+    tokens = list(range(count))
+    arcs = [corpus_gen.traced_arcs(lambda: hash_block_tokens(False, 7, tokens))[1]
+            for _ in range(2)]
+    assert arcs[0] == arcs[1]
+
+
 @pytest.mark.parametrize("level", list(Level), ids=lambda lv: lv.value)
 def test_arc_corpus_adds_arcs_to_the_seed_corpus(level: Level, bundled: Target) -> None:
     """Every shipped corpus is within its replay cap, and each of its inputs was chosen for
