@@ -93,12 +93,6 @@ def _encode_bytes(data: bytes) -> bytes:
 _PACKERS = tuple(struct.Struct(f"<{n}q") for n in range(128))
 
 
-def _pack(token_ids: Sequence[int], count: int) -> bytes:
-    if count < len(_PACKERS):
-        return _PACKERS[count].pack(*token_ids)
-    return struct.pack(f"<{count}q", *token_ids)
-
-
 #: Every digest of ours is below this: its ``_encode_int`` header is in ``_PREV_HEADS``.
 _PREV_FAST_LIMIT = 1 << (8 * DIGEST_SIZE)
 _PREV_HEADS = tuple(_PRESENT + _varint(n) for n in range(DIGEST_SIZE + 2))
@@ -112,11 +106,12 @@ def _encode_tokens(token_ids: Sequence[int]) -> bytes:
     except TypeError:
         raise InvalidArgumentError("token_ids must be a sequence of ints") from None
     try:
-        packed = _pack(token_ids, count)
+        if count < len(_PACKERS):  # a block's worth: precomputed header and packer
+            return _TOKEN_HEADS[count] + _PACKERS[count].pack(*token_ids)
+        return _TOKENS_FIXED + _varint(count) + struct.pack(f"<{count}q", *token_ids)
     except struct.error:  # a token out of the signed 64-bit range, or not an int
         parts = [_encode_int(t, "token id") for t in token_ids]
         return _TOKENS_VARIABLE + _varint(count) + b"".join(parts)
-    return _TOKENS_FIXED + _varint(count) + packed
 
 
 def hash_block_tokens(
@@ -146,11 +141,7 @@ def hash_block_tokens(
             head = _PRESENT + _encode_int(prev_block_hash, "prev_block_hash")
     else:
         raise InvalidArgumentError("is_first_block must be a bool")
-    try:
-        count = len(token_ids)
-        tokens = _TOKEN_HEADS[count] + _PACKERS[count].pack(*token_ids)
-    except (TypeError, IndexError, struct.error):  # not sized, long, or a token not an int64
-        tokens = _encode_tokens(token_ids)
+    tokens = _encode_tokens(token_ids)
     state = _BLOCK_STATE.copy()
     if extra_hash is None:
         state.update(head + tokens + _ABSENT)
