@@ -75,6 +75,12 @@ class OracleMachine(RuleBasedStateMachine):
         index = len(self.runner.log) - 1
         self.judge(lambda: self.oracle.step(op, outcome, snapshot), (op, index))
 
+    def _ok(self, op: Op) -> bool:
+        """Run ``op`` (through :meth:`do`); whether it ran and succeeded."""
+        before = len(self.runner.log)
+        self.do(op)
+        return len(self.runner.log) > before and self.runner.log[-1].outcome.error is None
+
     def judge(self, check: Any, where: tuple[Op, int] | None) -> None:
         try:
             check()

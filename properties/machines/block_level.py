@@ -114,12 +114,6 @@ class BlockLevelMachine(OracleMachine):
         self.do(op)
         return self.runner.log[-1].outcome.new_blocks if len(self.runner.log) > before else ()
 
-    def _ok(self, op: Op) -> bool:
-        """Run ``op``; whether it ran and succeeded."""
-        before = len(self.runner.log)
-        self.do(op)
-        return len(self.runner.log) > before and self.runner.log[-1].outcome.error is None
-
     def _chain_end(self, data: st.DataObject, *, hashed: bool) -> int | None:
         """None, or a live block that may be extended (last of its chain; hashed if asked)."""
         ends = [h for h in self.oracle.live_blocks()

@@ -87,9 +87,7 @@ class SequenceLevelMachine(OracleMachine):
         m = self.oracle.model
         bs = self.config.block_size
         for k in range(m.pools[Dev.GPU].free + len(m.tables[t].blocks) + 1, 0, -1):
-            before = len(self.runner.log)
-            self.do(ops.TableAppend(t, (5,) * (k * bs), 0, self.oracle.table_len(t)))
-            if len(self.runner.log) > before and self.runner.log[-1].outcome.error is None:
+            if self._ok(ops.TableAppend(t, (5,) * (k * bs), 0, self.oracle.table_len(t))):
                 return
 
     def _windowed_append(self, op: ops.TableAppend) -> None:
