@@ -870,12 +870,17 @@ class FamilyAdapter:
     def _plan_null_block_misuse(self, op: ops.NullBlockMisuse, _: Any) -> Plan:
         null = Name("null_block")
         write: Expr
+        if op.action == "device_free":
+            get, gpu = self._on(Dev.GPU)
+            return Plan([self._null_stmt(), get, Stmt(method(gpu, "free", null))])
         if op.action == "append":
             write = method(null, "append_token_ids", Lit([1]))
         elif op.action == "set_id":
             write = Call(Name("setattr"), (null, Lit("block_id"), Lit(None)))
-        else:
+        elif op.action == "fork":
             write = method("alloc", "fork", null)
+        else:
+            raise Unsupported(f"unknown null block misuse {op.action!r}")
         return Plan([self._null_stmt(), Stmt(write)])
 
     def _plan_table_reallocate(self, op: ops.TableReallocate, _: Any) -> Plan:

@@ -4,7 +4,9 @@ read-out is rejected with its family."""
 
 from __future__ import annotations
 
-from models.families import Family
+import pytest
+
+from models.families import Family, Violation
 from models.operations import (
     ErrorKind,
     IdSpace,
@@ -20,6 +22,7 @@ from models.operations import (
     TableSlots,
     TableSwap,
 )
+from tests.model.judged import run_judged
 
 from .trace import CPU, GPU, Trace
 
@@ -177,16 +180,19 @@ def test_null_block_reads_forward_the_empty_block() -> None:
 
 def test_null_block_writes_are_misuse_once_it_exists() -> None:
     t = _windowed()
-    for action in ("append", "set_id", "fork"):
+    for action in ("append", "set_id", "fork", "device_free"):
         assert t.oracle.contract_error(NullBlockMisuse(action)) is not None  # not taken yet
         assert t.oracle.contract_error(NullBlockQuery()) is not None
     _slide(t, table=(3, 1, 2), value=3, free=2)
-    for action in ("append", "set_id", "fork"):
+    for action in ("append", "set_id", "fork", "device_free"):
         assert t.oracle.is_misuse(NullBlockMisuse(action))
         t.do(NullBlockMisuse(action), error=ErrorKind.MISUSE, free=2)
     assert t.oracle.contract_error(NullBlockMisuse("free")) is not None
     t.rejects(F.TABLE, NullBlockMisuse("append"))
     t.rejects(F.CRASH, NullBlockMisuse("fork"), error=ErrorKind.ASSERTION)
+    # The GPU allocator releasing the null block's id (upstream frees it by id: the id then
+    # goes to a sequence while every windowed table still points at it).
+    t.rejects(F.TABLE, NullBlockMisuse("device_free"), free=3)
 
 
 def test_table_allocated_twice_is_misuse() -> None:
@@ -229,3 +235,21 @@ def test_required_blocks_count_lookahead() -> None:
     del want["required"]
     t.do(TableSlots(0, (1, 2, 3, 4, 5, 7), 3), value=want)
 
+
+
+_NULL_TAKEN = [TableAllocate((1, 2, 3, 4, 5), window=1), TableAppend(0, (6,), computed=5)]
+
+
+@pytest.mark.parametrize("allocator_type", ["prefix_caching", "naive"])
+def test_the_gpu_allocator_refuses_to_free_the_null_block(allocator_type: str) -> None:
+    out, oracle = run_judged([*_NULL_TAKEN, NullBlockMisuse("device_free")], shape=(2, 5, 2),
+                             allocator_type=allocator_type)
+    assert out[-1][0] is ErrorKind.MISUSE
+    assert oracle.model.null_id is not None
+
+
+def test_a_gpu_allocator_that_reads_a_missing_owner_is_caught() -> None:
+    with pytest.raises(Violation) as found:
+        run_judged([*_NULL_TAKEN, NullBlockMisuse("device_free")], shape=(2, 5, 2),
+                   spec="tests.zoo.broken:owner_read_without_default")
+    assert found.value.family is F.CRASH

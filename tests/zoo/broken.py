@@ -211,6 +211,10 @@ def _mutants() -> Iterable[Mutant]:
     yield m("null_block_freed",
             "free of the null block frees the GPU block it wraps while it stays in use",
             (F.FREE, F.LEAK, F.RC), (SEQUENCE,), device=tm.NullBlockFreed)
+    yield m("owner_read_without_default",
+            "a GPU allocator's free reads block._owner without a default: freeing the null "
+            "block there (it has no owner) crashes instead of being refused",
+            (F.CRASH,), (SEQUENCE,), allocator=tm.OwnerReadWithoutDefault)
     # -- extension queries: only BlockInfo reaches these
     yield m("refcount_caps_at_one",
             "get_block_refcount reports 1 for a shared id (held or not, not how often)",

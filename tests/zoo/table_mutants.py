@@ -10,9 +10,10 @@ from __future__ import annotations
 from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator, NullBlock
 from prefixcache.interfaces import Block
 from prefixcache.utils import Device
+from tests.zoo.plumbing import PluggableAllocator
 
-__all__ = ["Device", "NullBlockFreed", "NullBlockWritable", "PhysicalIdNotOffset",
-           "SwapLogNotReset"]
+__all__ = ["Device", "NullBlockFreed", "NullBlockWritable", "OwnerReadWithoutDefault",
+           "PhysicalIdNotOffset", "SwapLogNotReset"]
 
 
 class PhysicalIdNotOffset(CpuGpuBlockAllocator):
@@ -59,3 +60,13 @@ class NullBlockWritable(CpuGpuBlockAllocator):
             self._null_block = _WritableNullBlock(self.allocate_mutable_block(None, Device.GPU))
         return self._null_block
 
+
+
+class OwnerReadWithoutDefault(PluggableAllocator):
+    """The ownership check of a device allocator's ``free`` reads ``block._owner`` without a
+    default: a block class without the attribute (the null block) crashes it instead of being
+    refused (``held_block_id``)."""
+
+    def free(self, block: Block, keep_block_object: bool = False) -> None:
+        _ = block._owner  # type: ignore[attr-defined]  # BUG: was getattr(block, "_owner", None)
+        super().free(block, keep_block_object)
