@@ -5,7 +5,8 @@ imported fails the tests that use it, not the whole session. The per-step time l
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from properties.targets import (
     Target,
@@ -50,3 +51,15 @@ def use(target: Target) -> None:
     """Select an already-built target (self-tests use this for broken allocators)."""
     global _current
     _current = target
+
+
+@contextmanager
+def kept() -> Iterator[None]:
+    """On exit, the selection is what it was on entry: the same choice, and the same target
+    if one was loaded (nothing is loaded here)."""
+    global _current, _choice
+    saved = _current, _choice
+    try:
+        yield
+    finally:
+        _current, _choice = saved

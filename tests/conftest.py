@@ -12,8 +12,5 @@ from properties import selection
 @pytest.fixture
 def restore_target() -> Iterator[None]:
     """Whatever target was selected before the test is selected again after it."""
-    previous = selection.current_target()
-    try:
+    with selection.kept():
         yield
-    finally:
-        selection.use(previous)

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -254,15 +254,6 @@ BUDGET = settings(max_examples=30, stateful_step_count=12, derandomize=True, dat
                   deadline=None, report_multiple_bugs=False,
                   phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
                   suppress_health_check=list(HealthCheck))
-
-
-@pytest.fixture
-def restore_target() -> Iterator[None]:
-    saved = selection._current, selection._choice
-    try:
-        yield
-    finally:
-        selection._current, selection._choice = saved
 
 
 @pytest.mark.parametrize("name, pattern", [
