@@ -280,8 +280,9 @@ def _check(m: Model, op: Op) -> str | None:
             return None
         if op.action not in ops.NULL_BLOCK_MISUSES:
             raise _Out(f"unknown null block write {op.action!r}")
-        if op.action == "device_free":
-            return "free of the null block on the GPU allocator (its id is never released)"
+        if op.action in ("device_free", "device_fork"):
+            return (f"{op.action.removeprefix('device_')} of the null block on the GPU "
+                    "allocator (its id is never released or shared)")
         return f"{op.action} on the null block (read-only)"
     if isinstance(op, ops.IdSpace | ops.SwapLog):  # table queries: read-only, no misuse
         if isinstance(op, ops.IdSpace) and any(i not in m.pools[op.device].ids for i in op.ids):

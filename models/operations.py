@@ -556,17 +556,19 @@ class NullBlockQuery(Op):
 
 #: The writes :class:`NullBlockMisuse` tries (drawn by the machines and the fuzz decoder).
 NULL_BLOCK_WRITES: tuple[str, ...] = ("append", "set_id", "fork")
-#: Every :class:`NullBlockMisuse`: the writes, and the GPU allocator's own ``free`` of the
-#: null block (tried in a once-per-null-block sweep only, so seeded draws stay as they were).
-NULL_BLOCK_MISUSES: tuple[str, ...] = (*NULL_BLOCK_WRITES, "device_free")
+#: Every :class:`NullBlockMisuse`: the writes, and the GPU allocator's own ``free`` and
+#: ``fork`` of the null block (tried in a once-per-null-block sweep only, so seeded draws stay
+#: as they were).
+NULL_BLOCK_MISUSES: tuple[str, ...] = (*NULL_BLOCK_WRITES, "device_free", "device_fork")
 
 
 @dataclass(frozen=True, slots=True)
 class NullBlockMisuse(Op):
     """A write to the existing null block: ``append_token_ids([1])`` (``"append"``), setting
-    its ``block_id`` (``"set_id"``) or ``alloc.fork`` of it (``"fork"``); or ``free`` of it on
-    the GPU allocator itself (``"device_free"``: the device-aware ``free`` ignores the null
-    block, a device's own must not release its id). Always a misuse."""
+    its ``block_id`` (``"set_id"``) or ``alloc.fork`` of it (``"fork"``); or ``free`` or
+    ``fork`` of it on the GPU allocator itself (``"device_free"``, ``"device_fork"``: the
+    device-aware ``free`` ignores the null block, a device's own must neither release nor
+    share its id). Always a misuse."""
 
     kind: ClassVar[str] = "null_block_misuse"
     action: str

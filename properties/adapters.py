@@ -408,8 +408,11 @@ class FamilyAdapter:
         if not self.has_aphrodite_api:
             raise Unsupported("get_num_blocks_touched is Aphrodite-generation only")
         blocks = ListOf(tuple(block(h) for h in op.blocks))
+        # No lookahead is left to the default (0, API.md 5): a default that adds slots shows
+        # as a wrong count.
+        lookahead = (Lit(op.lookahead),) if op.lookahead else ()
         call = method("alloc", "get_num_blocks_touched", blocks, self.device(op.device),
-                      Lit(op.lookahead))
+                      *lookahead)
         return Plan([Stmt(call)],
                     value=lambda r: checked_int(r[-1], "alloc.get_num_blocks_touched"))
 
@@ -870,9 +873,10 @@ class FamilyAdapter:
     def _plan_null_block_misuse(self, op: ops.NullBlockMisuse, _: Any) -> Plan:
         null = Name("null_block")
         write: Expr
-        if op.action == "device_free":
+        if op.action in ("device_free", "device_fork"):
             get, gpu = self._on(Dev.GPU)
-            return Plan([self._null_stmt(), get, Stmt(method(gpu, "free", null))])
+            call = method(gpu, op.action.removeprefix("device_"), null)
+            return Plan([self._null_stmt(), get, Stmt(call)])
         if op.action == "append":
             write = method(null, "append_token_ids", Lit([1]))
         elif op.action == "set_id":

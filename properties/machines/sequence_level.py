@@ -92,14 +92,14 @@ class SequenceLevelMachine(OracleMachine):
 
     def _windowed_append(self, op: ops.TableAppend) -> None:
         """``op``; if it took the null block, every write to the null block at once, and its
-        free on the GPU allocator itself (each must be refused, changing nothing):
-        ``window_misuse`` alone reached the writes too rarely, and never draws the free."""
+        free and fork on the GPU allocator itself (each must be refused, changing nothing):
+        ``window_misuse`` alone reached the writes too rarely, and never draws the others."""
         had_null = self.oracle.model.null_id is not None
         self.do(op)
         if self.caps.typed_errors and not had_null and self.oracle.model.null_id is not None:
             device_calls = getattr(self.runner.adapter, "has_device_calls", False)
             for action in ops.NULL_BLOCK_MISUSES:
-                if action == "device_free" and not device_calls:
+                if action.startswith("device_") and not device_calls:
                     continue
                 write = ops.NullBlockMisuse(action)
                 if self.oracle.is_misuse(write):

@@ -180,11 +180,11 @@ def test_null_block_reads_forward_the_empty_block() -> None:
 
 def test_null_block_writes_are_misuse_once_it_exists() -> None:
     t = _windowed()
-    for action in ("append", "set_id", "fork", "device_free"):
+    for action in ("append", "set_id", "fork", "device_free", "device_fork"):
         assert t.oracle.contract_error(NullBlockMisuse(action)) is not None  # not taken yet
         assert t.oracle.contract_error(NullBlockQuery()) is not None
     _slide(t, table=(3, 1, 2), value=3, free=2)
-    for action in ("append", "set_id", "fork", "device_free"):
+    for action in ("append", "set_id", "fork", "device_free", "device_fork"):
         assert t.oracle.is_misuse(NullBlockMisuse(action))
         t.do(NullBlockMisuse(action), error=ErrorKind.MISUSE, free=2)
     assert t.oracle.contract_error(NullBlockMisuse("free")) is not None
@@ -193,6 +193,7 @@ def test_null_block_writes_are_misuse_once_it_exists() -> None:
     # The GPU allocator releasing the null block's id (upstream frees it by id: the id then
     # goes to a sequence while every windowed table still points at it).
     t.rejects(F.TABLE, NullBlockMisuse("device_free"), free=3)
+    t.rejects(F.TABLE, NullBlockMisuse("device_fork"))
 
 
 def test_table_allocated_twice_is_misuse() -> None:
@@ -240,9 +241,11 @@ def test_required_blocks_count_lookahead() -> None:
 _NULL_TAKEN = [TableAllocate((1, 2, 3, 4, 5), window=1), TableAppend(0, (6,), computed=5)]
 
 
+@pytest.mark.parametrize("action", ["device_free", "device_fork"])
 @pytest.mark.parametrize("allocator_type", ["prefix_caching", "naive"])
-def test_the_gpu_allocator_refuses_to_free_the_null_block(allocator_type: str) -> None:
-    out, oracle = run_judged([*_NULL_TAKEN, NullBlockMisuse("device_free")], shape=(2, 5, 2),
+def test_the_gpu_allocator_refuses_to_free_or_fork_the_null_block(allocator_type: str,
+                                                                   action: str) -> None:
+    out, oracle = run_judged([*_NULL_TAKEN, NullBlockMisuse(action)], shape=(2, 5, 2),
                              allocator_type=allocator_type)
     assert out[-1][0] is ErrorKind.MISUSE
     assert oracle.model.null_id is not None
