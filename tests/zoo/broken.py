@@ -345,6 +345,9 @@ ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}
 #: Mutants whose only bug is an error of the wrong builtin class: caught as CRASH by design.
 WRONG_ERROR_CLASS = frozenset({"no_free_blocks_not_value_error", "evictor_update_value_error",
                                "unknown_device_value_error"})
+#: Mutants whose only bug is an error no contract allows (an untyped crash of a call that must
+#: be refused): CRASH is their explanation too.
+UNTYPED_CRASH = frozenset({"owner_read_without_default"})
 
 # Every factory is a module attribute, so ``tests.zoo.broken:<name>`` resolves.
 globals().update({name: mutant.factory for name, mutant in ZOO.items()})
