@@ -21,6 +21,7 @@ from fuzz.harness import Harness
 from fuzz.listing import format_program
 from models.families import Violation
 from models.operations import Op
+from properties.shrink import executed, shrunk_log
 from properties.targets import Target
 
 #: The corpora replayed, as directories under ``fuzz/``: the fuzzers' seeds, the arc cover.
@@ -39,7 +40,8 @@ def replay(level: Level, target: Target, paths: Sequence[Path],
            ) -> list[Violation]:
     """The violations of ``target`` on the seeds, each noted with its seed and program and
     carrying its history (``prefixcache_history``); ``absorb(violation, history)`` drops the
-    expected ones."""
+    expected ones. The first one reported is also shrunk (``properties.shrink``), and the
+    shorter program that fails with its family is added to its notes."""
     harness = Harness(level).bind(target)
     found: list[Violation] = []
     for path in paths:
@@ -53,5 +55,13 @@ def replay(level: Level, target: Target, paths: Sequence[Path],
         violation.prefixcache_history = history  # type: ignore[attr-defined]
         violation.add_note(f"seed {level.value}/{path.name}:\n"
                            + format_program(result.config, result.program, result.outcomes))
+        if not found:
+            log = executed(target, result.config, history)
+            small = shrunk_log(target, result.config, log, violation)
+            if small is not None:
+                config, steps, _ = small
+                plural = "" if len(steps) == 1 else "s"
+                violation.add_note(f"shrunk to {len(steps)} step{plural}:\n" + format_program(
+                    config, [s.op for s in steps], [s.outcome for s in steps]))
         found.append(violation)
     return found

@@ -40,6 +40,13 @@ def test_broken_allocators_fail_seeds_with_a_program(mutant: str, family: Family
     history = first.prefixcache_history  # type: ignore[attr-defined]
     assert history and all(isinstance(op, Op) for op in history)
     assert any(note.startswith("seed ") for note in first.__notes__)
+    # The first one is shrunk (none of these seeds is minimal): header, pool shape, a line
+    # per step.
+    shrunk = [note for note in first.__notes__ if note.startswith("shrunk to ")]
+    assert len(shrunk) == 1
+    steps = int(shrunk[0].split()[2])
+    assert 0 < steps < len(history)
+    assert len(shrunk[0].splitlines()) == steps + 2
 
 
 def test_absorbed_violations_are_not_reported() -> None:
