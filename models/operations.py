@@ -682,10 +682,10 @@ class HashRecompute(Op):
     """``block.content_hash``, then the block class's ``hash_block_tokens(is_first_block,
     prev_block.content_hash (None when first), block.token_ids[, extra_hash=block.extra_hash])``
     (Aphrodite: static, no ``extra_hash``; vLLM: a classmethod taking it). ``is_first_block``
-    says whether ``block`` starts its chain; ``int_like`` passes the token ids as instances of
-    an ``int`` subclass; ``sentinel`` passes a first block's predecessor hash as the class's
-    ``_none_hash`` (vLLM generation: the same as ``None``). Value: ``[content_hash,
-    recomputed]``.
+    says whether ``block`` starts its chain; ``int_like`` passes the token ids, and a
+    predecessor's hash, as instances of an ``int`` subclass; ``sentinel`` passes a first
+    block's predecessor hash as the class's ``_none_hash`` (vLLM generation: the same as
+    ``None``). Value: ``[content_hash, recomputed]``.
 
     A :class:`Malformed` call of it may also name ``prev_block_hash`` and ``token_ids``, the
     hash function's parameters the plan fills from the block."""
@@ -1166,6 +1166,9 @@ class Snapshot:
     # each live block handle's ``Block.extra_hash`` (API.md §vLLM 1), for
     # targets whose allocate calls take ``extra_hash``; None for other targets.
     block_extras: Mapping[int, int | None] | None = None
+    #: each live block handle's ``num_tokens_total`` (API.md 3: the tokens of its chain up
+    #: to and including it), for prefix-caching targets; None for others.
+    block_totals: Mapping[int, int] | None = None
     #: per device with prefix caching, the ``metric_data`` window fields in
     #: ``models.hit_window.FIELDS`` order, for targets whose allocators show them.
     metric: Mapping[Dev, tuple[object, ...]] | None = None

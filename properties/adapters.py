@@ -488,11 +488,12 @@ class FamilyAdapter:
                 isinstance(getattr(cls, "_none_hash", None), int))
 
     @staticmethod
-    def _int_like(tokens: Expr) -> Call:
-        """``tokens`` as instances of an ``int`` subclass (``properties.strategies``)."""
+    def _int_like(value: Expr, helper: str = "int_like") -> Call:
+        """``value`` (token ids; a hash with ``helper="int_like_hash"``) as instances of an
+        ``int`` subclass (``properties.strategies``)."""
         module = Call(Name("__import__"), (Lit("properties.strategies"),),
                       (("fromlist", Lit(["_"])),))
-        return Call(Attr(module, "int_like"), (tokens,))
+        return Call(Attr(module, helper), (value,))
 
     def _plan_hash_recompute(self, op: ops.HashRecompute, _: Any) -> Plan:
         if not self.has_hash_recompute:
@@ -507,6 +508,8 @@ class FamilyAdapter:
         tokens: Expr = Attr(b, "token_ids")
         if op.int_like:
             tokens = self._int_like(tokens)
+            if not op.is_first_block and not op.sentinel:
+                prev_hash = self._int_like(prev_hash, "int_like_hash")
         kwargs = (("extra_hash", Attr(b, "extra_hash")),) if self.hash_takes_extra else ()
         call = Call(Attr(Attr(b, "__class__"), "hash_block_tokens"),
                     (Lit(op.is_first_block), prev_hash, tokens), kwargs)
@@ -1206,6 +1209,11 @@ class FamilyAdapter:
         if chash is not None and type(chash) is not int:
             chash = checked_opt_int(chash, "block.content_hash")
         return bid, tuple(toks), chash
+
+    def block_total(self, obj: Any) -> int:
+        """A prefix-caching block object's ``num_tokens_total``, type-checked."""
+        total = obj.num_tokens_total
+        return total if type(total) is int else checked_int(total, "block.num_tokens_total")
 
     def block_extra(self, obj: Any) -> int | None:
         """A block object's ``extra_hash`` property (vLLM generation), type-checked."""

@@ -211,4 +211,11 @@ def int_like(token_ids: list[int]) -> list[int]:
     ``AllocateImmutableIntLike`` call it, so reproducers show it)."""
     return [TokenId(t) for t in token_ids]
 
+
+def int_like_hash(value: int | None) -> int | None:
+    """A predecessor's hash as an instance of the same ``int`` subclass (``HashRecompute``'s
+    plan passes it with int-like tokens: a key must not depend on the int's class); ``None``
+    stays ``None``."""
+    return None if value is None else TokenId(value)
+
 # --------------------------------------------------------------------------- end int-like tokens

@@ -117,17 +117,20 @@ class BlockLevelMachine(OracleMachine):
     def _probe_chained_hash(self, made: tuple[int, ...]) -> None:
         """Once per example, on the first chain allocation that makes a block with a
         predecessor, or append that fills one: that block's content hash against the class's
-        own hash recomputed (``_content_hash`` without its draws). Chains get their hashes
-        from the allocator, filled blocks from the block class: both are probed. The
-        content-hash query is the only check of the chained hash, and it was drawn rarely
-        enough that two hash bugs were caught at one seed of the zoo's schedule only; this
-        probe draws nothing, so every schedule is unchanged."""
+        own hash recomputed (``_content_hash`` without its draws), from plain ints and then
+        from int-like tokens and predecessor hash. Chains get their hashes from the
+        allocator, filled blocks from the block class: both are probed. The content-hash
+        query is the only check of the chained hash; it was drawn rarely enough that two hash
+        bugs were caught at one seed of the zoo's schedule only, and with an int-like
+        predecessor hash almost never. This probe draws nothing, so every schedule is
+        unchanged."""
         for h in made:
             probe = ops.HashRecompute(h, False)
             if self.oracle.model.blocks[h].prev is not None \
                     and self.oracle.contract_error(probe) is None:
                 self.hash_probed = True
                 self.do(probe)
+                self.do(ops.HashRecompute(h, False, int_like=True))
                 return
 
     # ------------------------------------------------------------------ helpers
