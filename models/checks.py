@@ -33,9 +33,25 @@ def check_snapshot(m: Model, c: Context) -> None:
         _tables_ids(m, c, owners)
     _blocks(m, c)
     _block_extras(m, c)
+    _block_totals(m, c)
     _tables(m, c)
     _introspection(m, c)
     _hit_windows(m, c)
+
+
+def _block_totals(m: Model, c: Context) -> None:
+    """``num_tokens_total`` (API.md 3; the evictor ranks by it) is the number of tokens of
+    the block's chain up to and including it. Predecessors are full when a block is chained
+    to them and stay unchanged, so the stored value is also the live one."""
+    shown = c.after.block_totals
+    if shown is None:
+        return
+    blocks = m.blocks
+    for h in m.handles:
+        want = sum(len(blocks[k].tokens) for k in blocks.chain(h))
+        got = shown.get(h)
+        if got != want:
+            c.flag(F.TABLE, f"block {h}: num_tokens_total", expected=want, observed=got)
 
 
 def _block_extras(m: Model, c: Context) -> None:

@@ -531,6 +531,7 @@ class Runner:
         tokens: dict[int, tuple[int, ...]] = {}
         hashes: dict[int, int | None] = {}
         extras: dict[int, int | None] | None = {} if a.has_extra_hash else None
+        totals: dict[int, int] | None = {} if self.target.caps.prefix_caching else None
         for h in sorted(set(self.blocks) | also_blocks):
             obj = self.blocks.get(h)
             if obj is None:
@@ -541,6 +542,9 @@ class Runner:
             if extras is not None:
                 self._doing = f"block b{h}.extra_hash"
                 extras[h] = a.block_extra(obj)
+            if totals is not None:
+                self._doing = f"block b{h}.num_tokens_total"
+                totals[h] = a.block_total(obj)
         tables: dict[int, tuple[int | None, ...]] = {}
         table_tokens: dict[int, tuple[int, ...]] = {}
         for t in sorted(set(self.tables) | also_tables):
@@ -567,8 +571,8 @@ class Runner:
         if seen is None:
             return Snapshot(free, blocks, tokens, hashes, tables, table_tokens,
                             evictor=shown_evictor, refcount=shown_refcount, metric=metric,
-                            block_extras=extras)
+                            block_extras=extras, block_totals=totals)
         cached, evictable, refcounts = seen
         return Snapshot(free, blocks, tokens, hashes, tables, table_tokens, cached, evictable,
                         refcounts, evictor=shown_evictor, refcount=shown_refcount,
-                        metric=metric, block_extras=extras)
+                        metric=metric, block_extras=extras, block_totals=totals)

@@ -165,9 +165,10 @@ def _mutants() -> Iterable[Mutant]:
     # -- more classes like them
     yield m("lru_tie_ignores_depth", "LRU ties ignore the hashed-token count",
             (F.LRU,), allocator=em.DepthBlindAllocator)
+    # LRU (the evictor ranks by it), or TABLE: every block's num_tokens_total is checked
     yield m("tokens_total_not_chained",
             "num_tokens_total counts the block's own tokens only (evictor depth is wrong)",
-            (F.LRU,), allocator=hm.LocalTokenCountAllocator)
+            (F.LRU, F.TABLE), allocator=hm.LocalTokenCountAllocator)
     yield m("computed_before_marked", "a newly cached id is reported computed before marking",
             (F.COMPUTED,), allocator=am.ComputedOnPromotion)
     yield m("hit_counted_twice", "taking a cached reference records a second hit",
