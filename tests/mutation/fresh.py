@@ -10,7 +10,8 @@ uniform shuffle, so what remains is not biased towards easy or hard mutants.
 Run inside a work directory where ``mutmut run "no-such-mutant*"`` generated ``mutants/``:
 
     python mutwork/fresh.py draw OUT_TABLE --n 400 --seed 20261201 \\
-        --old /work/mut/rerun5/mutants --seen order.txt:1175 names.txt ...
+        --old /work/mut/rerun5/mutants --seen order.txt:1175 names.txt ... \\
+        [--exclude EARLIER_SAMPLE_NAMES]
     python mutwork/fresh.py report TABLE --verdicts part00.tsv part01.tsv \\
         --equivalent equivalent.tsv
 
@@ -61,11 +62,14 @@ def draw(args: argparse.Namespace) -> None:
     old = fingerprints(Path(args.old), seen_names(args.seen))
     seen = {(re.sub(r"__mutmut_\d+$", "", n), src) for n, src in old.items()}
     current = fingerprints(Path("mutants"))
+    drawn = seen_names(args.exclude)
     fresh = sorted(
-        n for n, src in current.items() if (re.sub(r"__mutmut_\d+$", "", n), src) not in seen
+        n for n, src in current.items()
+        if (re.sub(r"__mutmut_\d+$", "", n), src) not in seen and n not in drawn
     )
     sample = random.Random(args.seed).sample(fresh, args.n)
-    print(f"{len(current)} mutants, {len(current) - len(fresh)} seen before, sampled {args.n}")
+    print(f"{len(current)} mutants, {len(current) - len(fresh)} seen or drawn before, "
+          f"sampled {args.n}")
     bodies = {m: function_bodies(Path("mutants/prefixcache") / f"{m}.py") for m in MODULES}
     rows = []
     for name in sample:
@@ -96,7 +100,10 @@ def report(args: argparse.Namespace) -> None:
             name, reason = entry.split("\t", 1)
             equivalent[name] = reason
     ran = [r for r in rows if r[0] in killed]
-    message = {r[0] for r in ran if r[2] == "message"}
+    # message-only: flagged by table.py, or classified C-MSG by hand in the equivalence file
+    message = {r[0] for r in ran if r[2] == "message"
+               or equivalent.get(r[0], "").startswith("C-MSG")}
+    equivalent = {k: v for k, v in equivalent.items() if not v.startswith("C-MSG")}
     dead = sum(killed[r[0]] for r in ran)
     wrong = [r[0] for r in ran if killed[r[0]] and (r[0] in equivalent or r[0] in message)]
     if wrong:
@@ -131,6 +138,8 @@ def main() -> None:
     d.add_argument("--seed", type=int, default=20261201)
     d.add_argument("--old", required=True)
     d.add_argument("--seen", nargs="+", default=[])
+    d.add_argument("--exclude", nargs="+", default=[],
+                   help="names of this generation's mutants drawn by an earlier sample")
     r = sub.add_parser("report")
     r.add_argument("table")
     r.add_argument("--verdicts", nargs="+", required=True)
