@@ -66,12 +66,9 @@ def hash_recompute(m: Model, op: ops.HashRecompute) -> None:
         m.c.flag(F.CACHE, f"block {op.block}: content_hash {what}",
                  expected=rec.content is not None, observed=shown)
     elif rec.content is not None and recomputed != shown:
-        prev = "None" if op.is_first_block else "predecessor's hash"
-        if op.int_like:
-            tokens = "int-subclass token ids"
-            prev = prev if op.is_first_block else "predecessor's hash as an int subclass"
-        else:
-            tokens = "its token ids"
+        prev = "None" if op.is_first_block else "predecessor's hash as an int subclass" \
+            if op.int_like else "predecessor's hash"
+        tokens = "int-subclass token ids" if op.int_like else "its token ids"
         m.c.flag(F.HASH, f"block {op.block}: content_hash differs from hash_block_tokens("
                  f"{op.is_first_block}, {prev}, {tokens}, extra key)",
                  expected=shown, observed=recomputed)
