@@ -142,7 +142,9 @@ class BlockLevelMachine(OracleMachine):
         return self.runner.log[-1].outcome.new_blocks if len(self.runner.log) > before else ()
 
     def _chain_end(self, data: st.DataObject, *, hashed: bool) -> int | None:
-        """None, or a live block that may be extended (last of its chain; hashed if asked)."""
+        """None, or a live block that may be extended (last of its chain; hashed if asked,
+        else full). Immutable blocks follow a hashed block with prefix caching, a full one
+        without (a naive allocator hashes nothing)."""
         ends = [h for h in self.oracle.live_blocks()
                 if self.oracle.last_in_chain(h)
                 and (self.oracle.is_hashed(h) if hashed else self.oracle.is_full(h))]
@@ -214,7 +216,7 @@ class BlockLevelMachine(OracleMachine):
 
     @rule(data=st.data())
     def allocate_immutable(self, data: st.DataObject) -> None:
-        prev = self._chain_end(data, hashed=True)
+        prev = self._chain_end(data, hashed=self.caps.prefix_caching)
         dev = self._device(data, prev)
         extra = self._extra(data, prev)
         chunk = self._full_tokens(data, prev, dev, extra)
@@ -223,7 +225,7 @@ class BlockLevelMachine(OracleMachine):
 
     @rule(data=st.data(), n=st.integers(1, 4))
     def allocate_chain(self, data: st.DataObject, n: int) -> None:
-        prev = self._chain_end(data, hashed=True)
+        prev = self._chain_end(data, hashed=self.caps.prefix_caching)
         dev = self._device(data, prev)
         extra = self._extra(data, prev)
         bs = self.config.block_size
