@@ -237,7 +237,6 @@ def test_required_blocks_count_lookahead() -> None:
     t.do(TableSlots(0, (1, 2, 3, 4, 5, 7), 3), value=want)
 
 
-
 _NULL_TAKEN = [TableAllocate((1, 2, 3, 4, 5), window=1), TableAppend(0, (6,), computed=5)]
 
 
