@@ -273,13 +273,7 @@ class PrefixCachingBlock(Block):
             # The decode step: an unshared mutable block of the bundled allocator that stays
             # partial (so it has no hash). No copy to make, nothing to promote.
             written.extend(tokens)
-            prev = self._prev_block
-            if prev is None:
-                self._cached_num_tokens_total = len(written)
-            elif type(prev) is PrefixCachingBlock:
-                self._cached_num_tokens_total = len(written) + prev._cached_num_tokens_total
-            else:
-                self._update_num_tokens_total()
+            self._update_num_tokens_total()
             return
         if self._computed or self._current_hash() is not None:
             raise ImmutableBlockError("cannot append to a hashed or computed block")
