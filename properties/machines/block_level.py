@@ -101,14 +101,13 @@ class BlockLevelMachine(OracleMachine):
     def do(self, op: Op) -> None:
         before = len(self.runner.log)
         super().do(op)
-        ran = len(self.runner.log) > before
+        done = len(self.runner.log) > before and self.runner.log[-1].outcome.error is None
         if isinstance(op, ops.Free):
-            if ran and self.runner.log[-1].outcome.error is None:
+            if done:
                 self.stale.append(op.block)
         elif op.mutates and not isinstance(op, _KEEP_OBJECTS):
             self.stale.clear()
-        if ran and not self.hash_probed and self.runner.log[-1].outcome.error is None \
-                and _has_hash_recompute(self):
+        if done and not self.hash_probed and _has_hash_recompute(self):
             if isinstance(op, ops.AllocateImmutableChain):
                 self._probe_chained_hash(self.runner.log[-1].outcome.new_blocks)
             elif isinstance(op, ops.Append) and self.oracle.is_full(op.block):
