@@ -47,10 +47,10 @@ def test_configs_follow_the_target_selected_when_the_example_starts(
 
     once = settings(max_examples=1, stateful_step_count=1, database=None, deadline=None,
                     suppress_health_check=list(HealthCheck))
-    for spec in ("prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create",
-                 "tests.zoo.argument_mutants:tokens_coerced"):  # claims fewer key fields
-        target = load_target(spec)
+    spec = "prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create"
+    for allocator_type in ("prefix_caching", "naive"):  # the second has fewer capabilities
+        target = load_target(spec, allocator_type=allocator_type)
         selection.use(target)
         seen.clear()
         run_state_machine_as_test(Probe, settings=once)
-        assert seen and all(caps == target.caps for caps in seen), spec
+        assert seen and all(caps == target.caps for caps in seen), allocator_type

@@ -25,7 +25,6 @@ from models import operations as ops
 from models.capabilities import Config
 from models.families import Family, Violation
 from models.operations import Dev
-from prefixcache.utils import Device
 from properties.adapters import FamilyAdapter
 from properties.replay import run_program
 from properties.shrink import shrink, shrink_with_pools
@@ -57,7 +56,14 @@ ORACLE_ATTRIBUTION: dict[str, tuple[frozenset[Family], str]] = {
 
 #: Mutants the suite does not catch within BUDGETS: gaps in the suite, not in the zoo (reported to
 #: the lead), as ``name: reason``. Non-strict xfail: a gap that closes shows as XPASS (``-ra``).
-SUITE_GAPS: dict[str, str] = {}
+SUITE_GAPS: dict[str, str] = {
+    "swap_log_not_reset": (
+        "the sequence machine reaches a second SwapLog after a table swap too rarely once the "
+        "target has a key builder (ExtraKey draws share the examples): caught by seeds 2 and 3, "
+        "not by 0 and 1 at 100 x 40. Before the zoo became patches of prefixcache/, every mutant "
+        "(a class in tests.zoo, a package without hashing.make_extra_hash) was judged without "
+        "a key builder, unlike the bundled allocator, and seed 0 caught it"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +145,10 @@ def test_mutant_is_a_working_allocator(name: str) -> None:
     """One sequence's ordinary life works on every mutant (prefill, decode, free, reuse of its
     ids through eviction): each bug needs sharing, pressure or a query to show."""
     alloc = ZOO[name].factory("prefix_caching", 4, 2, 4)
-    table = FamilyAdapter(alloc, 4).block_table_cls(block_size=4, block_allocator=alloc)
-    table.allocate([1, 2, 3, 4, 5, 6], device=Device.GPU)
+    adapter = FamilyAdapter(alloc, 4)
+    device = adapter.device_enum  # the copy's own where a patch reaches prefixcache/utils.py
+    table = adapter.block_table_cls(block_size=4, block_allocator=alloc)
+    table.allocate([1, 2, 3, 4, 5, 6], device=device.GPU)
     table.append_token_ids([7, 8, 9])
     assert table._get_all_token_ids() == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert len(set(table.physical_block_ids)) == 3
@@ -148,7 +156,7 @@ def test_mutant_is_a_working_allocator(name: str) -> None:
     taken: list[int | None] = []
     with pytest.raises(Exception) as raised:  # by name: an error-class mutant has its own
         for _ in range(5):
-            taken.append(alloc.allocate_mutable_block(None, device=Device.GPU).block_id)
+            taken.append(alloc.allocate_mutable_block(None, device=device.GPU).block_id)
     assert "NoFreeBlocksError" in {cls.__name__ for cls in type(raised.value).__mro__}
     assert len(taken) == 4 and sorted(i for i in taken if i is not None) == [0, 1, 2, 3]
 

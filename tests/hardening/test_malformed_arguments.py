@@ -27,9 +27,12 @@ MUTANTS: dict[str, tuple[tuple[str, ...], type[ops.Op]]] = {
     "tokens_coerced": (("block",), ops.Malformed),
     "swap_same_device_late": (("sequence", "block"), ops.Op),
 }
-#: Fixed schedules (seeds), tried in order until one catches the mutant.
+#: Fixed schedules (seeds), tried in order until one catches the mutant. ``tokens_coerced``
+#: needs the fourth: since the mutants are patched copies of the package they have its key
+#: builder, like the bundled allocator, and the extra ExtraKey draws make a malformed chunk
+#: rarer (caught at seeds 3, 4 and 5 of 0-6; before, without a key builder, at seed 0).
 BUDGETS = (Budget(max_examples=100, steps=40, seed=0), Budget(max_examples=100, steps=40, seed=1),
-           Budget(max_examples=100, steps=40, seed=2))
+           Budget(max_examples=100, steps=40, seed=2), Budget(max_examples=100, steps=40, seed=3))
 
 
 def _catch(name: str, checks: tuple[str, ...]) -> Catch:

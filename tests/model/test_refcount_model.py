@@ -236,7 +236,8 @@ def test_the_adapter_finds_the_counter_and_tracker_classes() -> None:
     assert naive.adapter(Config(1, 1, 0, naive.caps)).has_refcount
     zoo = load_target("tests.zoo.broken:cow_clear_keeps_pairs")
     assert zoo.adapter(Config(1, 1, 0, zoo.caps)).refcount_classes() == (
-        ("prefixcache.common", "RefCounter"), ("tests.zoo.refcount_mutants", "StickyCowTracker"))
+        ("prefixcache_zoo.cow_clear_keeps_pairs.common", "RefCounter"),  # the patched copy's
+        ("prefixcache_zoo.cow_clear_keeps_pairs.common", "CopyOnWriteTracker"))
     vllm = load_target("properties.upstream:vllm_v0_allocator")
     assert vllm.adapter(Config(1, 1, 0, vllm.caps)).refcount_classes() == (
         ("vllm.core.block.common", "RefCounter"),

@@ -1,38 +1,22 @@
 """Broken allocators only the engine-side operations catch (``CommonComputedIds``,
-``HitBurst``): each overrides one method of the bundled ``PrefixCachingBlockAllocator``."""
+``HitBurst``). Each change is marked ``# BUG`` in the patched source.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from tests.zoo.patching import Patch
 
-from prefixcache.common import CacheMetricData
-from tests.zoo.plumbing import PluggableAllocator
+#: The common computed ids of a batch are its shortest non-empty list, not the common prefix:
+#: a sequence whose blocks differ is told it shares blocks it never computed.
+COMMON_COMPUTED_SHORTEST = (Patch(
+    "prefix_caching_block", "PrefixCachingBlockAllocator.get_common_computed_block_ids",
+    "first = lists[0]",
+    "return list(sorted(lists, key=len)[0])  # BUG: was the common prefix of the lists\n"
+    "first = lists[0]"),)
 
-
-class CommonComputedShortest(PluggableAllocator):
-    """The common computed ids of a batch are its shortest non-empty list, not the common
-    prefix: a sequence whose blocks differ is told it shares blocks it never computed."""
-
-    def get_common_computed_block_ids(self, computed_seq_block_ids: list[list[int]]) -> list[int]:
-        lists: list[list[int]] = [list(ids) for ids in computed_seq_block_ids if ids]
-        if len(computed_seq_block_ids) == 1 or not lists:
-            return super().get_common_computed_block_ids(computed_seq_block_ids)
-        return sorted(lists, key=len)[0]  # BUG: was the common prefix of the lists
-
-
-class WindowForgettingMetric(CacheMetricData):
-    """Completing a window of 1000 queries drops the totals: the rate is that of the
-    queries since (the window's own hits are forgotten)."""
-
-    def query(self, hit: bool) -> None:
-        super().query(hit)
-        if self.num_incompleted_block_queries == 0:
-            self.num_queries = self.num_hits = 0  # BUG: extra line
-
-
-class HitRateWindowForgets(PluggableAllocator):
-    """The hit rate restarts from zero after every 1000 queries."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.metric_data = WindowForgettingMetric()
+#: Completing a window of 1000 queries drops the totals: the hit rate is that of the queries
+#: since (the window's own hits are forgotten).
+HIT_RATE_WINDOW_FORGETS = (Patch("common", "CacheMetricData.query",
+                                 "self.num_completed_blocks += 1",
+                                 "self.num_completed_blocks += 1\n"
+                                 "self.num_queries = self.num_hits = 0  # BUG: extra line"),)

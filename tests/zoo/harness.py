@@ -160,8 +160,7 @@ def _searcher() -> ProcessPoolExecutor:
     global _POOL
     if _POOL is None:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["tests.zoo.harness", "tests.zoo.broken",
-                                        "tests.zoo.argument_mutants"])
+        context.set_forkserver_preload(["tests.zoo.harness", "tests.zoo.compiled"])
         _POOL = ProcessPoolExecutor(1, mp_context=context, max_tasks_per_child=1)
     return _POOL
 

@@ -1,49 +1,34 @@
-"""Broken request-key builders (claimed as the target's ``extra_key_function``): the bundled
-``make_extra_hash`` with one change, marked ``# BUG``. Only requests under ``ExtraKey`` values
-(bytes salts and multimodal hashes, their respellings and near misses) and malformed key
-builder arguments reach these.
+"""Broken request-key builders: patches of ``make_extra_hash`` (``prefixcache/hashing.py``),
+the extra-key function the suite finds in the target's package. Only requests under
+``ExtraKey`` values (bytes salts and multimodal hashes, their respellings and near misses) and
+malformed key-builder arguments reach these. Each change is marked ``# BUG``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from prefixcache.hashing import make_extra_hash
+from tests.zoo.patching import Patch
 
 
-def extra_hash_bool_lora_is_int(
-    *,
-    lora_id: int | None = None,
-    cache_salt: str | bytes | None = None,
-    mm_hashes: Sequence[str | bytes | int] = (),
-) -> int | None:
-    """A bool LoRA id is taken as the int it subclasses: ``True`` is silently adapter 1."""
-    if isinstance(lora_id, bool):
-        lora_id = int(lora_id)  # BUG: should be refused
-    return make_extra_hash(lora_id=lora_id, cache_salt=cache_salt, mm_hashes=mm_hashes)
+def _key(find: str, replace: str) -> tuple[Patch, ...]:
+    return (Patch("hashing", "make_extra_hash", find, replace),)
 
 
-def extra_hash_bytes_salt_ignored(
-    *,
-    lora_id: int | None = None,
-    cache_salt: str | bytes | None = None,
-    mm_hashes: Sequence[str | bytes | int] = (),
-) -> int | None:
-    """Only ``str`` salts are folded in: a bytes salt is silently dropped, so a request salted
-    with bytes shares blocks with unsalted ones (and no longer with the same salt as text)."""
-    if isinstance(cache_salt, bytes):
-        cache_salt = None  # BUG: the salt is lost
-    return make_extra_hash(lora_id=lora_id, cache_salt=cache_salt, mm_hashes=mm_hashes)
+#: A bool LoRA id is taken as the int it subclasses: ``True`` is silently adapter 1.
+BOOL_LORA_IS_INT = _key('if isinstance(lora_id, bool):\n'
+                        '    raise InvalidArgumentError("lora_id must be an int")',
+                        "if isinstance(lora_id, bool):\n"
+                        "    lora_id = int(lora_id)  # BUG: should be refused")
 
+#: Only ``str`` salts are folded in: a bytes salt is silently dropped, so a request salted
+#: with bytes shares blocks with unsalted ones (and no longer with the same salt as text).
+BYTES_SALT_IGNORED = _key("if mm_hashes is None:",
+                          "if isinstance(cache_salt, bytes):\n"
+                          "    cache_salt = None  # BUG: the salt is lost\n"
+                          "if mm_hashes is None:")
 
-def extra_hash_bytes_salt_apart(
-    *,
-    lora_id: int | None = None,
-    cache_salt: str | bytes | None = None,
-    mm_hashes: Sequence[str | bytes | int] = (),
-) -> int | None:
-    """A bytes salt is folded in as its ``repr`` text, so it never matches the ``str`` salt it
-    spells (``b"a"`` and ``"a"`` are one salt): equal keys stop sharing."""
-    if isinstance(cache_salt, bytes):
-        cache_salt = repr(cache_salt)  # BUG: should be the bytes themselves
-    return make_extra_hash(lora_id=lora_id, cache_salt=cache_salt, mm_hashes=mm_hashes)
+#: A bytes salt is folded in as its ``repr`` text, so it never matches the ``str`` salt it
+#: spells (``b"a"`` and ``"a"`` are one salt): equal keys stop sharing.
+BYTES_SALT_APART = _key("if mm_hashes is None:",
+                        "if isinstance(cache_salt, bytes):\n"
+                        "    cache_salt = repr(cache_salt)  # BUG: should be the bytes\n"
+                        "if mm_hashes is None:")

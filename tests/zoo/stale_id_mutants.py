@@ -1,53 +1,32 @@
 """Broken allocators only stale id lists and swaps of shared ids reach (``MarkStaleIds``,
-the block-level ``swap_shared`` rule).
-
-``Device`` is imported here on purpose: the suite's adapter reads ``Device`` from the module
-of the allocator's class.
+the block-level ``swap_shared`` rule). Each change is marked ``# BUG`` in the patched source.
 """
 
 from __future__ import annotations
 
-from prefixcache._validation import checked_list
-from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator
-from prefixcache.errors import UnknownBlockIdError
-from prefixcache.interfaces import Block
-from prefixcache.utils import Device
-from tests.zoo.plumbing import PluggableAllocator
+from tests.zoo.patching import Patch
 
-__all__ = ["Device", "StaleMarkIgnoresFreeIds", "StaleMarkSkipsEvictor", "SwapSplitsSharedIds"]
+_MARK = "PrefixCachingBlockAllocator.mark_blocks_as_accessed"
 
+#: ``mark_blocks_as_accessed`` stamps held ids only: an evictable id keeps its old rank.
+STALE_MARK_SKIPS_EVICTOR = (Patch(
+    "prefix_caching_block", _MARK, "elif block_id in evictor:\n    evictable.append(block_id)",
+    "elif block_id in evictor:\n    pass  # BUG: an evictable id keeps its old rank"),)
 
-class StaleMarkSkipsEvictor(PluggableAllocator):
-    """``mark_blocks_as_accessed`` stamps held ids only: an evictable id keeps its old rank."""
+#: ``mark_blocks_as_accessed`` skips free ids instead of refusing them.
+STALE_MARK_IGNORES_FREE_IDS = (Patch(
+    "prefix_caching_block", _MARK,
+    'raise InvalidBlockError(f"block id {block_id} is free; it cannot be accessed")',
+    "pass  # BUG: a free id is ignored, not an error"),)
 
-    def mark_blocks_as_accessed(self, block_ids: list[int], now: float) -> None:
-        ids = checked_list(block_ids, "block_ids")
-        held = [i for i in ids if type(i) is not int or i not in self.evictor]  # BUG: was ids
-        super().mark_blocks_as_accessed(held, now)
-
-
-class StaleMarkIgnoresFreeIds(PluggableAllocator):
-    """``mark_blocks_as_accessed`` skips free ids instead of refusing them."""
-
-    def mark_blocks_as_accessed(self, block_ids: list[int], now: float) -> None:
-        trackers = self._block_tracker
-        ids = checked_list(block_ids, "block_ids")
-        if any(i not in trackers for i in ids if type(i) is int):
-            raise UnknownBlockIdError("block id does not belong to this allocator")
-        kept = [i for i in ids if type(i) is not int or trackers[i].active
-                or i in self.evictor]  # BUG: a free id is ignored, not an error
-        super().mark_blocks_as_accessed(kept, now)
-
-
-class SwapSplitsSharedIds(CpuGpuBlockAllocator):
-    """``swap`` moves each block on its own: handles sharing a source id get one destination
-    id each, and the mapping keeps only the last pair per source id."""
-
-    def swap(self, blocks: list[Block], src_device: Device, dst_device: Device) -> dict[int, int]:
-        ids = [getattr(b, "block_id", None) for b in blocks] if isinstance(blocks, list) else []
-        if len(set(ids)) == len(ids):
-            return super().swap(blocks, src_device, dst_device)
-        mapping: dict[int, int] = {}
-        for block in blocks:  # BUG: one swap per block, not per source id
-            mapping.update(super().swap([block], src_device, dst_device))
-        return mapping
+#: ``swap`` moves each block on its own: handles sharing a source id get one destination id
+#: each, and the mapping keeps only the last pair per source id.
+SWAP_SPLITS_SHARED_IDS = (Patch(
+    "cpu_gpu_block_allocator", "CpuGpuBlockAllocator.swap", "src = self._allocator_for(src_device)",
+    'ids = [getattr(b, "block_id", None) for b in blocks] if isinstance(blocks, list) else []\n'
+    "if len(set(ids)) != len(ids):  # BUG: one swap per block, not per source id\n"
+    "    split: dict[int, int] = {}\n"
+    "    for block in blocks:\n"
+    "        split.update(self.swap([block], src_device, dst_device))\n"
+    "    return split\n"
+    "src = self._allocator_for(src_device)"),)

@@ -1,72 +1,46 @@
 """Broken device-aware allocators that only the table queries and sliding-window tables reach:
-the id space, the swap log and the null block.
-
-``Device`` is imported here on purpose: the suite's adapter reads ``Device`` from the module
-of the allocator's class (see ``tests/zoo/block_table.py`` for the matching workaround).
+the id space, the swap log and the null block. Each change is marked ``# BUG``.
 """
 
 from __future__ import annotations
 
-from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator, NullBlock
-from prefixcache.interfaces import Block
-from prefixcache.utils import Device
-from tests.zoo.plumbing import PluggableAllocator
+from tests.zoo.patching import Patch
 
-__all__ = ["Device", "NullBlockFreed", "NullBlockWritable", "OwnerReadWithoutDefault",
-           "PhysicalIdNotOffset", "SwapLogNotReset"]
+_DEVICE = "cpu_gpu_block_allocator"
 
+#: ``get_physical_block_id`` returns the absolute id: CPU ids do not map onto ``0..C-1``.
+PHYSICAL_ID_NOT_OFFSET = (Patch(
+    _DEVICE, "CpuGpuBlockAllocator.get_physical_block_id",
+    "return self._allocator_for(device).get_physical_block_id(absolute_id)",
+    "self._allocator_for(device).get_physical_block_id(absolute_id)  # still validates\n"
+    "return absolute_id  # BUG: was the position in the device's sorted ids"),)
 
-class PhysicalIdNotOffset(CpuGpuBlockAllocator):
-    """``get_physical_block_id`` returns the absolute id: CPU ids do not map onto ``0..C-1``."""
+#: ``get_and_reset_swaps`` returns the log but keeps it.
+SWAP_LOG_NOT_RESET = (Patch(_DEVICE, "CpuGpuBlockAllocator.get_and_reset_swaps",
+                            "self._swap_mapping = {}", "pass  # BUG: the log is not cleared"),)
 
-    def get_physical_block_id(self, device: Device, absolute_id: int) -> int:
-        super().get_physical_block_id(device, absolute_id)  # still validates the id
-        return absolute_id  # BUG: was the position in the device's sorted ids
+#: ``free`` of the null block frees the GPU block it wraps (a sliding-window table's free
+#: gives the null block's id back while it stays in use).
+NULL_BLOCK_FREED = (Patch(
+    _DEVICE, "CpuGpuBlockAllocator.free",
+    "if type(block) not in _PLAIN_BLOCKS and isinstance(check_block(block), NullBlock):\n"
+    "    return",
+    "if type(block) not in _PLAIN_BLOCKS and isinstance(check_block(block), NullBlock):\n"
+    "    if block._proxy.block_id is not None:  # BUG: the null block must be skipped\n"
+    "        self.free(block._proxy)\n"
+    "    return"),)
 
+#: The null block takes tokens: ``append_token_ids`` writes into the GPU block it wraps (every
+#: sliding-window table then shows them in its dropped entries).
+NULL_BLOCK_WRITABLE = (Patch(_DEVICE, "NullBlock.append_token_ids",
+                             'raise ImmutableBlockError("the null block cannot take tokens")',
+                             "self._proxy.append_token_ids(token_ids)  # BUG: must refuse"),)
 
-class SwapLogNotReset(CpuGpuBlockAllocator):
-    """``get_and_reset_swaps`` returns the log but keeps it."""
-
-    def get_and_reset_swaps(self) -> list[tuple[int, int]]:
-        return list(self._swap_mapping.items())  # BUG: the log is not cleared
-
-
-class NullBlockFreed(CpuGpuBlockAllocator):
-    """``free`` of the null block frees the GPU block it wraps (a sliding-window table's free
-    gives the null block's id back while it stays in use)."""
-
-    def free(self, block: Block) -> None:
-        if isinstance(block, NullBlock):
-            proxy = block._proxy
-            if proxy.block_id is not None:
-                super().free(proxy)  # BUG: the null block must be skipped
-            return
-        super().free(block)
-
-
-class _WritableNullBlock(NullBlock):
-    __slots__ = ()
-
-    def append_token_ids(self, token_ids: list[int]) -> None:
-        self._proxy.append_token_ids(token_ids)  # BUG: the null block must refuse tokens
-
-
-class NullBlockWritable(CpuGpuBlockAllocator):
-    """The null block takes tokens: ``append_token_ids`` writes into the GPU block it wraps
-    (every sliding-window table then shows them in its dropped entries)."""
-
-    def allocate_or_get_null_block(self) -> Block:
-        if self._null_block is None:
-            self._null_block = _WritableNullBlock(self.allocate_mutable_block(None, Device.GPU))
-        return self._null_block
-
-
-
-class OwnerReadWithoutDefault(PluggableAllocator):
-    """The ownership check of a device allocator's ``free`` reads ``block._owner`` without a
-    default: a block class without the attribute (the null block) crashes it instead of being
-    refused (``held_block_id``)."""
-
-    def free(self, block: Block, keep_block_object: bool = False) -> None:
-        _ = block._owner  # type: ignore[attr-defined]  # BUG: was getattr(block, "_owner", None)
-        super().free(block, keep_block_object)
+#: The ownership check of a device allocator's ``free`` reads ``block._owner`` without a
+#: default: a block class without the attribute (the null block) crashes it instead of being
+#: refused (``held_block_id``).
+OWNER_READ_WITHOUT_DEFAULT = (Patch(
+    "prefix_caching_block", "PrefixCachingBlockAllocator.free",
+    "block_id = self._check_held(block)",
+    '_ = block._owner  # BUG: was getattr(block, "_owner", None)\n'
+    "block_id = self._check_held(block)"),)

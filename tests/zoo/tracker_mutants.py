@@ -1,25 +1,29 @@
 """Broken engine trackers (``ComputedBlocksTracker``): only one-tracker edits
-(``SeqTrackerEdit``) reach them.
-
-The suite's adapter takes the trackers from the module of the GPU allocator's class, so this
-module defines that class (the bundled allocator, unchanged) next to the broken tracker.
+(``SeqTrackerEdit``) and tracker misuse (``SeqLostBlocks``) reach them. Each change is marked
+``# BUG`` in the patched source.
 """
 
 from __future__ import annotations
 
-from prefixcache.prefix_caching_block import ComputedBlocksTracker as _ComputedBlocksTracker
-from prefixcache.prefix_caching_block import LastAccessBlocksTracker
-from tests.zoo.plumbing import PluggableAllocator
+from tests.zoo.patching import Patch
 
-__all__ = ["ComputedBlocksTracker", "LastAccessBlocksTracker", "TrackedAllocator"]
+_TRACKER = "ComputedBlocksTracker"
 
+#: ``add_seq`` of a sequence it tracks starts its list again instead of refusing.
+TRACKER_READDS = (Patch("prefix_caching_block", f"{_TRACKER}.add_seq",
+                        "if seq_id in self._cached_computed_seq_blocks:",
+                        'if False:  # BUG: no "already tracked" check'),)
 
-class ComputedBlocksTracker(_ComputedBlocksTracker):
-    """``add_seq`` of a sequence it tracks starts its list again instead of refusing."""
+#: ``get_cached_computed_blocks_and_update`` of a sequence that lost blocks returns the list
+#: it remembers (ids the sequence no longer holds) instead of refusing.
+TRACKER_KEEPS_LOST_BLOCKS = (Patch(
+    "prefix_caching_block", f"{_TRACKER}.get_cached_computed_blocks_and_update",
+    'raise InvalidArgumentError("the sequence lost blocks since the last call")',
+    "return prev_computed  # BUG: the sequence lost blocks: must raise"),)
 
-    def add_seq(self, seq_id: int) -> None:
-        self._cached_computed_seq_blocks[seq_id] = ([], False)  # BUG: no "already tracked"
-
-
-class TrackedAllocator(PluggableAllocator):
-    """The bundled allocator; its module carries the broken tracker."""
+#: ``BlockTable.free`` frees block after block and only notices a block freed behind it when
+#: the allocator refuses that one (the blocks before it are gone by then).
+TABLE_FREE_BEFORE_CHECK = (Patch("block_table", "BlockTable.free",
+                                 "with contextlib.suppress(NotImplementedError):\n"
+                                 "    self._held_handles(real)",
+                                 "pass  # BUG: no check that every block still holds its id"),)
