@@ -56,14 +56,7 @@ ORACLE_ATTRIBUTION: dict[str, tuple[frozenset[Family], str]] = {
 
 #: Mutants the suite does not catch within BUDGETS: gaps in the suite, not in the zoo (reported to
 #: the lead), as ``name: reason``. Non-strict xfail: a gap that closes shows as XPASS (``-ra``).
-SUITE_GAPS: dict[str, str] = {
-    "swap_log_not_reset": (
-        "the sequence machine reaches a second SwapLog after a table swap too rarely once the "
-        "target has a key builder (ExtraKey draws share the examples): caught by seeds 2 and 3, "
-        "not by 0 and 1 at 100 x 40. Before the zoo became patches of prefixcache/, every mutant "
-        "(a class in tests.zoo, a package without hashing.make_extra_hash) was judged without "
-        "a key builder, unlike the bundled allocator, and seed 0 caught it"),
-}
+SUITE_GAPS: dict[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)

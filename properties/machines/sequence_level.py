@@ -163,14 +163,17 @@ class SequenceLevelMachine(OracleMachine):
     @precondition(lambda m: _has_tables(m) and m.config.num_cpu_blocks > 0)
     @rule(data=st.data())
     def swap(self, data: st.DataObject) -> None:
-        """Preemption by swapping: a running sequence goes to the CPU, a swapped one comes back."""
+        """Preemption by swapping: a running sequence goes to the CPU, a swapped one comes back.
+        As vLLM's block manager does after every table swap, the engine then takes the swap log
+        (``get_and_reset_swaps``) to learn which KV to copy: it must hold this swap's pairs only."""
         whole = self._whole(self.oracle.live_tables())
         if not whole:
             return
         t = data.draw(st.sampled_from(whole), label="table")
         src = self.oracle.table_device(t)
         dst = Dev.CPU if src is Dev.GPU else Dev.GPU
-        self.do(ops.TableSwap(t, src, dst))
+        if self._ok(ops.TableSwap(t, src, dst)):
+            self.do(ops.SwapLog())
 
     @precondition(_has_tables)
     @rule(data=st.data(), step=st.sampled_from((0.0, 1.0)))
