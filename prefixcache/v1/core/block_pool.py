@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from prefixcache.v1.core.kv_cache_utils import (
+    GROUP_SUFFIXES,
     MAX_GROUP_ID,
     BlockHash,
     BlockHashList,
@@ -212,12 +213,12 @@ class BlockPool:
     # --- ownership and validation -----------------------------------------------------
 
     def _owns(self, block: object) -> bool:
-        block_id = getattr(block, "block_id", None)
-        return (
-            type(block_id) is int
-            and 0 <= block_id < self.num_gpu_blocks
-            and self.blocks[block_id] is block
-        )
+        # Identity with the pool's own object decides; a negative or foreign id can only index
+        # some other block object (block ids are positions), so it fails the identity test.
+        try:
+            return self.blocks[block.block_id] is block  # type: ignore[attr-defined]
+        except (AttributeError, IndexError, TypeError):
+            return False
 
     def _check_owned(self, block: object) -> KVCacheBlock:
         if not self._owns(block):
@@ -367,13 +368,18 @@ class BlockPool:
     ) -> list[KVCacheBlock] | None:
         """One block per group reached by ``block_hash`` (the first cached when several are), or
         ``None`` if any group misses."""
+        cache = self.cached_block_hash_to_block._cache
         cached: list[KVCacheBlock] = []
-        get_one = self.cached_block_hash_to_block.get_one_block
         for group_id in kv_cache_group_ids:
-            block = get_one(make_block_hash_with_group_id(block_hash, group_id))
-            if block is None:
+            if type(group_id) is int and 0 <= group_id < 64:
+                blocks = cache.get(BlockHashWithGroupId(block_hash + GROUP_SUFFIXES[group_id]))
+            else:
+                blocks = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+            if blocks is None:
                 return None
-            cached.append(block)
+            if isinstance(blocks, dict):
+                blocks = next(iter(blocks.values()))
+            cached.append(blocks)
         return cached
 
     # --- caching ----------------------------------------------------------------------
@@ -664,16 +670,24 @@ class BlockPool:
     def touch(self, blocks: Sequence[KVCacheBlock]) -> None:
         """Add a reference to each entry (a cache hit); a free block leaves the queue. The null
         block is skipped. Every entry must be this pool's."""
-        listed = list(blocks)
+        listed = blocks if type(blocks) is list else list(blocks)
+        pool_blocks = self.blocks
         for block in listed:
-            self._check_owned(block)
+            try:
+                owned = pool_blocks[block.block_id] is block
+            except (AttributeError, IndexError, TypeError):
+                owned = False
+            if not owned:
+                raise ForeignBlockError(f"{block!r} is not a block of this pool")
         queue = self.free_block_queue
         metrics = self.metrics_collector
         for block in listed:
-            if block.is_null:
-                continue
             if block.ref_cnt == 0:
-                queue.remove(block)
+                if block.is_null:
+                    continue
+                queue._unlink(block)
+            elif block.is_null:
+                continue
             block.ref_cnt += 1
             if metrics is not None:
                 metrics.on_block_accessed(block)
@@ -688,17 +702,49 @@ class BlockPool:
         off) at the head, keyed ones at the tail, each group in the given order. The null block
         is skipped; blocks of another ``BlockPool`` are freed there. A block listed more times
         than it is held is a ``DoubleFreeError``."""
-        listed = list(ordered_blocks)
-        own: list[KVCacheBlock] = listed
-        others: dict[int, tuple[BlockPool, list[KVCacheBlock]]] = {}
-        if any(block.pool is not self for block in listed if not block.is_null):
-            own = []
-            for block in listed:
-                pool = getattr(block, "pool", None)
-                if pool is not self and isinstance(pool, BlockPool) and pool._owns(block):
-                    others.setdefault(id(pool), (pool, []))[1].append(block)
+        listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
+        pool_blocks = self.blocks
+        caching = self.enable_caching
+        evict_first: list[KVCacheBlock] = []
+        evict_last: list[KVCacheBlock] = []
+        # Fast path, one pass: decrement as we go, undo the prefix if an entry is refused.
+        for index, block in enumerate(listed):
+            try:
+                owned = pool_blocks[block.block_id] is block
+            except (AttributeError, IndexError, TypeError):
+                owned = False
+            if not owned or (block.ref_cnt <= 0 and not block.is_null):
+                self._undo_free(listed[:index])
+                self._free_checked(listed)  # raises, or frees other pools' blocks too
+                return
+            if block.is_null:
+                continue
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0:
+                if block._block_hash is None or not caching:
+                    evict_first.append(block)
                 else:
-                    own.append(block)
+                    evict_last.append(block)
+        if evict_first:
+            self.free_block_queue._prepend_unchecked(evict_first)
+        if evict_last:
+            self.free_block_queue._append_unchecked(evict_last)
+
+    def _undo_free(self, blocks: list[KVCacheBlock]) -> None:
+        for block in blocks:
+            if not block.is_null:
+                block.ref_cnt += 1
+
+    def _free_checked(self, listed: list[KVCacheBlock]) -> None:
+        """``free_blocks`` with every entry checked first, other pools' blocks routed there."""
+        own: list[KVCacheBlock] = []
+        others: dict[int, tuple[BlockPool, list[KVCacheBlock]]] = {}
+        for block in listed:
+            pool = getattr(block, "pool", None)
+            if pool is not self and isinstance(pool, BlockPool) and pool._owns(block):
+                others.setdefault(id(pool), (pool, []))[1].append(block)
+            else:
+                own.append(block)
         released = self._check_release(own, "free")
         checked = [(pool, pool._check_release(blocks, "free")) for pool, blocks in others.values()]
         self._release(released)
@@ -706,6 +752,7 @@ class BlockPool:
             pool._release(blocks)
 
     def _release(self, blocks: list[KVCacheBlock]) -> None:
+        """Drop one reference per (checked) entry and queue the blocks that reach zero."""
         evict_first: list[KVCacheBlock] = []
         evict_last: list[KVCacheBlock] = []
         caching = self.enable_caching
@@ -716,8 +763,10 @@ class BlockPool:
                     evict_first.append(block)
                 else:
                     evict_last.append(block)
-        self.free_block_queue.prepend_n(evict_first)
-        self.free_block_queue.append_n(evict_last)
+        if evict_first:
+            self.free_block_queue._prepend_unchecked(evict_first)
+        if evict_last:
+            self.free_block_queue._append_unchecked(evict_last)
 
     def evict_blocks(self, block_ids: Iterable[int]) -> None:
         """Drop the keys of the blocks ``block_ids`` (held blocks stay held, free ones stay

@@ -69,9 +69,15 @@ ExternalBlockHash: TypeAlias = bytes | int
 MAX_GROUP_ID = (1 << 32) - 1
 
 
+#: The 4-byte suffixes of the first group ids, precomputed for the lookup hot path.
+GROUP_SUFFIXES = tuple(i.to_bytes(4, "big") for i in range(64))
+
+
 def make_block_hash_with_group_id(block_hash: BlockHash, group_id: int) -> BlockHashWithGroupId:
     """``block_hash`` with ``group_id`` appended as 4 big-endian bytes (``0 <= group_id < 2**32``;
     ``OverflowError`` otherwise, as upstream)."""
+    if type(group_id) is int and 0 <= group_id < 64:
+        return BlockHashWithGroupId(block_hash + GROUP_SUFFIXES[group_id])
     return BlockHashWithGroupId(block_hash + group_id.to_bytes(4, "big", signed=False))
 
 
@@ -275,9 +281,18 @@ class FreeKVCacheBlockQueue:
 
     def append_n(self, blocks: list[KVCacheBlock]) -> None:
         """Queue ``blocks`` at the tail, in order."""
-        if not blocks:
-            return
-        self._check_not_queued(blocks)
+        if blocks:
+            self._check_not_queued(blocks)
+            self._append_unchecked(blocks)
+
+    def prepend_n(self, blocks: list[KVCacheBlock]) -> None:
+        """Queue ``blocks`` at the head, in order (``blocks[0]`` is evicted first)."""
+        if blocks:
+            self._check_not_queued(blocks)
+            self._prepend_unchecked(blocks)
+
+    def _append_unchecked(self, blocks: list[KVCacheBlock]) -> None:
+        """``append_n`` for callers that know no block is queued (the pool's frees)."""
         tail = self.fake_free_list_tail
         last = tail.prev_free_block
         if last is None:  # pragma: no cover - sentinel links never break
@@ -290,11 +305,8 @@ class FreeKVCacheBlockQueue:
         tail.prev_free_block = last
         self.num_free_blocks += len(blocks)
 
-    def prepend_n(self, blocks: list[KVCacheBlock]) -> None:
-        """Queue ``blocks`` at the head, in order (``blocks[0]`` is evicted first)."""
-        if not blocks:
-            return
-        self._check_not_queued(blocks)
+    def _prepend_unchecked(self, blocks: list[KVCacheBlock]) -> None:
+        """``prepend_n`` for callers that know no block is queued (the pool's frees)."""
         head = self.fake_free_list_head
         first = head.next_free_block
         if first is None:  # pragma: no cover - sentinel links never break
