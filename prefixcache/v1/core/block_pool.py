@@ -130,9 +130,7 @@ class BlockHashToBlockMap:
             del self._cache[key]
             return blocks
         block = blocks.pop(block_id, None)
-        if len(blocks) == 1:
-            self._cache[key] = next(iter(blocks.values()))
-        elif not blocks:
+        if not blocks:  # a dict that shrinks to one block stays a dict, as upstream's
             del self._cache[key]
         return block
 
