@@ -268,3 +268,63 @@ class DifferentialMachine(RuleBasedStateMachine):
 
 TestDifferential = DifferentialMachine.TestCase
 TestDifferential.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tokens=st.lists(st.integers(0, 5), min_size=4, max_size=20),
+    salt=st.none() | st.just("s"),
+    lora=st.booleans(),
+    spans=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 5)), max_size=3),
+    lookahead=st.integers(0, 2),
+    coarse=st.booleans(),
+    split=st.integers(0, 4),
+)
+def test_stored_and_removed_events_match_upstream(
+    tokens: list[int],
+    salt: str | None,
+    lora: bool,
+    spans: list[tuple[int, int]],
+    lookahead: int,
+    coarse: bool,
+    split: int,
+) -> None:
+    """Where no block is skipped, duplicated or re-announced, both pools emit equal events:
+    ``BlockStored`` (hashes, parent, tokens, extra keys, LoRA fields, lookahead tokens) from
+    ``cache_full_blocks`` in one or two calls, ``emit_cached_block_events`` for present keys, and
+    ``BlockRemoved`` when the blocks are reused."""
+    assert UPSTREAM is not None
+    feats, offset = [], 0
+    for gap, length in spans:
+        offset += gap
+        feats.append(FakeFeature(f"m{offset}", FakePosition(offset, length)))
+        offset += length
+    req = FakeRequest(
+        "r",
+        list(tokens),
+        HBS,
+        cache_salt=salt,
+        mm_features=feats,
+        lookahead=lookahead,
+        lora_request=FakeLoRA("a", 3, "/p") if lora else None,
+    )
+    size = 2 * HBS if coarse else HBS
+    full = len(bundled_utils.resolve_block_hashes(req.block_hashes, HBS, size))
+    split = min(split, full)
+    events = []
+    for pool in (
+        BlockPool(12, True, HBS, enable_kv_cache_events=True, num_hash_lookahead_tokens=lookahead),
+        UPSTREAM.block_pool.BlockPool(
+            12, True, HBS, enable_kv_cache_events=True, num_hash_lookahead_tokens=lookahead
+        ),
+    ):
+        blocks = pool.get_new_blocks(max(full, 1))
+        pool.cache_full_blocks(req, blocks, 0, split, size, 1)
+        pool.cache_full_blocks(req, blocks, split, full, size, 1)
+        pool.emit_cached_block_events(req, full, size, 1)
+        pool.free_blocks(list(reversed(blocks)))
+        pool.get_new_blocks(pool.get_num_free_blocks())
+        events.append(pool.take_events())
+    assert events[0] == events[1]
+    kinds = {type(event).__name__ for event in events[0]}
+    assert full == 0 or kinds == {"BlockStored", "BlockRemoved"}
