@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from prefixcache.v1 import kv_events
 from prefixcache.v1.core.kv_cache_utils import (
     GROUP_SUFFIXES,
     MAX_GROUP_ID,
@@ -55,13 +56,7 @@ from prefixcache.v1.errors import (
     PoolArgumentError,
     UnheldBlockError,
 )
-from prefixcache.v1.kv_events import (
-    MEDIUM_GPU,
-    AllBlocksCleared,
-    BlockRemoved,
-    BlockStored,
-    KVCacheEvent,
-)
+from prefixcache.v1.kv_events import MEDIUM_GPU, KVCacheEvent
 
 __all__ = ["BlockHashToBlockMap", "BlockPool", "KVCacheMetricsCollector"]
 
@@ -168,7 +163,14 @@ class BlockPool:
     ``enable_caching``, ``hash_block_size`` (granularity of ``request.block_hashes``; a group's
     block size is a multiple of it), ``enable_kv_cache_events``, ``metrics_collector``,
     ``num_hash_lookahead_tokens``, ``medium`` (reported in events).
+
+    ``kv_event_classes`` names the classes events are built from (any object with
+    ``BlockStored``, ``BlockRemoved`` and ``AllBlocksCleared`` taking upstream's fields):
+    ``prefixcache.v1.kv_events`` by default; an engine that publishes events sets it to
+    ``vllm.distributed.kv_events`` so its publisher and ``KVCacheManager`` see its own types.
     """
+
+    kv_event_classes: Any = kv_events
 
     def __init__(
         self,
@@ -272,7 +274,7 @@ class BlockPool:
             return
         for key in keys:
             self.kv_event_queue.append(
-                BlockRemoved(
+                self.kv_event_classes.BlockRemoved(
                     block_hashes=[maybe_convert_block_hash(get_block_hash(key))],
                     medium=self.medium,
                     group_idx=get_group_id(key),
@@ -317,7 +319,7 @@ class BlockPool:
         stop: int,
         block_size: int,
         kv_cache_group_id: int,
-    ) -> BlockStored:
+    ) -> KVCacheEvent:
         """``BlockStored`` for the consecutive blocks ``[first, stop)`` of ``request``."""
         block_hashes: list[ExternalBlockHash] = []
         extra_keys: list[tuple[Any, ...] | None] = []
@@ -337,7 +339,7 @@ class BlockPool:
             if lookahead is not None:
                 lookahead.append(self._lookahead_token_ids(request, (i + 1) * block_size))
         lora = request.lora_request
-        return BlockStored(
+        event: KVCacheEvent = self.kv_event_classes.BlockStored(
             block_hashes=block_hashes,
             parent_block_hash=maybe_convert_block_hash(hashes[first - 1]) if first else None,
             token_ids=list(request.all_token_ids[first * block_size : stop * block_size]),
@@ -350,6 +352,7 @@ class BlockPool:
             session_id=getattr(request, "session_id", None),
             lookahead_token_ids=lookahead,
         )
+        return event
 
     def _check_block_size(self, block_size: object) -> int:
         if type(block_size) is not int or block_size <= 0 or block_size % self.hash_block_size != 0:
@@ -798,7 +801,7 @@ class BlockPool:
         if self.metrics_collector is not None:
             self.metrics_collector.reset()
         if self.enable_kv_cache_events:
-            self.kv_event_queue.append(AllBlocksCleared())
+            self.kv_event_queue.append(self.kv_event_classes.AllBlocksCleared())
         return True
 
     # --- accounting -------------------------------------------------------------------

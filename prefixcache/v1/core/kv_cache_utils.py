@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NewType, TypeAlias, overload
 
 from prefixcache.v1.errors import (
+    CacheConflictError,
     FreeQueueError,
     InvalidArgumentError,
     NoFreeBlocksError,
@@ -172,8 +173,6 @@ class KVCacheBlock:
     ) -> None:
         """Give the block its primary key; ``CacheConflictError`` if it already has one."""
         if self._block_hash is not None or self._block_hash_num_tokens is not None:
-            from prefixcache.v1.errors import CacheConflictError
-
             raise CacheConflictError(f"block {self.block_id} already has a hash")
         self._block_hash = block_hash
         self._block_hash_num_tokens = num_tokens

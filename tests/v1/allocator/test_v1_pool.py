@@ -371,3 +371,49 @@ def test_metrics_collector_sees_allocation_access_eviction_reset() -> None:
     pool.free_blocks([block, block])
     assert pool.reset_prefix_cache()
     assert metrics.calls == [("evicted", 1), ("allocated", 1), ("accessed", 1), ("reset", -1)]
+
+
+def test_event_classes_are_pluggable() -> None:
+    """An engine publishing events swaps in its own classes (same fields)."""
+    import types
+    from dataclasses import dataclass
+
+    @dataclass
+    class Stored:
+        block_hashes: list[object]
+        parent_block_hash: object
+        token_ids: list[int]
+        block_size: int
+        lora_id: object
+        medium: object
+        lora_name: object
+        extra_keys: object = None
+        group_idx: object = None
+        session_id: object = None
+        lookahead_token_ids: object = None
+
+    @dataclass
+    class Removed:
+        block_hashes: list[object]
+        medium: object
+        group_idx: object = None
+
+    class Cleared:
+        pass
+
+    classes = types.SimpleNamespace(
+        BlockStored=Stored, BlockRemoved=Removed, AllBlocksCleared=Cleared
+    )
+
+    class EnginePool(BlockPool):
+        kv_event_classes = classes
+
+    pool = EnginePool(3, enable_caching=True, hash_block_size=4, enable_kv_cache_events=True)
+    blocks = pool.get_new_blocks(2)
+    pool.cache_full_blocks(_req(list(range(4))), blocks, 0, 1, 4, 0)
+    pool.free_blocks(blocks)
+    pool.get_new_blocks(2)
+    assert pool.reset_prefix_cache() is False
+    pool.free_blocks(pool.blocks[1:])
+    assert pool.reset_prefix_cache() is True
+    assert [type(e) for e in pool.take_events()] == [Stored, Removed, Cleared]
