@@ -63,6 +63,12 @@ CASES: list[Case] = [
         ValueError,
     ),
     (
+        "touch free blocks, then a hand-made one",
+        lambda w: w.pool.touch([w.free[1], w.free[0], w.pool.blocks[9], KVCacheBlock(2)]),
+        ForeignBlockError,
+        ValueError,
+    ),
+    (
         "free a free block",
         lambda w: w.pool.free_blocks([w.free[0]]),
         DoubleFreeError,
