@@ -1,0 +1,179 @@
+"""``python -m benchmarks.v1_pool_speed``: the bundled v1 ``BlockPool`` against vLLM 0.33.0's on
+one engine-like trace, as per-operation time ratios (upstream / ours) in one process.
+
+The trace (prefix hits over shared system prompts, chunked prefill, decode, frees in reverse,
+eviction under memory pressure) is generated once by driving the bundled pool, recorded as calls
+naming blocks by id, and replayed on fresh pools of both kinds; each replay is timed per call
+kind (``time.perf_counter_ns`` around each call, the same overhead for both), best of
+``--repeat`` rounds. Request hashing happens during generation and is not timed. Upstream's pool
+is loaded from the vllm 0.33.0 wheel (``$PREFIXCACHE_VLLM_V1_WHEEL``) by the differential tests'
+loader; without the wheel only the bundled pool is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from prefixcache.v1.core.block_pool import BlockPool
+from prefixcache.v1.core.kv_cache_utils import get_request_block_hasher
+from prefixcache.v1.hashing import sha256
+
+__all__ = ["Call", "Ids", "generate", "main", "replay"]
+
+
+class Ids(list[int]):
+    """A call argument naming a list of the pool's blocks by id."""
+
+
+#: ``(method name, args)``; an ``Ids`` arg names blocks by id.
+Call = tuple[str, tuple[Any, ...]]
+
+
+class _Request:
+    """Duck-typed request: tokens and their block hashes, extended as tokens arrive."""
+
+    def __init__(self, tokens: list[int], block_size: int) -> None:
+        self.all_token_ids = tokens
+        self.block_hashes: list[Any] = []
+        self.mm_features: list[Any] = []
+        self.lora_request = None
+        self.cache_salt = None
+        self.prompt_embeds = None
+        self._hasher = get_request_block_hasher(block_size, sha256)
+        self.block_hashes.extend(self._hasher(self))
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.all_token_ids)
+
+    def append(self, tokens: list[int]) -> None:
+        self.all_token_ids.extend(tokens)
+        self.block_hashes.extend(self._hasher(self))
+
+
+def generate(
+    seed: int = 0, num_requests: int = 400, block_size: int = 16, num_blocks: int = 1024
+) -> tuple[list[Call], list[_Request]]:
+    """Drive a bundled pool like a scheduler would and record every pool call."""
+    rng = random.Random(seed)
+    pool = BlockPool(num_blocks, enable_caching=True, hash_block_size=block_size)
+    prompts = [[rng.randrange(32000) for _ in range(rng.randrange(64, 512))] for _ in range(8)]
+    calls: list[Call] = []
+    requests: list[_Request] = []
+    running: list[tuple[int, list[int], int]] = []  # (request index, block ids, cached count)
+
+    def record(name: str, *args: Any) -> Any:
+        calls.append((name, args))
+        real = [[pool.blocks[i] for i in a] if isinstance(a, Ids) else a for a in args]
+        return getattr(pool, name)(*real)
+
+    for step in range(num_requests * 3):
+        if len(requests) < num_requests and rng.random() < 0.4:
+            tokens = list(rng.choice(prompts)) + [
+                rng.randrange(32000) for _ in range(rng.randrange(1, 200))
+            ]
+            req = _Request(tokens, block_size)
+            hits: list[int] = []
+            for block_hash in req.block_hashes[: (len(tokens) - 1) // block_size]:
+                found = record("get_cached_block", block_hash, [0])
+                if found is None:
+                    break
+                hits.append(found[0].block_id)
+            needed = -(-len(tokens) // block_size) - len(hits)
+            if needed + len(hits) <= pool.get_num_free_blocks():
+                record("touch", Ids(hits))
+                got = record("get_new_blocks", needed)
+                ids = hits + [b.block_id for b in got]
+                full = len(tokens) // block_size
+                record("cache_full_blocks", req, Ids(ids), len(hits), full, block_size, 0)
+                requests.append(req)
+                running.append((len(requests) - 1, ids, full))
+        elif running:
+            index = rng.randrange(len(running))
+            req_index, ids, cached = running[index]
+            req = requests[req_index]
+            if rng.random() < 0.15 or pool.get_num_free_blocks() < 4:
+                record("free_blocks", Ids(reversed(ids)))
+                running.pop(index)
+                continue
+            req.append([rng.randrange(32000) for _ in range(rng.randrange(1, 16))])
+            needed = -(-len(req.all_token_ids) // block_size) - len(ids)
+            if needed > 0:
+                ids += [b.block_id for b in record("get_new_blocks", needed)]
+            full = len(req.all_token_ids) // block_size
+            if full > cached:
+                record("cache_full_blocks", req, Ids(ids), cached, full, block_size, 0)
+            running[index] = (req_index, ids, max(cached, full))
+        if step % 97 == 0:
+            record("get_usage")
+    for _, ids, _ in running:
+        record("free_blocks", Ids(reversed(ids)))
+    return calls, requests
+
+
+def replay(make_pool: Callable[[], Any], calls: list[Call]) -> dict[str, int]:
+    """Nanoseconds per call kind for one replay on a fresh pool."""
+    pool = make_pool()
+    bound: list[tuple[str, Callable[..., Any], list[Any]]] = []
+    for name, args in calls:
+        real = [[pool.blocks[i] for i in a] if isinstance(a, Ids) else a for a in args]
+        bound.append((name, getattr(pool, name), real))
+    totals: dict[str, int] = {}
+    clock = time.perf_counter_ns
+    gc.disable()
+    try:
+        for name, method, real in bound:
+            start = clock()
+            method(*real)
+            totals[name] = totals.get(name, 0) + clock() - start
+    finally:
+        gc.enable()
+    return totals
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=400)
+    options = parser.parse_args(argv)
+    calls, _ = generate(num_requests=options.requests)
+    num_blocks, block_size = 1024, 16
+    makers: dict[str, Callable[[], Any]] = {
+        "bundled": lambda: BlockPool(num_blocks, True, block_size),
+    }
+    loader = importlib.import_module("tests.v1.allocator._upstream_v1")
+    wheel = loader.find_wheel()
+    if wheel is not None:
+        upstream = loader.load(wheel)
+        makers["vllm 0.33.0"] = lambda: upstream.block_pool.BlockPool(num_blocks, True, block_size)
+    best: dict[str, dict[str, int]] = {}
+    for _ in range(options.repeat):
+        for label, make in makers.items():
+            got = replay(make, calls)
+            mine = best.setdefault(label, got)
+            for kind, ns in got.items():
+                mine[kind] = min(mine[kind], ns)
+    counts: dict[str, int] = {}
+    for name, _args in calls:
+        counts[name] = counts.get(name, 0) + 1
+    print(f"{len(calls)} calls, best of {options.repeat}; ns per call")
+    header = f"{'call':<20}{'count':>8}" + "".join(f"{label:>14}" for label in makers)
+    print(header + (f"{'ratio':>8}" if len(makers) == 2 else ""))
+    for kind in [*sorted(counts), "total"]:
+        count = sum(counts.values()) if kind == "total" else counts[kind]
+        per = [(sum(b.values()) if kind == "total" else b[kind]) / count for b in best.values()]
+        row = f"{kind:<20}{count:>8}" + "".join(f"{ns:>14.0f}" for ns in per)
+        print(row + (f"{per[1] / per[0]:>8.2f}" if len(per) == 2 else ""))
+    if wheel is None:
+        print("vllm 0.33.0 wheel not found: set PREFIXCACHE_VLLM_V1_WHEEL to compare")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,826 @@
+"""The v1 block pool (names and semantics of upstream's ``vllm.v1.core.block_pool``, 0.33.0).
+
+State and invariants, kept by every method (checked by ``tests/v1/allocator``):
+
+- ``blocks[0]`` is ``null_block``: never queued, never keyed, skipped by ``touch`` /
+  ``free_blocks``; its ``ref_cnt`` is not maintained.
+- Every other block has ``ref_cnt >= 0`` and is in ``free_block_queue`` exactly when
+  ``ref_cnt == 0``; ``get_num_free_blocks()`` is the queue's length.
+- ``cached_block_hash_to_block`` maps each key to the blocks it reaches (several blocks may share
+  a key: block tables are append-only, so duplicates are not merged). A block reachable under a
+  key has it as its primary ``block_hash`` or in ``cached_block_hashes_by_block[block_id]``
+  (aliases at other prefix lengths), and vice versa. A block has at most one key per prefix
+  length.
+- Replaying ``take_events()`` into ``KVEventReplica`` yields exactly the map's keys (when events
+  are enabled).
+
+Every method validates its whole input before changing anything: a typed error
+(``prefixcache.v1.errors``) leaves the pool, its blocks and its event queue as they were. Each
+operation costs O(1) per block (or key) it touches.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from prefixcache.v1 import kv_events
+from prefixcache.v1.core.kv_cache_utils import (
+    GROUP_SUFFIXES,
+    MAX_GROUP_ID,
+    BlockHash,
+    BlockHashList,
+    BlockHashWithGroupId,
+    ExternalBlockHash,
+    FreeKVCacheBlockQueue,
+    KVCacheBlock,
+    generate_block_hash_extra_keys,
+    generate_lookahead_block_hash_extra_keys,
+    get_block_hash,
+    get_group_id,
+    get_mm_features_in_window,
+    make_block_hash_with_group_id,
+    maybe_convert_block_hash,
+    resolve_block_hashes,
+    to_event_extra_keys,
+)
+from prefixcache.v1.errors import (
+    CacheConflictError,
+    DoubleFreeError,
+    ForeignBlockError,
+    InvalidBlockError,
+    InvalidBlockIdError,
+    MissingBlockHashesError,
+    NoFreeBlocksError,
+    PoolArgumentError,
+    UnheldBlockError,
+)
+from prefixcache.v1.kv_events import MEDIUM_GPU, KVCacheEvent
+
+__all__ = ["BlockHashToBlockMap", "BlockPool", "KVCacheMetricsCollector"]
+
+logger = logging.getLogger(__name__)
+
+
+class KVCacheMetricsCollector(Protocol):
+    """What the pool calls on an optional metrics collector (upstream's class of that name)."""
+
+    def on_block_allocated(self, block: KVCacheBlock) -> None: ...
+    def on_block_accessed(self, block: KVCacheBlock) -> None: ...
+    def on_block_evicted(self, block: KVCacheBlock) -> None: ...
+    def reset(self) -> None: ...
+
+
+class BlockHashToBlockMap:
+    """Key -> block(s). A key reaching one block stores the block itself, several a
+    ``{block_id: block}`` dict in insertion order (upstream's layout, to spare the GC)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[BlockHashWithGroupId, KVCacheBlock | dict[int, KVCacheBlock]] = {}
+
+    def get_one_block(self, key: BlockHashWithGroupId) -> KVCacheBlock | None:
+        """The first-inserted block under ``key``, or ``None``."""
+        blocks = self._cache.get(key)
+        if blocks is None or isinstance(blocks, KVCacheBlock):
+            return blocks
+        return next(iter(blocks.values()))
+
+    def contain(self, key: BlockHashWithGroupId, block_id: int) -> bool:
+        """Whether ``key`` reaches the block ``block_id``."""
+        blocks = self._cache.get(key)
+        if blocks is None:
+            return False
+        if isinstance(blocks, KVCacheBlock):
+            return blocks.block_id == block_id
+        return block_id in blocks
+
+    def num_blocks(self, key: BlockHashWithGroupId) -> int:
+        """How many blocks ``key`` reaches."""
+        blocks = self._cache.get(key)
+        if blocks is None:
+            return 0
+        return 1 if isinstance(blocks, KVCacheBlock) else len(blocks)
+
+    def insert(self, key: BlockHashWithGroupId, block: KVCacheBlock) -> None:
+        """Make ``key`` reach ``block`` too (no-op if it already does)."""
+        blocks = self._cache.get(key)
+        if blocks is None:
+            self._cache[key] = block
+        elif isinstance(blocks, KVCacheBlock):
+            if blocks.block_id != block.block_id:
+                self._cache[key] = {blocks.block_id: blocks, block.block_id: block}
+        else:
+            blocks[block.block_id] = block
+
+    def pop(self, key: BlockHashWithGroupId, block_id: int) -> KVCacheBlock | None:
+        """Stop ``key`` reaching ``block_id``; the block, or ``None`` (nothing changes) if it
+        did not."""
+        blocks = self._cache.get(key)
+        if blocks is None:
+            return None
+        if isinstance(blocks, KVCacheBlock):
+            if blocks.block_id != block_id:
+                return None
+            del self._cache[key]
+            return blocks
+        block = blocks.pop(block_id, None)
+        if not blocks:  # a dict that shrinks to one block stays a dict, as upstream's
+            del self._cache[key]
+        return block
+
+    def iter_blocks(self) -> Iterable[KVCacheBlock]:
+        """Every (key, block) pair's block, with repeats for blocks under several keys."""
+        for blocks in self._cache.values():
+            if isinstance(blocks, KVCacheBlock):
+                yield blocks
+            else:
+                yield from blocks.values()
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def __bool__(self) -> bool:
+        return bool(self._cache)
+
+
+def _check_count(value: object, what: str) -> int:
+    if type(value) is not int or value < 0:
+        raise PoolArgumentError(f"{what} must be a non-negative int, got {value!r}")
+    return value
+
+
+def _check_group_id(value: object) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_GROUP_ID:
+        raise PoolArgumentError(f"kv_cache_group_id must be an int in [0, 2**32), got {value!r}")
+    return value
+
+
+class BlockPool:
+    """Allocates, frees and caches KV-cache blocks.
+
+    Args as upstream: ``num_gpu_blocks`` (> 0, block 0 becomes the null block),
+    ``enable_caching``, ``hash_block_size`` (granularity of ``request.block_hashes``; a group's
+    block size is a multiple of it), ``enable_kv_cache_events``, ``metrics_collector``,
+    ``num_hash_lookahead_tokens``, ``medium`` (reported in events).
+
+    ``kv_event_classes`` names the classes events are built from (any object with
+    ``BlockStored``, ``BlockRemoved`` and ``AllBlocksCleared`` taking upstream's fields):
+    ``prefixcache.v1.kv_events`` by default; an engine that publishes events sets it to
+    ``vllm.distributed.kv_events`` so its publisher and ``KVCacheManager`` see its own types.
+    """
+
+    kv_event_classes: Any = kv_events
+
+    def __init__(
+        self,
+        num_gpu_blocks: int,
+        enable_caching: bool,
+        hash_block_size: int,
+        enable_kv_cache_events: bool = False,
+        metrics_collector: KVCacheMetricsCollector | None = None,
+        num_hash_lookahead_tokens: int = 0,
+        medium: str = MEDIUM_GPU,
+    ) -> None:
+        if type(num_gpu_blocks) is not int or num_gpu_blocks <= 0:
+            raise PoolArgumentError(
+                f"num_gpu_blocks must be a positive int, got {num_gpu_blocks!r}"
+            )
+        if type(hash_block_size) is not int or hash_block_size <= 0:
+            raise PoolArgumentError(
+                f"hash_block_size must be a positive int, got {hash_block_size!r}"
+            )
+        _check_count(num_hash_lookahead_tokens, "num_hash_lookahead_tokens")
+        self.num_gpu_blocks = num_gpu_blocks
+        self.medium = medium
+        self.enable_caching = enable_caching
+        self.hash_block_size = hash_block_size
+        self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
+        self.blocks: list[KVCacheBlock] = [
+            KVCacheBlock(idx, pool=self) for idx in range(num_gpu_blocks)
+        ]
+        self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
+        self.cached_block_hash_to_block = BlockHashToBlockMap()
+        #: block id -> its alias keys (insertion ordered), each with the prefix length it covers.
+        self.cached_block_hashes_by_block: dict[int, dict[BlockHashWithGroupId, int | None]] = {}
+        self.null_block = self.free_block_queue.popleft()
+        self.null_block.is_null = True
+        self.enable_kv_cache_events = enable_kv_cache_events
+        self.kv_event_queue: list[KVCacheEvent] = []
+        self.metrics_collector = metrics_collector
+        self._reuse_watchers: dict[int, Callable[[KVCacheBlock], None]] = {}
+
+    # --- ownership and validation -----------------------------------------------------
+
+    def _owns(self, block: object) -> bool:
+        # Identity with the pool's own object decides; a negative or foreign id can only index
+        # some other block object (block ids are positions), so it fails the identity test.
+        try:
+            return self.blocks[block.block_id] is block  # type: ignore[attr-defined]
+        except (AttributeError, IndexError, TypeError):
+            return False
+
+    def _check_owned(self, block: object) -> KVCacheBlock:
+        if not self._owns(block):
+            raise ForeignBlockError(f"{block!r} is not a block of this pool")
+        return block  # type: ignore[return-value]
+
+    def _check_release(self, blocks: Sequence[KVCacheBlock], what: str) -> list[KVCacheBlock]:
+        """The non-null entries of ``blocks`` (all this pool's), each at most ref_cnt times."""
+        owned: list[KVCacheBlock] = []
+        counts: dict[int, int] = {}
+        for block in blocks:
+            self._check_owned(block)
+            if block.is_null:
+                continue
+            seen = counts.get(block.block_id, 0) + 1
+            if seen > block.ref_cnt:
+                raise DoubleFreeError(
+                    f"cannot {what} block {block.block_id}: ref_cnt {block.ref_cnt} "
+                    f"would drop below zero"
+                )
+            counts[block.block_id] = seen
+            owned.append(block)
+        return owned
+
+    # --- keys and events --------------------------------------------------------------
+
+    def _block_keys(self, block: KVCacheBlock) -> list[BlockHashWithGroupId]:
+        keys: list[BlockHashWithGroupId] = []
+        if block._block_hash is not None:
+            keys.append(block._block_hash)
+        aliases = self.cached_block_hashes_by_block.get(block.block_id)
+        if aliases:
+            keys.extend(aliases)
+        return keys
+
+    def _remove_cached_block_hashes(self, block: KVCacheBlock) -> list[BlockHashWithGroupId]:
+        """Drop every key of ``block``; return the keys that now reach no block at all."""
+        keys = self._block_keys(block)
+        if not keys:
+            return []
+        self.cached_block_hashes_by_block.pop(block.block_id, None)
+        gone: list[BlockHashWithGroupId] = []
+        cache = self.cached_block_hash_to_block
+        for key in keys:
+            cache.pop(key, block.block_id)
+            if key not in cache._cache:
+                gone.append(key)
+        block.reset_hash()
+        return gone
+
+    def _emit_block_removed_events(self, keys: list[BlockHashWithGroupId]) -> None:
+        if not self.enable_kv_cache_events:
+            return
+        for key in keys:
+            self.kv_event_queue.append(
+                self.kv_event_classes.BlockRemoved(
+                    block_hashes=[maybe_convert_block_hash(get_block_hash(key))],
+                    medium=self.medium,
+                    group_idx=get_group_id(key),
+                )
+            )
+
+    def _insert_block_hash(
+        self, key: BlockHashWithGroupId, block: KVCacheBlock, num_tokens: int | None
+    ) -> None:
+        """Make ``key`` reach ``block``: as its primary key if it has none, else as an alias."""
+        if block._block_hash == key:
+            return
+        if block._block_hash is None:
+            block.set_block_hash(key, num_tokens=num_tokens)
+        else:
+            self.cached_block_hashes_by_block.setdefault(block.block_id, {})[key] = num_tokens
+        self.cached_block_hash_to_block.insert(key, block)
+
+    def _has_key_for_length(self, block: KVCacheBlock, num_tokens: int) -> bool:
+        if block._block_hash_num_tokens == num_tokens:
+            return True
+        aliases = self.cached_block_hashes_by_block.get(block.block_id)
+        return bool(aliases) and num_tokens in aliases.values()  # type: ignore[union-attr]
+
+    def _generate_event_extra_keys(
+        self, request: Any, start: int, end: int, start_mm_idx: int
+    ) -> tuple[tuple[Any, ...] | None, int]:
+        if self.num_hash_lookahead_tokens:
+            return generate_lookahead_block_hash_extra_keys(
+                request, start, end, end + self.num_hash_lookahead_tokens, start_mm_idx
+            )
+        return generate_block_hash_extra_keys(request, start, end, start_mm_idx)
+
+    def _lookahead_token_ids(self, request: Any, block_end: int) -> list[int]:
+        return list(request.all_token_ids[block_end : block_end + self.num_hash_lookahead_tokens])
+
+    def _stored_event(
+        self,
+        request: Any,
+        hashes: BlockHashList,
+        first: int,
+        stop: int,
+        block_size: int,
+        kv_cache_group_id: int,
+    ) -> KVCacheEvent:
+        """``BlockStored`` for the consecutive blocks ``[first, stop)`` of ``request``."""
+        block_hashes: list[ExternalBlockHash] = []
+        extra_keys: list[tuple[Any, ...] | None] = []
+        lookahead: list[list[int]] | None = [] if self.num_hash_lookahead_tokens else None
+        mm_idx = 0
+        mm_features = request.mm_features
+        if first and mm_features:
+            mm_idx, _ = get_mm_features_in_window(
+                mm_features, first * block_size, (first + 1) * block_size
+            )
+        for i in range(first, stop):
+            block_hashes.append(maybe_convert_block_hash(hashes[i]))
+            keys, mm_idx = self._generate_event_extra_keys(
+                request, i * block_size, (i + 1) * block_size, mm_idx
+            )
+            extra_keys.append(keys)
+            if lookahead is not None:
+                lookahead.append(self._lookahead_token_ids(request, (i + 1) * block_size))
+        lora = request.lora_request
+        event: KVCacheEvent = self.kv_event_classes.BlockStored(
+            block_hashes=block_hashes,
+            parent_block_hash=maybe_convert_block_hash(hashes[first - 1]) if first else None,
+            token_ids=list(request.all_token_ids[first * block_size : stop * block_size]),
+            block_size=block_size,
+            lora_id=lora.lora_int_id if lora else None,
+            medium=self.medium,
+            lora_name=lora.lora_name if lora else None,
+            extra_keys=to_event_extra_keys(extra_keys),
+            group_idx=kv_cache_group_id,
+            session_id=getattr(request, "session_id", None),
+            lookahead_token_ids=lookahead,
+        )
+        return event
+
+    def _check_block_size(self, block_size: object) -> int:
+        if type(block_size) is not int or block_size <= 0 or block_size % self.hash_block_size != 0:
+            raise PoolArgumentError(
+                f"block_size must be a positive multiple of hash_block_size "
+                f"{self.hash_block_size}, got {block_size!r}"
+            )
+        return block_size
+
+    # --- lookups ----------------------------------------------------------------------
+
+    def get_cached_block(
+        self, block_hash: BlockHash, kv_cache_group_ids: list[int]
+    ) -> list[KVCacheBlock] | None:
+        """One block per group reached by ``block_hash`` (the first cached when several are), or
+        ``None`` if any group misses."""
+        cache = self.cached_block_hash_to_block._cache
+        cached: list[KVCacheBlock] = []
+        for group_id in kv_cache_group_ids:
+            if type(group_id) is int and 0 <= group_id < 64:
+                blocks = cache.get(BlockHashWithGroupId(block_hash + GROUP_SUFFIXES[group_id]))
+            else:
+                blocks = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+            if blocks is None:
+                return None
+            if isinstance(blocks, dict):
+                blocks = next(iter(blocks.values()))
+            cached.append(blocks)
+        return cached
+
+    # --- caching ----------------------------------------------------------------------
+
+    def cache_full_blocks(
+        self,
+        request: Any,
+        blocks: list[KVCacheBlock],
+        num_cached_blocks: int,
+        num_full_blocks: int,
+        block_size: int,
+        kv_cache_group_id: int,
+        block_mask: list[bool] | None = None,
+    ) -> None:
+        """Key ``blocks[num_cached_blocks:num_full_blocks]`` (now full) with the request's hashes
+        at ``block_size``, skipping the null block and blocks whose ``block_mask`` entry is false.
+
+        A block already keyed with the same key is left alone; one keyed for a shorter prefix (a
+        partial entry) is promoted; any other existing key is a ``CacheConflictError``. Blocks
+        must be this pool's and held. Emits one ``BlockStored`` per run of consecutive newly keyed
+        blocks, so each event's tokens, parent and hashes describe the same blocks.
+        """
+        _check_count(num_cached_blocks, "num_cached_blocks")
+        _check_count(num_full_blocks, "num_full_blocks")
+        if num_cached_blocks >= num_full_blocks:
+            return
+        if num_full_blocks > len(blocks):
+            raise PoolArgumentError(f"num_full_blocks {num_full_blocks} > {len(blocks)} blocks")
+        self._check_block_size(block_size)
+        _check_group_id(kv_cache_group_id)
+        new_full_blocks = blocks[num_cached_blocks:num_full_blocks]
+        if block_mask is not None and len(block_mask) != len(new_full_blocks):
+            raise PoolArgumentError(
+                f"block_mask has {len(block_mask)} entries for {len(new_full_blocks)} blocks"
+            )
+        block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
+        if len(block_hashes) < num_full_blocks:
+            raise MissingBlockHashesError(
+                f"request has {len(block_hashes)} block hashes at block size {block_size}, "
+                f"{num_full_blocks} needed"
+            )
+        plan: list[tuple[int, KVCacheBlock, BlockHashWithGroupId, bool]] = []
+        seen: set[int] = set()
+        for offset, block in enumerate(new_full_blocks):
+            self._check_owned(block)
+            if block.is_null or (block_mask is not None and not block_mask[offset]):
+                continue
+            index = num_cached_blocks + offset
+            if block.ref_cnt <= 0:
+                raise UnheldBlockError(
+                    f"block {block.block_id} is free; only held blocks are cached"
+                )
+            if block.block_id in seen:
+                raise PoolArgumentError(f"block {block.block_id} appears twice")
+            seen.add(block.block_id)
+            key = make_block_hash_with_group_id(block_hashes[index], kv_cache_group_id)
+            num_tokens = (index + 1) * block_size
+            if block._block_hash == key:
+                continue
+            promote = block._block_hash is not None
+            if promote and (
+                block._block_hash_num_tokens is None or block._block_hash_num_tokens >= num_tokens
+            ):
+                raise CacheConflictError(
+                    f"block {block.block_id} is already cached under another key "
+                    f"({block._block_hash_num_tokens} tokens)"
+                )
+            plan.append((index, block, key, promote))
+
+        events = self.enable_kv_cache_events
+        run_start = -1
+        prev_index = -2
+        for index, block, key, promote in plan:
+            if promote:
+                self._emit_block_removed_events(self._remove_cached_block_hashes(block))
+            self._insert_block_hash(key, block, (index + 1) * block_size)
+            if events and index != prev_index + 1:
+                if run_start >= 0:
+                    self.kv_event_queue.append(
+                        self._stored_event(
+                            request,
+                            block_hashes,
+                            run_start,
+                            prev_index + 1,
+                            block_size,
+                            kv_cache_group_id,
+                        )
+                    )
+                run_start = index
+            prev_index = index
+        if events and run_start >= 0:
+            self.kv_event_queue.append(
+                self._stored_event(
+                    request,
+                    block_hashes,
+                    run_start,
+                    prev_index + 1,
+                    block_size,
+                    kv_cache_group_id,
+                )
+            )
+
+    def emit_cached_block_events(
+        self, request: Any, num_cached_blocks: int, block_size: int, kv_cache_group_id: int
+    ) -> None:
+        """Announce (``BlockStored``) the request's first ``num_cached_blocks`` blocks, reused
+        from the cache, without changing any state. Only keys actually in the cache map are
+        announced (the leading run of them), so replicas never learn a key the pool lacks."""
+        _check_count(num_cached_blocks, "num_cached_blocks")
+        self._check_block_size(block_size)
+        _check_group_id(kv_cache_group_id)
+        if not self.enable_kv_cache_events or num_cached_blocks == 0:
+            return
+        block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
+        stop = min(num_cached_blocks, len(block_hashes))
+        cache = self.cached_block_hash_to_block._cache
+        present = 0
+        while present < stop and (
+            make_block_hash_with_group_id(block_hashes[present], kv_cache_group_id) in cache
+        ):
+            present += 1
+        if present:
+            self.kv_event_queue.append(
+                self._stored_event(request, block_hashes, 0, present, block_size, kv_cache_group_id)
+            )
+
+    def cache_partial_block(
+        self,
+        request: Any,
+        block: KVCacheBlock,
+        num_tokens: int,
+        kv_cache_group_id: int,
+        block_size: int,
+        replace_existing_hashes: bool = False,
+    ) -> BlockHashWithGroupId | None:
+        """Make the held ``block`` reachable under the request's hash at the ``num_tokens``
+        prefix boundary (a positive multiple of ``hash_block_size``); returns that key, or
+        ``None`` for the null block.
+
+        The key becomes the block's primary key if it has none, or if its primary key covers a
+        shorter prefix (then every old key is dropped); otherwise it is an alias. A second,
+        different key for a prefix length the block already has a key for is a
+        ``CacheConflictError``. ``replace_existing_hashes`` drops every old key first (the
+        block's contents were replaced).
+        """
+        self._check_owned(block)
+        if block.is_null:
+            return None
+        self._check_block_size(block_size)
+        _check_group_id(kv_cache_group_id)
+        if type(num_tokens) is not int or num_tokens <= 0 or num_tokens % self.hash_block_size != 0:
+            raise PoolArgumentError(
+                f"num_tokens must be a positive multiple of {self.hash_block_size}, "
+                f"got {num_tokens!r}"
+            )
+        num_hash_blocks = num_tokens // self.hash_block_size
+        if num_hash_blocks > len(request.block_hashes):
+            raise MissingBlockHashesError(
+                f"request has {len(request.block_hashes)} block hashes, {num_hash_blocks} needed"
+            )
+        if block.ref_cnt <= 0:
+            raise UnheldBlockError(f"block {block.block_id} is free; only held blocks are cached")
+        key = make_block_hash_with_group_id(
+            request.block_hashes[num_hash_blocks - 1], kv_cache_group_id
+        )
+        already_cached = block._block_hash == key or key in self.cached_block_hashes_by_block.get(
+            block.block_id, ()
+        )
+        primary_tokens = block._block_hash_num_tokens
+        replace = replace_existing_hashes or (
+            not already_cached
+            and block._block_hash is not None
+            and primary_tokens is not None
+            and primary_tokens < num_tokens
+        )
+        if not replace:
+            if already_cached:
+                return key
+            if self._has_key_for_length(block, num_tokens):
+                raise CacheConflictError(
+                    f"block {block.block_id} already has a different key for {num_tokens} tokens"
+                )
+        else:
+            self._emit_block_removed_events(self._remove_cached_block_hashes(block))
+        self._insert_block_hash(key, block, num_tokens)
+        if self.enable_kv_cache_events:
+            hbs = self.hash_block_size
+            self.kv_event_queue.append(
+                self._stored_event(
+                    request,
+                    request.block_hashes,
+                    num_hash_blocks - 1,
+                    num_hash_blocks,
+                    hbs,
+                    kv_cache_group_id,
+                )
+            )
+        return key
+
+    def move_block_hashes(self, src_block: KVCacheBlock, dst_block: KVCacheBlock) -> None:
+        """Re-point every key of ``src_block`` to ``dst_block`` (a private copy of its contents).
+        Keys stay reachable throughout, so no events are emitted. ``dst_block`` must be a keyless,
+        non-null block of this pool."""
+        self._check_owned(src_block)
+        self._check_owned(dst_block)
+        if dst_block.is_null or src_block is dst_block:
+            raise CacheConflictError("keys cannot move to the null block or onto themselves")
+        if self._block_keys(dst_block):
+            raise CacheConflictError(f"block {dst_block.block_id} already has keys")
+        primary = src_block._block_hash
+        if primary is None:
+            return
+        num_tokens = src_block._block_hash_num_tokens
+        aliases = self.cached_block_hashes_by_block.pop(src_block.block_id, None)
+        cache = self.cached_block_hash_to_block
+        cache.pop(primary, src_block.block_id)
+        cache.insert(primary, dst_block)
+        if aliases:
+            for key in aliases:
+                cache.pop(key, src_block.block_id)
+                cache.insert(key, dst_block)
+            self.cached_block_hashes_by_block[dst_block.block_id] = aliases
+        src_block.reset_hash()
+        dst_block.set_block_hash(primary, num_tokens=num_tokens)
+
+    # --- allocation -------------------------------------------------------------------
+
+    def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
+        """Take ``num_blocks`` blocks from the head of the free queue, each keyless and with
+        ``ref_cnt == 1``; ``NoFreeBlocksError`` (a ``ValueError``) if fewer are free. A taken
+        block loses its keys (``BlockRemoved`` for keys no other block still has), whether or
+        not caching is enabled."""
+        _check_count(num_blocks, "num_blocks")
+        if num_blocks > self.free_block_queue.num_free_blocks:
+            raise NoFreeBlocksError(f"Cannot get {num_blocks} free blocks from the pool")
+        ret = self.free_block_queue.popleft_n(num_blocks)
+        if self._reuse_watchers:
+            self._notify_reuse(ret)
+        metrics = self.metrics_collector
+        evict_metrics = metrics is not None and self.enable_caching
+        aliases = self.cached_block_hashes_by_block
+        for block in ret:
+            if evict_metrics:
+                metrics.on_block_evicted(block)  # type: ignore[union-attr]
+            if block._block_hash is not None or block.block_id in aliases:
+                self._emit_block_removed_events(self._remove_cached_block_hashes(block))
+            block.ref_cnt = 1
+            if metrics is not None:
+                metrics.on_block_allocated(block)
+        return ret
+
+    def _notify_reuse(self, blocks: Iterable[KVCacheBlock]) -> None:
+        for block in blocks:
+            watcher = self._reuse_watchers.pop(block.block_id, None)
+            if watcher is not None:
+                watcher(block)
+
+    def unpin_blocks(
+        self, blocks: Iterable[KVCacheBlock], on_reuse: Callable[[KVCacheBlock], None]
+    ) -> None:
+        """Drop one reference per entry; blocks reaching ``ref_cnt == 0`` join the queue tail
+        (evicted last) whether keyed or not. ``on_reuse`` is called when ``get_new_blocks`` hands
+        such a block out again (or the cache is reset)."""
+        listed = list(blocks)
+        for block in listed:
+            if self._owns(block) and block.is_null:
+                raise InvalidBlockError("the null block cannot be unpinned")
+        owned = self._check_release(listed, "unpin")
+        released: list[KVCacheBlock] = []
+        for block in owned:
+            block.ref_cnt -= 1
+            self._reuse_watchers[block.block_id] = on_reuse
+            if block.ref_cnt == 0:
+                released.append(block)
+        self.free_block_queue.append_n(released)
+
+    def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
+        """Drop every key of ``block`` (it stays allocated or queued where it is); whether it had
+        any."""
+        self._check_owned(block)
+        if self.metrics_collector is not None:
+            self.metrics_collector.on_block_evicted(block)
+        if block._block_hash is None and block.block_id not in self.cached_block_hashes_by_block:
+            return False
+        self._emit_block_removed_events(self._remove_cached_block_hashes(block))
+        return True
+
+    def touch(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """Add a reference to each entry (a cache hit); a free block leaves the queue. The null
+        block is skipped. Every entry must be this pool's."""
+        listed = blocks if type(blocks) is list else list(blocks)
+        pool_blocks = self.blocks
+        for block in listed:
+            try:
+                owned = pool_blocks[block.block_id] is block
+            except (AttributeError, IndexError, TypeError):
+                owned = False
+            if not owned:
+                raise ForeignBlockError(f"{block!r} is not a block of this pool")
+        queue = self.free_block_queue
+        metrics = self.metrics_collector
+        for block in listed:
+            if block.ref_cnt == 0:
+                if block.is_null:
+                    continue
+                queue._unlink(block)
+            elif block.is_null:
+                continue
+            block.ref_cnt += 1
+            if metrics is not None:
+                metrics.on_block_accessed(block)
+
+    def is_block_writable(self, block: KVCacheBlock) -> bool:
+        """Whether the block's sole holder may write it: not null, ``ref_cnt == 1``, keyless."""
+        return not block.is_null and block.ref_cnt == 1 and block.block_hash is None
+
+    def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
+        """Drop one reference per entry, in eviction-priority order (first evicted first).
+        Blocks reaching ``ref_cnt == 0`` re-enter the queue: keyless ones (or all, with caching
+        off) at the head, keyed ones at the tail, each group in the given order. The null block
+        is skipped; blocks of another ``BlockPool`` are freed there. A block listed more times
+        than it is held is a ``DoubleFreeError``."""
+        listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
+        pool_blocks = self.blocks
+        caching = self.enable_caching
+        evict_first: list[KVCacheBlock] = []
+        evict_last: list[KVCacheBlock] = []
+        # Fast path, one pass: decrement as we go, undo the prefix if an entry is refused.
+        for index, block in enumerate(listed):
+            try:
+                owned = pool_blocks[block.block_id] is block
+            except (AttributeError, IndexError, TypeError):
+                owned = False
+            if not owned or (block.ref_cnt <= 0 and not block.is_null):
+                self._undo_free(listed[:index])
+                self._free_checked(listed)  # raises, or frees other pools' blocks too
+                return
+            if block.is_null:
+                continue
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0:
+                if block._block_hash is None or not caching:
+                    evict_first.append(block)
+                else:
+                    evict_last.append(block)
+        if evict_first:
+            self.free_block_queue._prepend_unchecked(evict_first)
+        if evict_last:
+            self.free_block_queue._append_unchecked(evict_last)
+
+    def _undo_free(self, blocks: list[KVCacheBlock]) -> None:
+        for block in blocks:
+            if not block.is_null:
+                block.ref_cnt += 1
+
+    def _free_checked(self, listed: list[KVCacheBlock]) -> None:
+        """``free_blocks`` with every entry checked first, other pools' blocks routed there."""
+        own: list[KVCacheBlock] = []
+        others: dict[int, tuple[BlockPool, list[KVCacheBlock]]] = {}
+        for block in listed:
+            pool = getattr(block, "pool", None)
+            if pool is not self and isinstance(pool, BlockPool) and pool._owns(block):
+                others.setdefault(id(pool), (pool, []))[1].append(block)
+            else:
+                own.append(block)
+        released = self._check_release(own, "free")
+        checked = [(pool, pool._check_release(blocks, "free")) for pool, blocks in others.values()]
+        self._release(released)
+        for pool, blocks in checked:
+            pool._release(blocks)
+
+    def _release(self, blocks: list[KVCacheBlock]) -> None:
+        """Drop one reference per (checked) entry and queue the blocks that reach zero."""
+        evict_first: list[KVCacheBlock] = []
+        evict_last: list[KVCacheBlock] = []
+        caching = self.enable_caching
+        for block in blocks:
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0:
+                if block._block_hash is None or not caching:
+                    evict_first.append(block)
+                else:
+                    evict_last.append(block)
+        if evict_first:
+            self.free_block_queue._prepend_unchecked(evict_first)
+        if evict_last:
+            self.free_block_queue._append_unchecked(evict_last)
+
+    def evict_blocks(self, block_ids: Iterable[int]) -> None:
+        """Drop the keys of the blocks ``block_ids`` (held blocks stay held, free ones stay
+        queued). Ids outside ``[0, num_gpu_blocks)`` raise ``InvalidBlockIdError``."""
+        ids = list(block_ids)
+        for block_id in ids:
+            if type(block_id) is not int or not 0 <= block_id < self.num_gpu_blocks:
+                raise InvalidBlockIdError(
+                    f"Invalid block_id {block_id!r}: not in [0, {self.num_gpu_blocks})"
+                )
+        for block_id in ids:
+            self._maybe_evict_cached_block(self.blocks[block_id])
+
+    def reset_prefix_cache(self) -> bool:
+        """Drop every key if no block but the null block is in use (``AllBlocksCleared``);
+        ``False`` and no change otherwise."""
+        num_used = self.num_gpu_blocks - self.free_block_queue.num_free_blocks
+        if num_used != 1:
+            logger.warning(
+                "Failed to reset prefix cache because some blocks (%d) are not freed yet",
+                num_used - 1,
+            )
+            return False
+        keyed = list(self.cached_block_hash_to_block.iter_blocks())
+        self.cached_block_hash_to_block = BlockHashToBlockMap()
+        self.cached_block_hashes_by_block.clear()
+        if self._reuse_watchers:
+            self._notify_reuse([self.blocks[block_id] for block_id in list(self._reuse_watchers)])
+        for block in keyed:
+            block.reset_hash()
+        if self.metrics_collector is not None:
+            self.metrics_collector.reset()
+        if self.enable_kv_cache_events:
+            self.kv_event_queue.append(self.kv_event_classes.AllBlocksCleared())
+        return True
+
+    # --- accounting -------------------------------------------------------------------
+
+    def get_num_free_blocks(self) -> int:
+        """Blocks in the free queue (free or evictable)."""
+        return self.free_block_queue.num_free_blocks
+
+    def get_usage(self) -> float:
+        """Fraction of the non-null blocks in use, in ``[0, 1]``."""
+        total = self.num_gpu_blocks - 1
+        if not total:
+            return 0.0
+        return 1.0 - (self.free_block_queue.num_free_blocks / total)
+
+    def take_events(self) -> list[KVCacheEvent]:
+        """Every event since the last call, oldest first; the queue is emptied."""
+        if not self.enable_kv_cache_events:
+            return []
+        events = self.kv_event_queue
+        self.kv_event_queue = []
+        return events
