@@ -95,3 +95,24 @@ def test_reset_prefix_cache_starts_the_windows_afresh() -> None:
     oracle, snapshot = _run(program)
     assert oracle.model.pools[Dev.GPU].window.fields() == (0, 0.0, 0, 0)
     assert snapshot.metric is not None and snapshot.metric[Dev.GPU] == (0, 0.0, 0, 0)
+
+
+def test_a_swap_round_trip_is_no_cache_query() -> None:
+    """Issue 18, defect 3: swapping a table out and back re-registers blocks the engine
+    holds; only admissions are queries, so the windows stay at the allocation's 2 misses."""
+    program: list[Op] = [ops.TableAllocate((1, 2, 3, 4)), ops.TableSwap(0, Dev.GPU, Dev.CPU),
+                         ops.TableSwap(0, Dev.CPU, Dev.GPU), ops.HitRate()]
+    oracle, snapshot = _run(program)
+    assert oracle.model.pools[Dev.GPU].window.fields() == (0, 0.0, 2, 0)
+    assert oracle.model.pools[Dev.CPU].window.fields() == (0, 0.0, 0, 0)
+    assert snapshot.metric is not None
+    assert snapshot.metric[Dev.GPU] == (0, 0.0, 2, 0) and snapshot.metric[Dev.CPU] == (0, 0.0, 0, 0)
+
+
+def test_a_swap_in_counted_as_a_query_is_flagged_hit() -> None:
+    """The window fields of a target that counts the swap-in's two hits are a HIT failure."""
+    program: list[Op] = [ops.TableAllocate((1, 2, 3, 4)), ops.TableSwap(0, Dev.GPU, Dev.CPU),
+                         ops.TableSwap(0, Dev.CPU, Dev.GPU)]
+    with pytest.raises(Violation) as err:
+        _run(program, metric={Dev.GPU: (0, 0.0, 4, 2), Dev.CPU: (0, 0.0, 2, 0)})
+    assert err.value.family is F.HIT

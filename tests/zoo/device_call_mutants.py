@@ -37,11 +37,9 @@ class _SwapIn(PluggableAllocator):
             else:
                 cached_id = self._cached_blocks.get(content_hash)
                 if cached_id is not None:
-                    self.metric_data.query(hit=True)
                     self._acquire_cached(cached_id)
                     block_id = cached_id
                 else:
-                    self.metric_data.query(hit=False)
                     block_id = self._take_fresh_id()
                     self._cache(content_hash, block_id)
             block.block_id = block_id
