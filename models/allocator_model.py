@@ -146,16 +146,15 @@ class Model:
         return rec
 
     def immutable_id(self, dev: Dev, content: int, hint: int | None, *,
-                     query: bool = True) -> int:
+                     admission: bool = True) -> int:
         """The id a full block of ``content`` gets on ``dev``: a hit, or a fresh id cached
-        under it. With ``query`` (an admission: prefix caching only) it records one cache
-        query; a swap-in re-registers a block the engine holds and records none."""
+        under it. An ``admission`` records one cache query (prefix caching only); a swap-in
+        re-registers a block the engine holds and records none (only upstream's counts)."""
         if not self.pc:
             return self.fresh(dev, hint)
         pool = self.pools[dev]
         cached = pool.id_of.get(content)
-        if query:
-            pool.query(cached is not None)
+        pool.query(cached is not None, admission=admission)
         if cached is not None:
             pool.hit(cached)
             if hint is not None and hint != cached:
@@ -245,7 +244,8 @@ class Model:
     def swap(self, recs: Sequence[BlockRec], src: Dev, dst: Dev,
              hints: Sequence[int | None]) -> list[list[int]]:
         """``swap_out`` on ``src`` then ``swap_in`` on ``dst``; the ``{src: dst}`` mapping.
-        No cache query is recorded: hit-rate counters count admissions only."""
+        No cache query is recorded: hit-rate counters count admissions only (upstream's
+        counts, which a tolerated ``swap_in_queries`` accepts, count them)."""
         old_ids: list[int] = []
         for rec in recs:
             if rec.id is None:
@@ -255,7 +255,7 @@ class Model:
         mapping: dict[int, int] = {}
         for rec, old, hint in zip(recs, old_ids, hints, strict=True):
             if rec.content is not None:
-                rec.id = self.immutable_id(dst, rec.content, hint, query=False)
+                rec.id = self.immutable_id(dst, rec.content, hint, admission=False)
             else:
                 rec.id = self.fresh(dst, hint)
             rec.device = dst
