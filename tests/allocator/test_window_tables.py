@@ -4,9 +4,13 @@ no surviving block links outside its table."""
 
 from __future__ import annotations
 
+from unittest.mock import Mock
+
 import pytest
 
-from prefixcache import BlockTable, CpuGpuBlockAllocator, Device, InvalidArgumentError
+from prefixcache import BlockTable, CpuGpuBlockAllocator, Device, ForkError, InvalidArgumentError
+from prefixcache.block_table import _detach_prev
+from prefixcache.interfaces import Block
 
 TYPES = ["naive", "prefix_caching"]
 
@@ -121,3 +125,27 @@ def test_a_drop_beyond_the_tokens_that_cuts_a_written_block_is_refused(allocator
     with pytest.raises(InvalidArgumentError):
         table.append_token_ids([17], num_computed_slots=24)  # 24 // 4 - 2 = 4: drops block 3
     assert table.num_full_slots == 17 and alloc.null_block is table.blocks[0]
+
+
+@pytest.mark.parametrize("allocator_type", TYPES)
+def test_a_chain_that_leaves_the_table_is_not_forked(allocator_type: str) -> None:
+    """Defensive: a kept block linked outside the table (a third-party block class cannot be
+    cut loose) makes fork refuse, with every reference it took given back."""
+    alloc, table = _windowed(allocator_type)
+    other = BlockTable(4, alloc)
+    other.allocate([7, 7, 7, 7])
+    table.blocks[2]._prev_block = other.blocks[0]  # type: ignore[attr-defined]
+    before = (alloc.get_num_free_blocks(Device.GPU),
+              [alloc.get_block_refcount(i) for i in table.physical_block_ids])
+    with pytest.raises(ForkError):
+        table.fork()
+    assert before == (alloc.get_num_free_blocks(Device.GPU),
+                      [alloc.get_block_refcount(i) for i in table.physical_block_ids])
+
+
+def test_a_third_party_block_keeps_its_link() -> None:
+    """The drop cuts the link only of the bundled block classes (others have no setter)."""
+    prev = object()
+    block = Mock(spec=Block, prev_block=prev)
+    _detach_prev(block)
+    assert block.prev_block is prev
