@@ -38,6 +38,7 @@ from tests.zoo import tracker_mutants as km
 from tests.zoo import window_metric_mutants as wm  # issue 18: swap-in metrics, windows
 from tests.zoo.freed_behind import mutants as fm  # freed behind
 from tests.zoo.plumbing import PluggableAllocator
+from tests.zoo.window_table import mutants as wtm  # issue 18: window drop keeps the link
 
 F = Family
 Factory = Callable[..., CpuGpuBlockAllocator]
@@ -238,6 +239,12 @@ def _mutants() -> Iterable[Mutant]:
             "swap moves the block the null block wraps to the other device with the table",
             (F.SWAP, F.LEAK, F.FREE, F.TABLE, F.CONTENT), (SEQUENCE,),
             device=wm.WindowSwapMovesNull)
+    # RC: the oracle's family for a valid table fork refused with a typed error (the chain
+    # walk meets the freed block: ForkError; its recycled object: a cycle or a foreign chain)
+    yield m("window_drop_keeps_link",
+            "the window drop leaves the first kept block linked to the freed one: fork walks "
+            "out of the table",
+            (F.RC, F.TABLE), (SEQUENCE,), device=wtm.WindowDropKeepsLinkDevice)
     # -- the content-hash surface: only HashRecompute (and its malformed calls) reaches these
     yield m("public_hash_drops_prefix",
             "the block class's hash_block_tokens leaves out the predecessor's hash",
