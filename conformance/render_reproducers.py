@@ -28,8 +28,9 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from models.capabilities import Config  # noqa: E402
+from models.capabilities import Config, tolerating  # noqa: E402
 from models.operations import op_from_json  # noqa: E402
+from properties.plugin import load_expected, tolerated_by  # noqa: E402
 from properties.reproducer import render_script  # noqa: E402
 from properties.runner import Runner  # noqa: E402
 from properties.targets import Target, load_target  # noqa: E402
@@ -65,7 +66,7 @@ if __name__ == "__main__":
 {program}
     ]
     try:
-        check_program({spec!r}, {kind!r}, {bs}, {gpu}, {cpu}, program)
+        check_program({spec!r}, {kind!r}, {bs}, {gpu}, {cpu}, program{tolerate})
     except Violation as violation:
         print("violation:", violation)
 """
@@ -115,11 +116,13 @@ def compact(script: str) -> str:
     return script
 
 
-def render(target: Target, entry: dict[str, Any]) -> str:
-    """The reproducer script of one entry."""
+def render(target: Target, entry: dict[str, Any], tolerated: frozenset[str] = frozenset()
+           ) -> str:
+    """The reproducer script of one entry; ``tolerated``: the other entries' tolerated
+    deviations, which its oracle re-check follows (``properties.plugin.tolerated_by``)."""
     cfg = entry["config"]
     config = Config(cfg["block_size"], cfg["num_gpu_blocks"], cfg["num_cpu_blocks"],
-                    target.caps)
+                    tolerating(target.caps, tolerated))
     runner = Runner(target, config)
     for op in entry["program"]:
         runner.execute(op_from_json(op))
@@ -136,6 +139,7 @@ def render(target: Target, entry: dict[str, Any]) -> str:
     tail = _CHECK.format(observe=observe or "    pass", spec=target.spec,
                          kind=target.allocator_type, bs=config.block_size,
                          gpu=config.num_gpu_blocks, cpu=config.num_cpu_blocks,
+                         tolerate=f", tolerate={sorted(tolerated)!r}" if tolerated else "",
                          program="\n".join(f"        {op!r}," for op in entry["program"]))
     register = _REGISTER if target.spec.startswith("properties.upstream:vllm") else ""
     return compact(header + _PRELUDE + register + body + tail)
@@ -150,10 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.disable(logging.WARNING)
     target = load_target(args.allocator)
     entries = json.loads(args.xfails.read_text(encoding="utf-8"))
+    expected = load_expected(str(args.xfails))
     args.out.mkdir(parents=True, exist_ok=True)
-    for entry in entries:
+    for entry, parsed in zip(entries, expected, strict=True):
         path = args.out / f"{entry['id']}.py"
-        path.write_text(render(target, entry), encoding="utf-8")
+        path.write_text(render(target, entry, tolerated_by(expected, parsed)), encoding="utf-8")
         print("wrote", path)
     return 0
 

@@ -63,6 +63,7 @@ from models.operations import Dev, Op, Tokens
 from models.oracle import Oracle
 from models.request_keys import KEY_ARGUMENTS  # request keys
 from models.request_keys import bad_values as key_bad_values
+from models.window import holds_null
 
 MAX_OPS = 48
 MAX_BLOCK_SIZE = 16
@@ -401,6 +402,9 @@ class Decoder:
             # request keys: a malformed argument of the target's own key builder
             _Entry(1 if block and self.misuse_allowed and caps.key_builder else 0,
                    self._malformed_key),
+            # a table whose window dropped blocks: forked, swapped, decoded or freed (sequence
+            # level; the block level reaches them through its table entries)
+            _Entry(0 if block else 2, self._window_life),
         ]
         return tuple(e.make for e in entries for _ in range(e.weight))
 
@@ -715,6 +719,36 @@ class Decoder:
         t = self.src.pick(windowed)
         return ops.TableAppend(t, self._tokens(self.src.int_in(1, self.bs)), 0,
                                oracle.table_len(t))
+
+    def _window_life(self, oracle: Oracle) -> Op | None:
+        """A table whose sliding window dropped blocks, in whatever state the program
+        reached (running or swapped out, forked, shared): forked, swapped to the other
+        device, decoded with everything so far computed, or freed. Before any table holds
+        the null block, a slide that may drop one, with this as its follow-up."""
+        slide = None if self._dropped(oracle) else self._slide(oracle)
+        if slide is not None:
+            self.then = self._dropped_life
+        return slide if slide is not None else self._dropped_life(oracle)
+
+    def _dropped(self, oracle: Oracle) -> list[int]:
+        tables = oracle.model.tables
+        return [t for t in oracle.live_tables() if holds_null(tables[t])]
+
+    def _dropped_life(self, oracle: Oracle) -> Op | None:
+        dropped = self._dropped(oracle)
+        if not dropped:
+            return None
+        t = self.src.pick(dropped)
+        src = oracle.table_device(t)
+        kind = self.src.below(4)
+        if kind == 0 and src is Dev.GPU:
+            return ops.TableFork(t)
+        if kind == 1 and src is Dev.GPU:
+            return ops.TableAppend(t, self._tokens(self.src.int_in(0, self.bs)), 0,
+                                   oracle.table_len(t))
+        if kind == 3 or len(self.devices) < 2:
+            return ops.TableFree(t)
+        return ops.TableSwap(t, src, Dev.CPU if src is Dev.GPU else Dev.GPU)
 
     def _table_slots(self, oracle: Oracle) -> Op | None:
         """A table's slot read-outs for its sequence plus a few unseen tokens."""

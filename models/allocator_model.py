@@ -145,14 +145,16 @@ class Model:
         rec.id = self.fresh(dev, hint, may_hide=may_hide)
         return rec
 
-    def immutable_id(self, dev: Dev, content: int, hint: int | None) -> int:
+    def immutable_id(self, dev: Dev, content: int, hint: int | None, *,
+                     admission: bool = True) -> int:
         """The id a full block of ``content`` gets on ``dev``: a hit, or a fresh id cached
-        under it. Records one query (prefix caching only)."""
+        under it. An ``admission`` records one cache query (prefix caching only); a swap-in
+        re-registers a block the engine holds and records none (only upstream's counts)."""
         if not self.pc:
             return self.fresh(dev, hint)
         pool = self.pools[dev]
         cached = pool.id_of.get(content)
-        pool.query(cached is not None)
+        pool.query(cached is not None, admission=admission)
         if cached is not None:
             pool.hit(cached)
             if hint is not None and hint != cached:
@@ -241,7 +243,9 @@ class Model:
 
     def swap(self, recs: Sequence[BlockRec], src: Dev, dst: Dev,
              hints: Sequence[int | None]) -> list[list[int]]:
-        """``swap_out`` on ``src`` then ``swap_in`` on ``dst``; the ``{src: dst}`` mapping."""
+        """``swap_out`` on ``src`` then ``swap_in`` on ``dst``; the ``{src: dst}`` mapping.
+        No cache query is recorded: hit-rate counters count admissions only (upstream's
+        counts, which a tolerated ``swap_in_queries`` accepts, count them)."""
         old_ids: list[int] = []
         for rec in recs:
             if rec.id is None:
@@ -251,7 +255,7 @@ class Model:
         mapping: dict[int, int] = {}
         for rec, old, hint in zip(recs, old_ids, hints, strict=True):
             if rec.content is not None:
-                rec.id = self.immutable_id(dst, rec.content, hint)
+                rec.id = self.immutable_id(dst, rec.content, hint, admission=False)
             else:
                 rec.id = self.fresh(dst, hint)
             rec.device = dst

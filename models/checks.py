@@ -91,7 +91,7 @@ def _hit_windows(m: Model, c: Context) -> None:
         return
     for dev, pool in m.pools.items():
         got = shown.get(dev)
-        if got is not None and pool.window.differs(got):
+        if got is not None and not pool.window_shown(got, m.caps.tolerated):
             c.flag(F.HIT, f"hit-rate window fields on {dev.value} ({', '.join(WINDOW_FIELDS)})",
                    expected=pool.window.fields(), observed=got)
 

@@ -24,7 +24,7 @@ from models.hash_query import hash_contract
 from models.malformed import NotValidated, malformed_misuse
 from models.operations import Dev, Op
 from models.table_model import allocate_cost, append_cost, new_blocks_needed
-from models.window import holds_null
+from models.window import NULL_KEY, holds_null, in_window
 
 
 class OutOfContract(Exception):
@@ -293,8 +293,6 @@ def _check(m: Model, op: Op) -> str | None:
 
 def _check_window(m: Model, t: TableRec, op: Op) -> str | None:
     """Sliding-window tables (see ``models.window``)."""
-    if isinstance(op, ops.TableFork | ops.TableSwap) and holds_null(t):
-        raise _Out(f"{op.kind} of a table holding the null block")
     if not isinstance(op, ops.TableAppend):
         return None
     if op.computed is None:
@@ -309,6 +307,9 @@ def _check_window(m: Model, t: TableRec, op: Op) -> str | None:
             return "num_computed_slots moves the window past the table's last block"
         if op.tokens and len(t.tokens) // m.bs < end:
             return "the window drops a block the tokens are written into"
+        if end > 0 and t.blocks[end - 1] != NULL_KEY and \
+                len(m.blocks[t.blocks[end]].tokens) < m.bs:
+            return "the window drops the predecessor of a block not yet full"
     if not 0 <= op.computed <= len(t.tokens):
         raise _Out("num_computed_slots outside 0..the table's token count")
     return None
@@ -393,7 +394,7 @@ def _need(m: Model, op: Op) -> tuple[int, Dev]:
         return append_cost(m, m.tables[op.table], op), Dev.GPU
     if isinstance(op, ops.TableEnsureSlots):
         return new_blocks_needed(m, m.tables[op.table], op.slots), Dev.GPU
-    if isinstance(op, ops.TableSwap):
+    if isinstance(op, ops.TableSwap):  # the null block is not swapped
         t = m.tables[op.table]
-        return m.swap_cost([m.blocks[k] for k in t.blocks], op.dst), op.dst
+        return m.swap_cost([m.blocks[k] for k in in_window(t)], op.dst), op.dst
     return 0, Dev.GPU

@@ -1,5 +1,10 @@
 """The hit-rate windows of ``CacheMetricData`` (API.md 4.3), derived from the query outcomes.
 
+A query is an admission: one full block allocated by content (``allocate_immutable_block``,
+a table's ``allocate``). A swap-in, fork, copy-on-write or promotion re-registers blocks the
+engine already holds and is no query (upstream counts swap-ins: a defect the contract departs
+from, ``docs/contract-windows.md``).
+
 Queries are grouped in windows of ``WINDOW``; a window completes on its ``WINDOW``-th query.
 The fields a target shows (upstream's names): ``num_completed_blocks`` (windows completed),
 ``completed_block_cache_hit_rate`` (the running mean of their hit rates, ``(mean * n + rate) /

@@ -34,6 +34,7 @@ class Pool:
         "refcount",
         "touched",
         "trie",
+        "upstream",
         "window",
     )
 
@@ -54,6 +55,9 @@ class Pool:
         self.hits = 0
         self.queries = 0
         self.window = HitWindow()  # the hit-rate windows of the same queries
+        # The same counters as upstream keeps them, swap-ins counted as queries: what a target
+        # may show instead while that deviation is tolerated (``models.capabilities``).
+        self.upstream = _UpstreamCounts()
 
     def clone(self, refcount: dict[int, int]) -> Pool:
         other = Pool.__new__(Pool)
@@ -64,6 +68,7 @@ class Pool:
         other.accessed, other.computed = dict(self.accessed), set(self.computed)
         other.touched, other.hits, other.queries = set(self.touched), self.hits, self.queries
         other.window = HitWindow(*self.window.fields())
+        other.upstream = self.upstream.clone()
         return other
 
     # ------------------------------------------------------------------ reading
@@ -88,12 +93,27 @@ class Pool:
     def hit_rate(self) -> float:
         return self.hits / self.queries if self.queries else 0.0
 
-    def query(self, hit: bool, count: int = 1) -> None:
-        """``count`` cache queries, each a hit iff ``hit``: the totals and the windows."""
-        self.queries += count
-        if hit:
-            self.hits += count
-        self.window.record(hit, count)
+    def query(self, hit: bool, count: int = 1, *, admission: bool = True) -> None:
+        """``count`` cache queries, each a hit iff ``hit``: the totals and the windows. A
+        re-registration that is no ``admission`` (a swap-in) moves the upstream counts only."""
+        if admission:
+            self.queries += count
+            if hit:
+                self.hits += count
+            self.window.record(hit, count)
+        self.upstream.record(hit, count)
+
+    def rate_shown(self, got: float, tolerated: frozenset[str]) -> bool:
+        """Whether a shown hit rate is the model's (or, tolerated, upstream's)."""
+        if abs(got - self.hit_rate()) <= 1e-9:
+            return True
+        return "swap_in_queries" in tolerated and abs(got - self.upstream.rate()) <= 1e-9
+
+    def window_shown(self, got: tuple[object, ...], tolerated: frozenset[str]) -> bool:
+        """Whether shown window fields are the model's (or, tolerated, upstream's)."""
+        if not self.window.differs(got):
+            return True
+        return "swap_in_queries" in tolerated and not self.upstream.window.differs(got)
 
     # ------------------------------------------------------------------ transitions
 
@@ -158,3 +178,29 @@ class Pool:
         self.touched.clear()
         self.hits = self.queries = 0
         self.window = HitWindow()
+        self.upstream = _UpstreamCounts()
+
+
+class _UpstreamCounts:
+    """Hit totals and windows with swap-ins counted (upstream's counters)."""
+
+    __slots__ = ("hits", "queries", "window")
+
+    def __init__(self) -> None:
+        self.hits = self.queries = 0
+        self.window = HitWindow()
+
+    def clone(self) -> _UpstreamCounts:
+        other = _UpstreamCounts()
+        other.hits, other.queries = self.hits, self.queries
+        other.window = HitWindow(*self.window.fields())
+        return other
+
+    def record(self, hit: bool, count: int) -> None:
+        self.queries += count
+        if hit:
+            self.hits += count
+        self.window.record(hit, count)
+
+    def rate(self) -> float:
+        return self.hits / self.queries if self.queries else 0.0

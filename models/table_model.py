@@ -25,7 +25,7 @@ from models.content import ROOT
 from models.families import Family
 from models.operations import Dev
 from models.table_queries import id_space, null_block_query, swap_log, table_slots
-from models.window import NULL_KEY, drop, ids_returned, needs_null, take_null
+from models.window import NULL_KEY, drop, ids_returned, in_window, needs_null, take_null
 
 
 def cdiv(a: int, b: int) -> int:
@@ -140,11 +140,13 @@ def table_fork(m: Model, op: ops.TableFork) -> None:
     t = m.tables[key] = TableRec(key, src.device, src.extra, tokens=src.tokens,
                                  window=src.window)
     m.live_tables.add(key)
-    keys = [m.blocks.internal_key() for _ in src.blocks]
-    m.fork(src.blocks, keys)
-    t.blocks = keys
-    for i, k in enumerate(keys):
-        m.c.write(k, m.c.table_hint(key, i), None)
+    window = in_window(src)  # the null block is shared, not forked
+    keys = [m.blocks.internal_key() for _ in window]
+    m.fork(window, keys)
+    t.blocks = [NULL_KEY] * (len(src.blocks) - len(window)) + keys
+    for i, k in enumerate(t.blocks):
+        if k != NULL_KEY:
+            m.c.write(k, m.c.table_hint(key, i), None)
 
 
 def table_free(m: Model, op: ops.TableFree) -> None:
@@ -163,12 +165,13 @@ def table_free(m: Model, op: ops.TableFree) -> None:
 def table_swap(m: Model, op: ops.TableSwap) -> None:
     m.c.swapping = True
     t = m.tables[op.table]
-    recs = [m.blocks[k] for k in t.blocks]
-    hints = [m.c.table_hint(t.key, i) for i in range(len(recs))]
+    moved = [i for i, k in enumerate(t.blocks) if k != NULL_KEY]  # the null block stays
+    recs = [m.blocks[t.blocks[i]] for i in moved]
+    hints = [m.c.table_hint(t.key, i) for i in moved]
     check_mapping(m, m.swap(recs, op.src, op.dst, hints))
     t.device = op.dst
-    for k, hint in zip(t.blocks, hints, strict=True):
-        m.c.write(k, hint, None)
+    for i, hint in zip(moved, hints, strict=True):
+        m.c.write(t.blocks[i], hint, None)
 
 
 def table_mark_accessed(m: Model, op: ops.TableMarkAccessed) -> None:

@@ -9,7 +9,13 @@ reference: at zero a cached id becomes evictable, any other hashless.
 The table keeps counting every token it was given (``num_full_slots``) but shows only the tokens
 of the blocks it still holds; dropped blocks are always full and always a prefix of the table.
 The contract keeps ``s <= len(tokens)``, so the last block and the block written first (and its
-predecessor, whose hash chains into it) are never dropped.
+predecessor, whose hash chains into it) are never dropped; beyond the tokens, a drop that would
+leave a block not yet full as the first one kept is misuse (its hash needs the dropped prefix).
+
+A table holding the null block forks (the null entries are shared as the null block, the
+window's blocks are forked as a chain of their own), swaps (the null block stays on the GPU
+and is not in the mapping), frees (the null block is skipped) and appends like any table: the
+first block kept is the first of its chain, so no surviving block links outside its table.
 """
 
 from __future__ import annotations
@@ -72,6 +78,11 @@ def drop(m: Model, t: TableRec, computed: int) -> None:
         m.free(m.blocks[key])
         m.c.write(key, None, None)  # kept as a record: the next block's ``prev`` names it
         t.blocks[index] = NULL_KEY
+
+
+def in_window(t: TableRec) -> list[int]:
+    """The table's keys that are not the null block (its window), in order."""
+    return [k for k in t.blocks if k != NULL_KEY]
 
 
 def holds_null(t: TableRec) -> bool:

@@ -26,17 +26,30 @@ from prefixcache._validation import (
 from prefixcache.common import BlockList
 from prefixcache.errors import (
     DoubleFreeError,
+    ForkError,
     InvalidArgumentError,
     InvalidBlockError,
     NoFreeBlocksError,
 )
 from prefixcache.interfaces import Block, DeviceAwareBlockAllocator
+from prefixcache.naive_block import NaiveBlock
 from prefixcache.prefix_caching_block import PrefixCachingBlock
 from prefixcache.utils import Device, cdiv, chunk_list
 
 __all__ = ["BlockTable"]
 
 _block_id_of = operator.attrgetter("block_id")
+
+
+def _detach_prev(block: Block) -> None:
+    """Make ``block`` the first of its chain (its predecessor left the window). A content
+    hash is computed first and kept, so the block keeps its identity; the token total is
+    cached already. A third-party block class keeps its link (it has no setter)."""
+    if isinstance(block, PrefixCachingBlock):
+        block.content_hash  # noqa: B018 - memoises the hash while the predecessor is known
+        block._prev_block = None
+    elif isinstance(block, NaiveBlock):
+        block._prev_block = None
 
 
 class BlockTable:
@@ -177,18 +190,30 @@ class BlockTable:
             self._check_append_fits(drop_end, chunks, len(tokens) + num_lookahead_slots)
 
         if self._max_block_sliding_window is not None:
-            null_block = self._allocator.allocate_or_get_null_block()
-            for index in range(drop_end):
-                block = self._blocks[index]
-                if block is not null_block:
-                    self._allocator.free(block)
-                    self._blocks[index] = null_block
+            self._drop_window(drop_end, self._allocator.allocate_or_get_null_block())
 
         self.ensure_num_empty_slots(len(tokens) + num_lookahead_slots, extra_hash=extra_hash)
         first_block_index = self._num_full_slots // self._block_size
         for offset, chunk in enumerate(chunks):
             self._blocks.append_token_ids(first_block_index + offset, chunk)
         self._num_full_slots += len(tokens)
+
+    def _drop_window(self, end: int, null_block: Block) -> None:
+        """Free every block below ``end`` that is not the null block yet and put the null
+        block in its place; then cut the first surviving block's link to the freed
+        predecessor, so no surviving block links outside the table (``fork`` and ``swap``
+        see only the window, and a recycled block object never joins the chain). The
+        survivor is full (checked first), so its content hash is fixed before the cut."""
+        blocks = self._blocks
+        dropped = False
+        for index in range(end):
+            block = blocks[index]
+            if block is not null_block:
+                self._allocator.free(block)
+                blocks[index] = null_block
+                dropped = True
+        if dropped:
+            _detach_prev(blocks[end])
 
     def _append_in_place(self, tokens: list[int], num_lookahead_slots: int) -> bool:
         """The common decode step, done if it applies (else ``False``, nothing changed):
@@ -234,6 +259,14 @@ class BlockTable:
             raise InvalidArgumentError(
                 "num_computed_slots would move the window past the table's last block"
             )
+        if end > 0:
+            survivor, last_dropped = self._blocks[end], self._blocks[end - 1]
+            if last_dropped is not self._allocator.null_block and not survivor.is_full:
+                # Only num_computed_slots beyond the tokens gets here: the first block that
+                # stays would still be written, and its hash needs the dropped prefix.
+                raise InvalidArgumentError(
+                    "num_computed_slots would drop the predecessor of a block not yet full"
+                )
         return max(end, 0)
 
     def _check_append_fits(self, drop_end: int, chunks: list[list[int]], num_slots: int) -> None:
@@ -261,9 +294,7 @@ class BlockTable:
             index = first_block_index + offset
             if index >= len(self._blocks):
                 break
-            target = self._blocks[index]
-            if index < drop_end or (null_block is not None and target is null_block):
-                raise InvalidArgumentError("cannot write into a block the window drops")
+            target = self._blocks[index]  # never a dropped one (``_sliding_window_end``)
             target_id = target.block_id
             if target_id is None:
                 raise DoubleFreeError("a block to write into was freed behind the table")
@@ -311,16 +342,30 @@ class BlockTable:
     # -- fork and free -----------------------------------------------------------------------
 
     def fork(self) -> BlockTable:
-        """A new table sharing every block (all refcounts +1, free count unchanged)."""
+        """A new table sharing every block (all refcounts +1, free count unchanged) and
+        ``num_full_slots``. A sliding-window table's leading null blocks are shared as the
+        null block (never forked or counted); the chain forked is the window's."""
         if not self._is_allocated:
             raise InvalidArgumentError("cannot fork a block table with no blocks")
-        forked = self._allocator.fork(self._blocks[-1])
-        return BlockTable(
+        blocks = self._blocks.list()
+        null_block = self._allocator.null_block
+        head: list[Block] = []
+        if null_block is not None:
+            while blocks[len(head)] is null_block:  # the last block is never the null block
+                head.append(null_block)
+        forked = self._allocator.fork(blocks[-1])
+        if len(forked) != len(blocks) - len(head):
+            for block in forked:  # a foreign chain that leaves the table: undo, refuse
+                self._allocator.free(block)
+            raise ForkError("the block chain does not match the table's blocks")
+        table = BlockTable(
             block_size=self._block_size,
             block_allocator=self._allocator,
-            _blocks=forked,
+            _blocks=head + forked if head else forked,
             max_block_sliding_window=self._max_block_sliding_window,
         )
+        table._num_full_slots = self._num_full_slots
+        return table
 
     def free(self) -> None:
         """Free every block and empty the table (``num_full_slots`` is kept).

@@ -290,10 +290,16 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
     def get_num_blocks_touched(
         self, blocks: list[Block], device: Device, num_lookahead_slots: int = 0
     ) -> int:
-        return self._allocator_for(device).get_num_blocks_touched(blocks, num_lookahead_slots)
+        """The device's estimate for ``blocks``; the null block is never swapped, so it
+        is not counted."""
+        allocator = self._allocator_for(device)
+        return allocator.get_num_blocks_touched(
+            self._without_null(checked_blocks(blocks)), num_lookahead_slots
+        )
 
     def get_num_full_blocks_touched(self, blocks: list[Block], device: Device) -> int:
-        return self._allocator_for(device).get_num_full_blocks_touched(blocks)
+        allocator = self._allocator_for(device)
+        return allocator.get_num_full_blocks_touched(self._without_null(checked_blocks(blocks)))
 
     # -- always the GPU --------------------------------------------------------------------
 
@@ -346,12 +352,14 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
         free blocks as the swap-in needs (:class:`NoFreeBlocksError`), both checked
         before anything changes. Handles that share a source id (forks) keep sharing
         one destination id, so each source id maps to exactly one destination id.
+        The null block (a sliding-window table's dropped entries, any number of times)
+        is skipped: it stays on the GPU and is not in the mapping.
         """
         src = self._allocator_for(src_device)
         dst = self._allocator_for(dst_device)
         if src is dst:
             raise SwapError("source and destination device are the same")
-        blocks = checked_blocks(blocks)
+        blocks = self._without_null(checked_blocks(blocks))
         check_no_duplicate_objects(blocks)
         representative: dict[BlockId, Block] = {}
         src_ids: list[BlockId] = []
@@ -383,6 +391,13 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
             mapping[src_id] = dst_id
         self._swap_mapping.update(mapping)
         return mapping
+
+    def _without_null(self, blocks: list[Block]) -> list[Block]:
+        """``blocks`` less every occurrence of this allocator's null block."""
+        null_block = self._null_block
+        if null_block is None:
+            return blocks
+        return [block for block in blocks if block is not null_block]
 
     def get_and_reset_swaps(self) -> list[tuple[int, int]]:
         swaps = list(self._swap_mapping.items())

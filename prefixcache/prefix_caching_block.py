@@ -1035,7 +1035,9 @@ class PrefixCachingBlockAllocator(BlockAllocator):
 
     def swap_in(self, blocks: list[Block]) -> None:
         """Give each id-less block an id of this device, in order: a full hashed block
-        by content (a hit or miss, counted in the hit rate), any other a fresh id.
+        by content (its cached id, else a fresh id cached under it), any other a fresh id.
+        A swap-in re-registers blocks the engine already holds; it is not a cache query,
+        so the hit-rate counters do not move (upstream counts it: a defect).
 
         All or nothing: the exact free-count need is checked first. The objects keep
         referring to the allocator that created them; this allocator now holds them.
@@ -1056,11 +1058,9 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             else:
                 cached_id = self._cached_blocks.get(content_hash)
                 if cached_id is not None:
-                    self.metric_data.query(hit=True)
                     self._acquire_cached(cached_id)
                     block_id = cached_id
                 else:
-                    self.metric_data.query(hit=False)
                     block_id = self._take_fresh_id()
                     self._cache(content_hash, block_id)
             block.block_id = block_id

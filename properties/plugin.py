@@ -31,6 +31,12 @@ matching entry wins, so list narrow entries before broad ones. Other keys (``obs
   Mechanics: while an xfails file is loaded, ``OracleMachine.do`` is wrapped (restored at
   unconfigure); an exception the target's own code raises while being observed (e.g. a
   ``RecursionError`` reading a corrupted chain) becomes a CRASH violation so it can match.
+- Tolerance: an entry may name deviations the model then accepts besides the contract
+  (``"tolerate": [names]``, ``models.capabilities.TOLERABLE``), for a deviation nearly every
+  example meets (vLLM's swap-ins counted as cache queries): absorbing it would end almost
+  every example before anything else is checked. The state machines and every other entry's
+  replay run with it (a target without the deviation still passes); the entry's own replay
+  runs without it, so it still fails.
 - The terminal summary lists, per entry, how many examples hit it.
 """
 
@@ -75,6 +81,7 @@ class ExpectedFailure:
     message: str = ""
     after: tuple[tuple[str, ...], ...] = ()
     tokens: frozenset[int] = frozenset()
+    tolerate: frozenset[str] = frozenset()
 
     def matches(self, violation: Violation, history: Sequence[Op] | None = None) -> bool:
         """Whether ``violation`` is this deviation; ``history`` is the program up to and
@@ -120,8 +127,20 @@ def load_expected(path: str | None) -> list[ExpectedFailure]:
             str(e.get("class", "")), tuple(Family(f) for f in match.get("families", ())),
             tuple(match.get("ops", ())), str(match.get("message", "")),
             tuple(tuple(seq) for seq in match.get("after", ())),
-            frozenset(int(t) for t in match.get("tokens", ()))))
+            frozenset(int(t) for t in match.get("tokens", ())),
+            frozenset(str(name) for name in e.get("tolerate", ()))))
     return entries
+
+
+def tolerated_by(entries: Sequence[ExpectedFailure],
+                 replaying: ExpectedFailure | None = None) -> frozenset[str]:
+    """The deviations the model follows while ``entries`` are expected: every entry's
+    ``tolerate``, except those of the entry whose own program is ``replaying``."""
+    names: set[str] = set()
+    for entry in entries:
+        if entry is not replaying and entry.id != getattr(replaying, "id", None):
+            names |= entry.tolerate
+    return frozenset(names)
 
 
 def matching(entries: list[ExpectedFailure], exc: BaseException) -> list[ExpectedFailure] | None:
@@ -275,6 +294,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_EXPECTED] = entries
     if entries:
         config.stash[_ORIGINAL_DO] = _install_absorption()
+    selection.tolerate(tolerated_by(entries))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
+from models.capabilities import Capabilities, tolerating
 from properties.targets import (
     Target,
     load_target,
@@ -16,6 +18,7 @@ from properties.targets import (
 )
 
 _current: Target | None = None
+_tolerated: frozenset[str] = frozenset()  # upstream deviations the model follows (xfails)
 _choice: tuple[str | None, str, tuple[str, ...], float | str | None] = (
     None, "prefix_caching", (), None)
 
@@ -44,7 +47,18 @@ def current_target() -> Target:
         spec, allocator_type, disable, seconds = _choice
         _current = load_target(spec, allocator_type=allocator_type, disable=disable,
                                step_timeout=seconds)
+        if _tolerated:
+            _current = replace(_current, caps=tolerating(_current.caps, _tolerated))
     return _current
+
+
+def tolerate(names: frozenset[str]) -> None:
+    """Have the model follow these upstream deviations (``models.capabilities.TOLERABLE``)
+    for the selected target: the xfails entries that declare them (``properties.plugin``)."""
+    global _current, _tolerated
+    tolerating(Capabilities(), names)  # validates the names now
+    _tolerated = names
+    _current = None
 
 
 def use(target: Target) -> None:
@@ -57,9 +71,9 @@ def use(target: Target) -> None:
 def kept() -> Iterator[None]:
     """On exit, the selection is what it was on entry: the same choice, and the same target
     if one was loaded (nothing is loaded here)."""
-    global _current, _choice
-    saved = _current, _choice
+    global _current, _choice, _tolerated
+    saved = _current, _choice, _tolerated
     try:
         yield
     finally:
-        _current, _choice = saved
+        _current, _choice, _tolerated = saved

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from models.capabilities import Config
+from models.capabilities import Config, tolerating
 from models.families import Violation
 from models.operations import op_from_json
-from properties.plugin import ExpectedFailure, record
+from properties.plugin import ExpectedFailure, expected_entries, record, tolerated_by
 from properties.replay import run_program
 from properties.selection import current_target
 
 
-def test_expected_failure(expected_failure: ExpectedFailure) -> None:
+def test_expected_failure(expected_failure: ExpectedFailure, request: pytest.FixtureRequest
+                          ) -> None:
+    """The entry's program is judged with the other entries' tolerated deviations only."""
     target = current_target()
-    config = Config(caps=target.caps, **expected_failure.config)
+    tolerated = tolerated_by(expected_entries(request.config), expected_failure)
+    config = Config(caps=tolerating(target.caps, tolerated), **expected_failure.config)
     program = [op_from_json(op) for op in expected_failure.program]
     try:
         run_program(target, config, program)

@@ -35,7 +35,7 @@ alloc.free(b3)
 alloc.free(b2)
 # step 4: Free(block=1)
 alloc.free(b1)
-# step 5: AllocateMutable(prev=None, device=<Dev.GPU: 'gpu'>)
+# step 5: AllocateMutable(prev=None, device=<Dev.GPU: 'gpu'>, extra_hash=None)
 b4 = alloc.allocate_mutable_block(None, device=Device.GPU)
 # step 6: Free(block=4)
 alloc.free(b4)
@@ -64,6 +64,6 @@ if __name__ == "__main__":
         {'op': 'cached_prefix', 'blocks': [0, 5, 6, 7], 'device': 'gpu'},
     ]
     try:
-        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 1, 4, 0, program)
+        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 1, 4, 0, program, tolerate=['swap_in_queries'])
     except Violation as violation:
         print("violation:", violation)

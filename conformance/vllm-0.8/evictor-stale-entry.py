@@ -46,7 +46,7 @@ alloc.free(b2)
 b3 = alloc.allocate_immutable_block(None, [3], device=Device.GPU)
 # step 5: Free(block=3)
 alloc.free(b3)
-# step 6: AllocateMutable(prev=None, device=<Dev.GPU: 'gpu'>)
+# step 6: AllocateMutable(prev=None, device=<Dev.GPU: 'gpu'>, extra_hash=None)
 try:
     alloc.allocate_mutable_block(None, device=Device.GPU)
 except Exception as exc:
@@ -70,6 +70,6 @@ if __name__ == "__main__":
         {'op': 'allocate_mutable', 'prev': None, 'device': 'gpu'},
     ]
     try:
-        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 1, 2, 0, program)
+        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 1, 2, 0, program, tolerate=['swap_in_queries'])
     except Violation as violation:
         print("violation:", violation)

@@ -34,7 +34,7 @@ b0 = alloc.allocate_immutable_block(None, [1], device=Device.GPU)
 alloc.free(b0)
 # step 2: MarkStaleIds(blocks=(0,), now=1.0)
 alloc.mark_blocks_as_accessed([0], 1.0)  # literal ids: held by freed blocks
-# step 3: AllocateMutable(prev=None, device=<Dev.GPU: 'gpu'>)
+# step 3: AllocateMutable(prev=None, device=<Dev.GPU: 'gpu'>, extra_hash=None)
 try:
     alloc.allocate_mutable_block(None, device=Device.GPU)
 except Exception as exc:
@@ -55,6 +55,6 @@ if __name__ == "__main__":
         {'op': 'allocate_mutable', 'prev': None, 'device': 'gpu'},
     ]
     try:
-        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 1, 1, 0, program)
+        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 1, 1, 0, program, tolerate=['swap_in_queries'])
     except Violation as violation:
         print("violation:", violation)

@@ -27,15 +27,15 @@ from properties.upstream import vllm_v0_allocator
 alloc = vllm_v0_allocator('prefix_caching', 4, 2, 2)
 from vllm.utils import Device  # noqa: E402, F401
 from vllm.core.block.block_table import BlockTable  # noqa: E402, F401
-# step 0: AllocateMutable(prev=None, device=<Dev.CPU: 'cpu'>)
+# step 0: AllocateMutable(prev=None, device=<Dev.CPU: 'cpu'>, extra_hash=None)
 b0 = alloc.allocate_mutable_block(None, device=Device.CPU)
 # step 1: Swap(blocks=(0,), src=<Dev.CPU: 'cpu'>, dst=<Dev.GPU: 'gpu'>)
 mapping = alloc.swap([b0], Device.CPU, Device.GPU)
-# step 2: AllocateMutable(prev=None, device=<Dev.GPU: 'gpu'>)
+# step 2: AllocateMutable(prev=None, device=<Dev.GPU: 'gpu'>, extra_hash=None)
 b1 = alloc.allocate_mutable_block(None, device=Device.GPU)
 # step 3: Free(block=0)
 alloc.free(b0)
-# step 4: AllocateMutable(prev=None, device=<Dev.GPU: 'gpu'>)
+# step 4: AllocateMutable(prev=None, device=<Dev.GPU: 'gpu'>, extra_hash=None)
 b2 = alloc.allocate_mutable_block(None, device=Device.GPU)
 
 if __name__ == "__main__":
@@ -54,6 +54,6 @@ if __name__ == "__main__":
         {'op': 'allocate_mutable', 'prev': None, 'device': 'gpu'},
     ]
     try:
-        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 2, 4, 2, program)
+        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 2, 4, 2, program, tolerate=['swap_in_queries'])
     except Violation as violation:
         print("violation:", violation)

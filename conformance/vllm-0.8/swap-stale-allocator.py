@@ -25,7 +25,7 @@ from properties.upstream import vllm_v0_allocator
 alloc = vllm_v0_allocator('prefix_caching', 1, 1, 1)
 from vllm.utils import Device  # noqa: E402, F401
 from vllm.core.block.block_table import BlockTable  # noqa: E402, F401
-# step 0: AllocateMutable(prev=None, device=<Dev.CPU: 'cpu'>)
+# step 0: AllocateMutable(prev=None, device=<Dev.CPU: 'cpu'>, extra_hash=None)
 b0 = alloc.allocate_mutable_block(None, device=Device.CPU)
 # step 1: Swap(blocks=(0,), src=<Dev.CPU: 'cpu'>, dst=<Dev.GPU: 'gpu'>)
 mapping = alloc.swap([b0], Device.CPU, Device.GPU)
@@ -49,6 +49,6 @@ if __name__ == "__main__":
         {'op': 'append', 'block': 0, 'tokens': [0]},
     ]
     try:
-        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 1, 1, 1, program)
+        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 1, 1, 1, program, tolerate=['swap_in_queries'])
     except Violation as violation:
         print("violation:", violation)

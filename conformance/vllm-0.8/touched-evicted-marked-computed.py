@@ -77,6 +77,6 @@ if __name__ == "__main__":
         {'op': 'seq_cached_tokens', 'table': 1, 'prefill': False},
     ]
     try:
-        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 2, 1, 0, program)
+        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 2, 1, 0, program, tolerate=['swap_in_queries'])
     except Violation as violation:
         print("violation:", violation)

@@ -40,10 +40,10 @@ class SequenceLevelMachine(OracleMachine):
     def _tables_on(self, dev: Dev) -> list[int]:
         return [t for t in self.oracle.live_tables() if self.oracle.table_device(t) is dev]
 
-    def _whole(self, tables: list[int]) -> list[int]:
-        """Tables holding every block they were given (no sliding-window drop yet): the only
-        ones that may be forked or swapped."""
-        return [t for t in tables if not holds_null(self.oracle.model.tables[t])]
+    def _dropped(self) -> list[int]:
+        """Live tables whose sliding window dropped blocks (they hold the null block)."""
+        tables = self.oracle.model.tables
+        return [t for t in self.oracle.live_tables() if holds_null(tables[t])]
 
     def _request(self, data: st.DataObject) -> ops.TableAllocate:
         bs = self.config.block_size
@@ -95,7 +95,11 @@ class SequenceLevelMachine(OracleMachine):
         free and fork on the GPU allocator itself (each must be refused, changing nothing):
         ``window_misuse`` alone reached the writes too rarely, and never draws the others."""
         had_null = self.oracle.model.null_id is not None
+        first_drop = op.table not in self._dropped()
         self.do(op)
+        if first_drop and op.table in self._dropped() \
+                and not getattr(self, "_first_drop_done", False):
+            self._first_window_life(op.table)
         if self.caps.typed_errors and not had_null and self.oracle.model.null_id is not None:
             device_calls = getattr(self.runner.adapter, "has_device_calls", False)
             for action in ops.NULL_BLOCK_MISUSES:
@@ -104,6 +108,19 @@ class SequenceLevelMachine(OracleMachine):
                 write = ops.NullBlockMisuse(action)
                 if self.oracle.is_misuse(write):
                     self.do(write)
+
+    def _first_window_life(self, t: int) -> None:
+        """Once per example, when a table's window first drops blocks (no draw, so seeded
+        schedules are unchanged): the engine's two moves for a long sliding-window sequence,
+        preemption by swapping (out and back) and parallel sampling (a fork). ``window_life``
+        draws the same moves in every later state; this makes the first one certain."""
+        self._first_drop_done = True
+        if self.config.num_cpu_blocks > 0 and self._ok(ops.TableSwap(t, Dev.GPU, Dev.CPU)):
+            self.do(ops.SwapLog())
+            if self._ok(ops.TableSwap(t, Dev.CPU, Dev.GPU)):
+                self.do(ops.SwapLog())
+        if t in self.oracle.live_tables() and self.oracle.table_device(t) is Dev.GPU:
+            self.do(ops.TableFork(t))
 
     def _windowed(self) -> list[int]:
         tables = self.oracle.model.tables
@@ -143,16 +160,49 @@ class SequenceLevelMachine(OracleMachine):
     def fork(self, data: st.DataObject) -> None:
         """Parallel sampling: a child sequence shares every block of its parent (then, maybe,
         decodes its first token: a write into the shared last block, copied on write)."""
-        running = self._whole(self._tables_on(Dev.GPU))
+        running = self._tables_on(Dev.GPU)
         if running:
-            self.do(ops.TableFork(data.draw(st.sampled_from(running), label="table")))
-            # tracker lifecycle: the child's first decode step, in place (copy-on-write)
-            child = max(self.oracle.model.tables)
-            decode = ops.TableAppend(child, data.draw(tokens(1, 1), label="token"))
-            valid = self.oracle.contract_error(decode) is None \
-                and not self.oracle.is_misuse(decode)
-            if valid and data.draw(st.booleans(), label="child decodes"):
-                self.do(decode)
+            self._fork(data.draw(st.sampled_from(running), label="table"), data)
+
+    def _fork(self, t: int, data: st.DataObject) -> None:
+        """Fork ``t``; maybe the child's first decode step, in place (copy-on-write; a
+        sliding-window child with everything so far computed)."""
+        before = set(self.oracle.model.tables)
+        self.do(ops.TableFork(t))
+        children = set(self.oracle.model.tables) - before
+        if not children:
+            return
+        child = children.pop()
+        computed = None
+        if self.oracle.model.tables[child].window is not None:
+            computed = self.oracle.table_len(child)
+        decode = ops.TableAppend(child, data.draw(tokens(1, 1), label="token"), 0, computed)
+        valid = self.oracle.contract_error(decode) is None and not self.oracle.is_misuse(decode)
+        if valid and data.draw(st.booleans(), label="child decodes"):
+            self.do(decode)
+
+    @precondition(lambda m: bool(m._dropped()))
+    @rule(data=st.data())
+    def window_life(self, data: st.DataObject) -> None:
+        """A sliding-window sequence whose window dropped blocks, in whatever state the
+        example reached (running or swapped out, forked, shared, near a full pool): parallel
+        sampling forks it, preemption swaps it out or back, it decodes, or it ends. Each
+        must work on the window's blocks alone, the null block never moved or counted."""
+        t = data.draw(st.sampled_from(self._dropped()), label="windowed table")
+        src = self.oracle.table_device(t)
+        actions = ["swap", "free"] if self.config.num_cpu_blocks > 0 else ["free"]
+        if src is Dev.GPU:
+            actions += ["fork", "decode"]
+        action = data.draw(st.sampled_from(actions), label="window action")
+        if action == "fork":
+            self._fork(t, data)
+        elif action == "decode":
+            new = data.draw(tokens(0, self.config.block_size), label="tokens")
+            self._windowed_append(ops.TableAppend(t, new, 0, self.oracle.table_len(t)))
+        elif action == "swap":
+            self.do(ops.TableSwap(t, src, Dev.CPU if src is Dev.GPU else Dev.GPU))
+        else:
+            self.do(ops.TableFree(t))
 
     @precondition(_has_tables)
     @rule(data=st.data())
@@ -166,10 +216,7 @@ class SequenceLevelMachine(OracleMachine):
         """Preemption by swapping: a running sequence goes to the CPU, a swapped one comes back.
         As vLLM's block manager does after every table swap, the engine then takes the swap log
         (``get_and_reset_swaps``) to learn which KV to copy: it must hold this swap's pairs only."""
-        whole = self._whole(self.oracle.live_tables())
-        if not whole:
-            return
-        t = data.draw(st.sampled_from(whole), label="table")
+        t = data.draw(st.sampled_from(self.oracle.live_tables()), label="table")
         src = self.oracle.table_device(t)
         dst = Dev.CPU if src is Dev.GPU else Dev.GPU
         if self._ok(ops.TableSwap(t, src, dst)):
@@ -539,7 +586,8 @@ class SequenceLevelMachine(OracleMachine):
         """Writes to the null block (``append_token_ids``, setting ``block_id``, ``fork``) and
         sliding-window appends the table must refuse, changing nothing: no
         ``num_computed_slots``, a window moved past the last block, or one that drops the
-        block the tokens go into (a table with a spare lookahead block gets one first)."""
+        block the tokens go into or its predecessor while it is not full (a table with a
+        spare lookahead block gets one first)."""
         m = self.oracle.model
         bs = self.config.block_size
         candidates: list[Op] = []
@@ -556,7 +604,9 @@ class SequenceLevelMachine(OracleMachine):
             window = rec.window or 0
             candidates += [ops.TableAppend(t, (1,)),  # no num_computed_slots
                            ops.TableAppend(t, (), 0, (len(rec.blocks) + window) * bs),
-                           ops.TableAppend(t, (1,), 0, (written + 1 + window) * bs)]
+                           ops.TableAppend(t, (1,), 0, (written + 1 + window) * bs),
+                           # drops the predecessor of the partial block being written
+                           ops.TableAppend(t, (), 0, (written + window) * bs)]
         candidates = [op for op in candidates if self.oracle.is_misuse(op)]
         if candidates:
             self.do(data.draw(st.sampled_from(candidates), label="misuse"))

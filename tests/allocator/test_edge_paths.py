@@ -154,7 +154,8 @@ def test_window_drop_of_a_shared_block_returns_no_id() -> None:
     fork = table.fork()  # every block shared
     table.append_token_ids([5], num_computed_slots=4)  # null(1) + new(1); the drop frees none
     assert alloc.get_num_free_blocks(Device.GPU) == 2
-    table.append_token_ids([6], num_computed_slots=6)  # drops block 1, still shared
+    table.append_token_ids([6], num_computed_slots=5)  # fills block 2, drops nothing new
+    table.append_token_ids([], num_computed_slots=6)  # drops block 1, still shared
     assert alloc.get_num_free_blocks(Device.GPU) == 2
     assert fork.physical_block_ids == [0, 1]
     filler = [alloc.allocate_mutable_block(None, Device.GPU) for _ in range(2)]

@@ -216,7 +216,6 @@ def test_device_aware_misuse() -> None:
         (SwapError, lambda: alloc.swap([cpu_block], Device.GPU, Device.CPU)),
         (SwapError, lambda: alloc.swap([gpu_chain[0], cpu_block], Device.GPU, Device.CPU)),
         (SwapError, lambda: alloc.swap([freed], Device.GPU, Device.CPU)),
-        (SwapError, lambda: alloc.swap([null], Device.GPU, Device.CPU)),
         (SwapError, lambda: alloc.swap([foreign], Device.GPU, Device.CPU)),
         (InvalidArgumentError, lambda: alloc.swap([gpu_chain[0]] * 2, Device.GPU, Device.CPU)),
         (NoFreeBlocksError, lambda: alloc.swap(gpu_chain, Device.GPU, Device.CPU)),

@@ -359,8 +359,9 @@ def test_window_that_would_drop_every_block_is_refused(allocator_type: str, look
         ),
         InvalidArgumentError,
     )
-    # One block less is fine: the last block stays and a new one chains after it.
-    window.append_token_ids([35], num_lookahead_slots=BS, num_computed_slots=computed - BS)
+    # Within the tokens it is fine: the last block stays and a new one chains after it.
+    window.append_token_ids([35], num_lookahead_slots=BS, num_computed_slots=5)
+    window.append_token_ids([], num_computed_slots=6)
     null = w.alloc.null_block
     assert [b is null for b in window.blocks] == [True, True, False, False]
     assert window.blocks[-1].prev_block is window.blocks[-2]
@@ -374,15 +375,16 @@ def test_window_size_must_be_positive(window_size: Any) -> None:
 
 
 @pytest.mark.parametrize("allocator_type", TYPES)
-def test_window_cannot_write_into_an_earlier_dropped_block(allocator_type: str) -> None:
+def test_window_cannot_drop_a_block_still_written(allocator_type: str) -> None:
+    """num_computed_slots beyond the tokens that would drop the partial block (or the
+    predecessor of a block not yet full) is refused: that block's hash needs the prefix."""
     w = world(allocator_type)
     window = BlockTable(BS, w.alloc, max_block_sliding_window=1)
     window.allocate([30, 31, 32])
     window.ensure_num_empty_slots(3)  # [30, 31] [32, _] [_, _]
     w.tables.append(window)
-    window.append_token_ids([], num_computed_slots=3 * BS)  # drops the partial block too
-    assert window.blocks[1] is w.alloc.null_block
-    w.check(lambda: window.append_token_ids([33], num_computed_slots=BS), InvalidArgumentError)
+    w.check(lambda: window.append_token_ids([], num_computed_slots=3 * BS), InvalidArgumentError)
+    w.check(lambda: window.append_token_ids([], num_computed_slots=2 * BS), InvalidArgumentError)
 
 
 @pytest.mark.parametrize("allocator_type", TYPES)

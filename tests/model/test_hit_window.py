@@ -11,11 +11,12 @@ from dataclasses import replace
 import pytest
 
 from models import operations as ops
-from models.capabilities import Config
+from models.capabilities import Config, tolerating
 from models.families import Family, Violation
 from models.hit_window import FIELDS, WINDOW, HitWindow
 from models.operations import Dev, Op, Snapshot
 from models.oracle import Oracle
+from properties.replay import run_program
 from properties.runner import Runner
 from properties.targets import DEFAULT_SPEC, load_target
 
@@ -95,3 +96,50 @@ def test_reset_prefix_cache_starts_the_windows_afresh() -> None:
     oracle, snapshot = _run(program)
     assert oracle.model.pools[Dev.GPU].window.fields() == (0, 0.0, 0, 0)
     assert snapshot.metric is not None and snapshot.metric[Dev.GPU] == (0, 0.0, 0, 0)
+
+
+def test_a_swap_round_trip_is_no_cache_query() -> None:
+    """Issue 18, defect 3: swapping a table out and back re-registers blocks the engine
+    holds; only admissions are queries, so the windows stay at the allocation's 2 misses."""
+    program: list[Op] = [ops.TableAllocate((1, 2, 3, 4)), ops.TableSwap(0, Dev.GPU, Dev.CPU),
+                         ops.TableSwap(0, Dev.CPU, Dev.GPU), ops.HitRate()]
+    oracle, snapshot = _run(program)
+    assert oracle.model.pools[Dev.GPU].window.fields() == (0, 0.0, 2, 0)
+    assert oracle.model.pools[Dev.CPU].window.fields() == (0, 0.0, 0, 0)
+    assert snapshot.metric is not None
+    assert snapshot.metric[Dev.GPU] == (0, 0.0, 2, 0) and snapshot.metric[Dev.CPU] == (0, 0.0, 0, 0)
+
+
+def test_a_swap_in_counted_as_a_query_is_flagged_hit() -> None:
+    """The window fields of a target that counts the swap-in's two hits are a HIT failure."""
+    program: list[Op] = [ops.TableAllocate((1, 2, 3, 4)), ops.TableSwap(0, Dev.GPU, Dev.CPU),
+                         ops.TableSwap(0, Dev.CPU, Dev.GPU)]
+    with pytest.raises(Violation) as err:
+        _run(program, metric={Dev.GPU: (0, 0.0, 4, 2), Dev.CPU: (0, 0.0, 2, 0)})
+    assert err.value.family is F.HIT
+
+
+@pytest.mark.parametrize(("spec", "tolerated", "flagged"), [
+    (DEFAULT_SPEC, frozenset(), False), (DEFAULT_SPEC, frozenset({"swap_in_queries"}), False),
+    ("tests.zoo.broken:swap_in_counts_queries", frozenset(), True),
+    ("tests.zoo.broken:swap_in_counts_queries", frozenset({"swap_in_queries"}), False)])
+def test_a_tolerated_swap_in_count_is_accepted_not_required(
+        spec: str, tolerated: frozenset[str], flagged: bool) -> None:
+    """An xfails entry's ``tolerate`` (``swap_in_queries``) lets upstream's counting pass so
+    the machines look past it; a target that counts admissions only passes either way."""
+    target = load_target(spec)
+    config = Config(2, 6, 2, tolerating(target.caps, tolerated))
+    program: list[Op] = [ops.TableAllocate((1, 2, 3, 4)), ops.TableSwap(0, Dev.GPU, Dev.CPU),
+                         ops.TableSwap(0, Dev.CPU, Dev.GPU), ops.HitRate(Dev.GPU),
+                         ops.HitRate(Dev.CPU)]
+    if flagged:
+        with pytest.raises(Violation) as err:
+            run_program(target, config, program)
+        assert err.value.family is F.HIT
+    else:
+        run_program(target, config, program)
+
+
+def test_only_known_deviations_are_tolerated() -> None:
+    with pytest.raises(ValueError, match="unknown tolerated"):
+        tolerating(Config(2, 6, 2).caps, frozenset({"anything"}))

@@ -84,10 +84,10 @@ def test_window_contract() -> None:
     assert t.oracle.contract_error(TableAllocate((1,), window=0)) is not None
     plain = Trace(bs=2, gpu=4).do(TableAllocate((1,)), table=(0,), free=3)
     assert plain.oracle.contract_error(TableAppend(0, (2,), computed=1)) is not None
-    # A table holding the null block is neither forked nor swapped.
+    # A table holding the null block forks and swaps like any table (issue 18, defect 4).
     _slide(t, table=(3, 1, 2), value=3, free=2)
-    assert t.oracle.contract_error(TableFork(0)) is not None
-    assert t.oracle.contract_error(TableSwap(0, GPU, CPU)) is not None
+    assert t.oracle.contract_error(TableFork(0)) is None
+    assert t.oracle.contract_error(TableSwap(0, GPU, CPU)) is None
 
 
 def test_window_append_needs_a_free_id_for_the_null_block_first() -> None:
@@ -218,11 +218,10 @@ def test_window_past_the_table_or_over_the_written_block_is_misuse() -> None:
     t.do(TableAppend(0, (6,), 0, 8), error=ErrorKind.MISUSE, free=1)
     t.rejects(F.CRASH, TableAppend(0, (6,), 0, 8), error=ErrorKind.ASSERTION, free=1)
     t.rejects(F.TABLE, TableAppend(0, (6,), 0, 8), table=(3, 3, 3, 0), value=3, free=2)
-    # Without tokens, or a drop that ends at the written block, nothing is written over:
-    # not misuse, but outside the contract (computed slots beyond the tokens).
-    assert not t.oracle.is_misuse(TableAppend(0, (), 0, 8))
-    assert t.oracle.contract_error(TableAppend(0, (), 0, 8)) is not None
-    assert t.oracle.contract_error(TableAppend(0, (6,), 0, 6)) is not None
+    # Without tokens, or a drop that ends at the written block, nothing is written over,
+    # but the first block kept would not be full: its hash needs the dropped prefix (misuse).
+    assert t.oracle.is_misuse(TableAppend(0, (), 0, 8))
+    assert t.oracle.is_misuse(TableAppend(0, (6,), 0, 6))
 
 
 def test_required_blocks_count_lookahead() -> None:

@@ -30,6 +30,7 @@ from tests.zoo import request_key_mutants as pm  # request keys
 from tests.zoo import stale_id_mutants as im
 from tests.zoo import table_mutants as tm
 from tests.zoo import tracker_mutants as km  # trackers and freed behind
+from tests.zoo import window_metric_mutants as wm  # issue 18: swap-in metrics, windows
 from tests.zoo.patching import Patch, claims, factory, register
 
 F = Family
@@ -183,6 +184,26 @@ def _mutants() -> Iterable[Mutant]:
     yield m("null_block_writable",
             "the null block takes tokens: append_token_ids writes into the block it wraps",
             (F.TABLE,), (SEQUENCE,), patches=tm.NULL_BLOCK_WRITABLE)
+    # -- issue 18: hit metrics count admissions only; sliding-window tables swap
+    yield m("swap_in_counts_queries",
+            "a swap-in counts a cache query per full block (a hit on a cached id, else a miss)",
+            (F.HIT,), patches=wm.SWAP_IN_COUNTS_QUERIES)
+    # SWAP: the valid swap of a windowed table is refused (a typed refusal of a valid swap)
+    yield m("window_swap_refuses_null",
+            "swap does not skip the null block: a table whose window dropped blocks cannot swap",
+            (F.SWAP,), (SEQUENCE,), patches=wm.WINDOW_SWAP_REFUSES_NULL)
+    # SWAP (mapping, devices), LEAK/FREE (the null id released), TABLE (a table shows a
+    # CPU id at a dropped entry), CONTENT (the released id is handed to another block)
+    yield m("window_swap_moves_null",
+            "swap moves the block the null block wraps to the other device with the table",
+            (F.SWAP, F.LEAK, F.FREE, F.TABLE, F.CONTENT), (SEQUENCE,),
+            patches=wm.WINDOW_SWAP_MOVES_NULL)
+    # RC: the oracle's family for a valid table fork refused with a typed error (the chain
+    # walk meets the freed block: ForkError; its recycled object: a cycle or a foreign chain)
+    yield m("window_drop_keeps_link",
+            "the window drop leaves the first kept block linked to the freed one: fork walks "
+            "out of the table",
+            (F.RC, F.TABLE), (SEQUENCE,), patches=wm.WINDOW_DROP_KEEPS_LINK)
     # -- the content-hash surface: only HashRecompute (and its malformed calls) reaches these
     yield m("public_hash_drops_prefix",
             "the block class's hash_block_tokens leaves out the predecessor's hash",
