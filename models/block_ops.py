@@ -7,13 +7,14 @@ values. Handles the runner created are taken from ``outcome.new_blocks``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from models import operations as ops
 from models.allocator_model import Model
 from models.families import Family
 from models.operations import Dev
+from models.pool import Pool
 
 F = Family
 
@@ -123,11 +124,22 @@ def mark_computed(m: Model, op: ops.MarkComputed) -> None:
     gpu.touched.clear()
 
 
+def computed_prefix(pool: Pool, ids: Iterable[int | None]) -> list[int]:
+    """The leading run of ``ids`` that are computed: an engine skips ``len(result)`` blocks
+    of the sequence, so a computed id after an uncomputed one must not be reported."""
+    out: list[int] = []
+    for i in ids:
+        if i is None or not pool.is_computed(i):
+            break
+        out.append(i)
+    return out
+
+
 def computed_block_ids(m: Model, op: ops.ComputedBlockIds) -> None:
     ids = [m.blocks[h].id for h in op.blocks]
     considered = ids[:-1] if op.skip_last else ids
     gpu = m.pools[Dev.GPU]
-    want = [i for i in considered if i is not None and gpu.is_computed(i)] if m.pc else []
+    want = computed_prefix(gpu, considered) if m.pc else []
     if m.c.outcome.value != want:
         m.c.flag(F.COMPUTED, "get_computed_block_ids", expected=want, observed=m.c.outcome.value)
 

@@ -7,8 +7,9 @@
 - Trackers (one entry per table handle, see ``models.tracker_state``):
   ``get_num_cached_tokens`` = block size x the leading run of the table's full-block contents
   that are cached on the GPU and computed, frozen at its last value while in prefill;
-  ``get_cached_computed_blocks_and_update`` extends the remembered list with the computed ids
-  of the table's blocks (last one skipped) until a gap appears, then returns it unchanged;
+  ``get_cached_computed_blocks_and_update`` extends the remembered list with the leading run
+  of computed ids of the table's blocks (last one skipped; no holes), and once that run
+  stops short (a gap) returns it unchanged;
   ``update_seq_blocks_last_access`` stamps exactly the table's ids with the last access time.
 
 ``engine_check`` is the contract (raises :class:`OutOfContract`). Misuse, refused with a
@@ -24,7 +25,7 @@ from typing import Any
 
 from models import operations as ops
 from models.allocator_model import Model
-from models.block_ops import mark_ids
+from models.block_ops import computed_prefix, mark_ids
 from models.blocks import TableRec
 from models.content import ROOT
 from models.contract import OutOfContract
@@ -259,8 +260,7 @@ def seq_computed_ids(m: Model, op: ops.SeqComputedIds) -> None:
     if not e.gap and len(e.computed) < n:
         gpu = m.pools[Dev.GPU]
         if m.pc:
-            e.computed = e.computed + [i for i in ids[len(e.computed):n]
-                                       if i is not None and gpu.is_computed(i)]
+            e.computed = e.computed + computed_prefix(gpu, ids[len(e.computed):n])
         else:
             e.computed = []
         e.gap = len(e.computed) < n
