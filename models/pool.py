@@ -38,6 +38,7 @@ class Pool:
         "ids",
         "queries",
         "refcount",
+        "revived",
         "touched",
         "trie",
         "unwritten",
@@ -59,6 +60,7 @@ class Pool:
         self.computed: set[int] = set()  # active ids whose tracker says computed
         self.touched: set[int] = set()
         self.unwritten: set[int] = set()  # evictable ids whose KV was never computed
+        self.revived: set[int] = set()  # touched ids a hit revived from ``unwritten``
         self.hits = 0
         self.queries = 0
         self.window = HitWindow()  # the hit-rate windows of the same queries
@@ -71,7 +73,7 @@ class Pool:
         other.evictor = self.evictor.clone()
         other.accessed, other.computed = dict(self.accessed), set(self.computed)
         other.touched, other.hits, other.queries = set(self.touched), self.hits, self.queries
-        other.unwritten = set(self.unwritten)
+        other.unwritten, other.revived = set(self.unwritten), set(self.revived)
         other.window = HitWindow(*self.window.fields())
         return other
 
@@ -125,6 +127,7 @@ class Pool:
         del self.id_of[self.content_of.pop(block_id)]
         self.touched.discard(block_id)
         self.unwritten.discard(block_id)
+        self.revived.discard(block_id)
         self._activate(block_id, computed=False)
 
     def hit(self, block_id: int) -> None:
@@ -140,6 +143,7 @@ class Pool:
         if not written:
             self.unwritten.discard(block_id)
             self.touched.add(block_id)
+            self.revived.add(block_id)
 
     def incref(self, block_id: int) -> None:
         self.refcount[block_id] += 1
@@ -160,6 +164,7 @@ class Pool:
         written = block_id in self.computed
         self.computed.discard(block_id)
         self.touched.discard(block_id)
+        self.revived.discard(block_id)
         content = self.content_of.get(block_id)
         if content is None:
             self.hashless.add(block_id)
@@ -177,5 +182,15 @@ class Pool:
         self.id_of.clear()
         self.touched.clear()
         self.unwritten.clear()
+        self.revived.clear()
         self.hits = self.queries = 0
         self.window = HitWindow()
+
+    def why_uncomputed(self, block_id: int | None) -> str:
+        """A note for a violation where ``block_id`` was reported computed but is not."""
+        if block_id in self.revived:
+            return (f" (id {block_id} was freed before any mark, its KV never written, and hit "
+                    "again before any mark)")
+        if block_id in self.unwritten:
+            return f" (id {block_id} was freed before any mark: its KV was never written)"
+        return ""
