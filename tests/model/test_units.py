@@ -64,7 +64,15 @@ def test_pool_states() -> None:
     pool.accessed[0] = 4.0
     pool.release(0)  # cached: evictable, rank from the tracker
     assert 0 in pool.evictor and pool.evictor.rank(0) == (4.0, -2) and pool.free == 3
-    assert pool.is_computed(0) and not pool.touched
+    # released before a mark: cached and evictable, but its KV was never written
+    assert not pool.is_computed(0) and not pool.touched and pool.unwritten == {0}
+    pool.hit(0)  # revived uncomputed and touched: the next mark computes it
+    assert pool.is_active(0) and not pool.is_computed(0) and pool.touched == {0}
+    assert not pool.unwritten
+    pool.computed.update(pool.touched)  # the mark
+    pool.touched.clear()
+    pool.release(0)
+    assert pool.is_computed(0) and not pool.unwritten
     pool.hit(0)  # revived as computed
     assert pool.is_active(0) and pool.is_computed(0) and pool.accessed[0] == NEVER
     pool.release(0)
@@ -144,3 +152,37 @@ def test_shadow_memory_swap_copies_each_block_to_its_new_id() -> None:
     bad = shadow.step(moved={1: 3}, writes={}, copies=(), swapped=True,
                       expect=idents.__getitem__)  # lands on the id block 2 still holds
     assert Family.SWAP in {v.family for v in bad}
+
+
+def test_shadow_memory_learns_computed_kv_at_each_mark() -> None:
+    """Slots hold valid KV only after ``compute`` (the batch ran) found a live holder;
+    claims on unwritten or reused ids, and a move to an id without that KV, are flagged."""
+    shadow = ShadowMemory(2, 3)
+    want = {1: [11, 12], 2: [11, 12]}
+
+    def expect(key: int) -> list[int]:
+        return want[key]
+
+    def step(moved: dict[int, int | None], writes: dict[int, int]) -> list[str]:
+        found = shadow.step(moved=moved, writes=writes, copies=(), swapped=False, expect=expect)
+        return [v.family.value for v in found]
+
+    assert step({1: 0}, {1: 0}) == []
+    assert [v.family for v in shadow.check_claims("q", [(0, 0, want[1])])] == [Family.COMPUTED]
+    shadow.compute(expect)
+    assert shadow.check_claims("q", [(0, 0, want[1])]) == []
+    assert step({1: None}, {}) == []  # freed: the KV stays valid in id 0
+    assert shadow.check_claims("q", [(0, 0, want[1])]) == []
+    want[2] = [11]
+    assert step({2: 1}, {2: 0}) == []  # a decoding block at id 1, its first token computed
+    shadow.compute(expect)
+    want[2] = [11, 12]
+    assert step({2: 0}, {2: 1}) == []  # onto id 0, which holds that KV
+    shadow.valid[2] = 0
+    want[2] = [11]
+    assert step({2: 2}, {2: 0}) == []
+    shadow.compute(expect)
+    want[2] = [11, 12]
+    shadow.slots[1] = [11, 12]
+    shadow.valid[1] = 0  # cached content nobody computed
+    assert step({2: 1}, {2: 1}) == ["CONTENT"]  # its computed first token stays in id 2

@@ -17,6 +17,7 @@ from typing import Any
 from models.families import Family
 from tests.zoo import allocator_mutants as am
 from tests.zoo import construction_mutants as cm  # construction
+from tests.zoo import contract_mutants as km18  # issue 18: computed answers
 from tests.zoo import device_call_mutants as vm  # device calls
 from tests.zoo import device_mutants as dm
 from tests.zoo import engine_mutants as xm
@@ -317,6 +318,15 @@ def _mutants() -> Iterable[Mutant]:
             "the key builder folds a bytes salt in as its repr: b'a' stops sharing with 'a'",
             (F.HASH, F.CACHE, F.FREE), (BLOCK,), patches=pm.BYTES_SALT_APART)
     # -- end request keys
+
+    # -- issue 18: computed answers (tests.zoo.contract_mutants)
+    yield m("freed_unwritten_computed",
+            "a block freed before any mark is reported computed when a re-request hits it",
+            (F.COMPUTED,), patches=km18.FREED_UNWRITTEN_STAYS_COMPUTED)
+    yield m("computed_ids_with_holes",
+            "get_computed_block_ids skips an uncomputed id and reports the computed ones after it",
+            (F.COMPUTED,), patches=km18.COMPUTED_IDS_WITH_HOLES)
+    # -- end issue 18
 
 ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}
 
