@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for entry in entries:
         path = args.out / f"{entry['id']}.py"
-        path.write_text(render(target, entry), encoding="utf-8")
+        kind = entry.get("allocator_type", target.allocator_type)
+        typed = target if kind == target.allocator_type else load_target(
+            args.allocator, allocator_type=kind)
+        path.write_text(render(typed, entry), encoding="utf-8")
         print("wrote", path)
     return 0
 

@@ -1,6 +1,8 @@
-"""Each entry of ``--xfails-file`` replays its counterexample: it must still fail with a
-violation the entry matches (family, and its ``match`` narrowing if any), or the entry is stale
-and reported as a failure. A violation the entry does not match fails the test."""
+"""Each entry of ``--xfails-file`` replays its counterexample against the selected target built
+as the allocator type the entry was found with (``allocator_type``; the naive variant keeps the
+selected target's disabled features): it must still fail with a violation the entry matches
+(family, and its ``match`` narrowing if any), or the entry is stale and reported as a failure.
+A violation the entry does not match fails the test."""
 
 from __future__ import annotations
 
@@ -9,20 +11,20 @@ import pytest
 from models.capabilities import Config
 from models.families import Violation
 from models.operations import op_from_json
+from properties.machines.variants import of_type
 from properties.plugin import ExpectedFailure, record
 from properties.replay import run_program
-from properties.selection import current_target
 
 
 def test_expected_failure(expected_failure: ExpectedFailure) -> None:
-    target = current_target()
+    target = of_type(expected_failure.allocator_type)
     config = Config(caps=target.caps, **expected_failure.config)
     program = [op_from_json(op) for op in expected_failure.program]
     try:
         run_program(target, config, program)
     except Violation as violation:
         history = program[: (violation.step or 0) + 1]
-        if not expected_failure.matches(violation, history):
+        if not expected_failure.matches(violation, history, target.allocator_type):
             raise
         record(expected_failure, violation)
         pytest.xfail(f"{expected_failure.id}: {expected_failure.explanation}")

@@ -73,6 +73,9 @@ def _program(entry: ExpectedFailure) -> list[Op]:
 
 
 def _run(target: Target, entry: ExpectedFailure) -> None:
+    """Replay ``entry`` against ``target`` built as the allocator type the entry records."""
+    if target.allocator_type != entry.allocator_type:
+        target = load_target(target.spec, allocator_type=entry.allocator_type)
     run_program(target, Config(caps=target.caps, **entry.config), _program(entry))
 
 
@@ -95,6 +98,7 @@ def test_entries_are_well_formed() -> None:
         assert len(entry.explanation) > 80, entry.id
         assert entry.family is not Family.CRASH or entry.families or entry.after, entry.id
         assert (SCRIPTS / f"{entry.id}.py").is_file(), f"render it: {entry.id}"
+        assert raw.get("allocator_type") in ("prefix_caching", "naive"), entry.id
 
 
 # --------------------------------------------------------------------------- against vLLM
