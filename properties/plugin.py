@@ -395,8 +395,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("max_steps") is not None:
         overrides["stateful_step_count"] = config.getoption("max_steps")
     if overrides:
-        settings.register_profile("prefixcache-session", parent=settings.default, **overrides)
-        settings.load_profile("prefixcache-session")
+        name = f"{settings.get_current_profile_name()} with " + ", ".join(
+            f"{k}={v}" for k, v in overrides.items())
+        settings.register_profile(name, parent=settings.default, **overrides)
+        settings.load_profile(name)
     entries = load_expected(config.getoption("xfails_file"))
     config.stash[_EXPECTED] = entries
     _known.clear()
@@ -424,13 +426,19 @@ def _target_line() -> str:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     current = settings()
     seed = config.getoption("hypothesis_seed", default=None)
+    seed_text = (str(seed) if seed is not None
+                 else "fixed (derandomized)" if current.derandomize else "random")
+    xfails = config.getoption("xfails_file", None)
     return [
         f"prefixcache target: {_target_line()}",
         f"prefixcache profile: {settings.get_current_profile_name()} "
         f"(max_examples={current.max_examples}, steps={current.stateful_step_count}, "
-        f"derandomize={current.derandomize}, seed={seed if seed is not None else 'random'})",
-        f"prefixcache expected failures: {len(config.stash.get(_EXPECTED, []))}",
+        f"derandomize={current.derandomize}, seed={seed_text})",
+        f"prefixcache expected failures: {len(config.stash.get(_EXPECTED, []))}"
+        + (f" ({xfails})" if xfails else ""),
         f"prefixcache step timeout: {_timeout_line()}",
+        "prefixcache after a deviation: "
+        + ("keep exploring (--all)" if exploring(config) else "stop that test"),
     ]
 
 

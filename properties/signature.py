@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 from models.families import Violation
 
-#: A run of numbers separated by commas (a token tuple, a list of ids), or one hex address.
-_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|-?\d+(?:\.\d+)?(?:, -?\d+(?:\.\d+)?)*")
-_NUMBER_RE = r"-?\d+(?:\.\d+)?(?:, -?\d+(?:\.\d+)?)*"
+#: A run of numbers separated by commas (a token tuple, a list of ids; a 1-tuple's trailing
+#: comma included), or one hex address.
+_NUMBER_RE = r"-?\d+(?:\.\d+)?(?:, -?\d+(?:\.\d+)?)*(?:,(?=\)))?"
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|" + _NUMBER_RE)
 _ADDRESS_RE = r"0x[0-9a-fA-F]+"
 PLACEHOLDER = "#"
 

@@ -24,6 +24,7 @@ def test_seed_corpus(level: Level, corpus: str, request: pytest.FixtureRequest) 
         pytest.skip(f"no {corpus} for {level.value} (install from the source tree)")
     entries = plugin.expected_entries(request.config)
     target = current_target()
+    plugin.PROGRESS.examples = len(paths)
 
     def absorb(violation: Violation, history: list[Op]) -> bool:
         entry = next((e for e in entries if e.matches(violation, history, target.allocator_type)),
