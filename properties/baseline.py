@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,3 +164,78 @@ def write_xfails(path: Path, deviations: Iterable[Deviation],
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
     return entries
+
+
+# --------------------------------------------------------------------------- fresh replays
+
+
+def unreproduced(path: Path, spec: str | None, disable: Sequence[str] = (),
+                 ids: Iterable[str] | None = None) -> list[str]:
+    """The ids (of ``ids``, default all) of the entries in the xfails file ``path`` whose
+    program does not raise a violation they match when replayed in a fresh Python process:
+    deviations that depend on per-process state (object-address hashes, string-hash seeds)."""
+    wanted = None if ids is None else list(ids)
+    if wanted == []:
+        return []
+    command = [sys.executable, "-m", "properties.baseline", str(path)]
+    command += ["--allocator", spec] if spec else []
+    command += [f"--disable-feature={f}" for f in disable]
+    command += [f"--id={i}" for i in wanted or ()]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"replaying {path} in a fresh process failed: {result.stderr}")
+    return [str(i) for i in json.loads(result.stdout.strip().splitlines()[-1])]
+
+
+def mark_flaky(path: Path, ids: Sequence[str]) -> None:
+    """Mark entries of ``path`` whose replay did not reproduce in a fresh process."""
+    if not ids:
+        return
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    for e in entries:
+        if e["id"] in ids:
+            e["flaky"] = True
+            e["explanation"] += (" Flaky: its program did not reproduce in a fresh process "
+                                 "when written (the target depends on per-process state); a "
+                                 "replay that passes is reported as a skip.")
+    path.write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
+
+
+def _replay_main(argv: Sequence[str] | None = None) -> int:
+    """``python -m properties.baseline FILE [--allocator SPEC] [--id ID]...``: print (JSON) the
+    ids of the entries that do not reproduce in this process."""
+    import argparse
+    import logging
+
+    from models.operations import op_from_json
+    from properties.plugin import load_expected
+    from properties.replay import run_program
+    from properties.targets import load_target
+
+    parser = argparse.ArgumentParser(prog="python -m properties.baseline")
+    parser.add_argument("xfails")
+    parser.add_argument("--allocator", default=None)
+    parser.add_argument("--disable-feature", action="append", default=[])
+    parser.add_argument("--id", action="append", default=None)
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)
+    failed: list[str] = []
+    for e in load_expected(args.xfails):
+        if args.id is not None and e.id not in args.id:
+            continue
+        target = load_target(args.allocator, allocator_type=e.allocator_type,
+                             disable=args.disable_feature)
+        program = [op_from_json(op) for op in e.program]
+        try:
+            run_program(target, Config(caps=target.caps, **e.config), program)
+        except Violation as violation:
+            history = program[: (violation.step or 0) + 1]
+            if e.matches(violation, history, e.allocator_type):
+                continue
+        failed.append(e.id)
+    print(json.dumps(failed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_replay_main())

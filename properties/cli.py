@@ -126,8 +126,12 @@ def check(argv: Sequence[str]) -> int:
     write_reports(args.report_dir, collector, deviations, target_line, conforming, seconds)
     print(f"report: {args.report_dir / 'conformance.md'} and "
           f"{args.report_dir / 'conformance.json'}")
-    if args.write_xfails:
-        print(f"xfails: {args.write_xfails} (adopt it with --xfails-file {args.write_xfails})")
+    if args.write_xfails and Path(args.write_xfails).is_file():
+        entries = plugin.load_expected(args.write_xfails)
+        flaky = [e.id for e in entries if e.flaky]
+        print(f"xfails: {args.write_xfails}, {len(entries)} entries"
+              + (f" ({len(flaky)} flaky: {', '.join(flaky)})" if flaky else "")
+              + f"; adopt it with --xfails-file {args.write_xfails}")
     return status
 
 

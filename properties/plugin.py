@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import reject, settings
+from hypothesis.errors import Unsatisfiable
 
 import properties.profiles  # noqa: F401  (registers the profiles)
 from models.families import Family, Violation
@@ -78,6 +79,7 @@ class ExpectedFailure:
     tokens: frozenset[int] = frozenset()
     allocator_type: str = "prefix_caching"  # the type it was found with (replayed with)
     allocator_types: tuple[str, ...] = ()  # match only violations of these types
+    flaky: bool = False  # its replay may pass (it did not reproduce in a fresh process)
 
     def matches(self, violation: Violation, history: Sequence[Op] | None = None,
                 allocator_type: str | None = None) -> bool:
@@ -130,7 +132,7 @@ def load_expected(path: str | None) -> list[ExpectedFailure]:
             tuple(tuple(seq) for seq in match.get("after", ())),
             frozenset(int(t) for t in match.get("tokens", ())),
             str(e.get("allocator_type", "prefix_caching")),
-            tuple(str(t) for t in match.get("allocator_types", ()))))
+            tuple(str(t) for t in match.get("allocator_types", ())), bool(e.get("flaky"))))
     return entries
 
 
@@ -202,6 +204,9 @@ class Progress:
 
 PROGRESS = Progress()
 
+#: Under --all, discard (``reject``) the examples that end at a deviation.
+_REJECT_ABSORBED = os.environ.get("PREFIXCACHE_ALL_REJECT", "1") == "1"
+
 # Set for the duration of one test call.
 _active: _Call | None = None
 # Under --all: every deviation this process met, by signature key (absorbed from then on).
@@ -245,7 +250,11 @@ def absorb_new(violation: Violation, allocator_type: str, count: int = 1) -> Non
     dev = baseline.deviation(violation, "", allocator_type)
     key = dev.signature.key()
     if key in _known:
-        _active.repeats[key] += count
+        mine = next((d for d in _active.new if d.signature.key() == key), None)
+        if mine is not None:
+            mine.count += count
+        else:
+            _active.repeats[key] += count
         return
     dev.count = count
     _known[key] = dev
@@ -339,6 +348,14 @@ def _install_wrapper() -> Any:
                 violation.prefixcache_history = history  # type: ignore[attr-defined]
                 raise
             self._prefixcache_absorbed = True  # type: ignore[attr-defined]
+            if call.explore and _REJECT_ABSORBED:
+                # Under --all an example that ends at a deviation (expected or not) is
+                # discarded: it does not use the budget, and Hypothesis draws another in its
+                # place (up to its own limit of ten calls per example). Every deviation is
+                # rejected the same way, first meetings and entries of --xfails-file alike,
+                # so `--all --xfails-file F` draws exactly the examples of the run that
+                # wrote F: the ratchet sees the same states as the adoption.
+                reject()
 
     OracleMachine.setup = setup  # type: ignore[method-assign]
     OracleMachine.do = do  # type: ignore[method-assign]
@@ -546,6 +563,11 @@ def pytest_runtest_makereport(item: pytest.Item,
         report.user_properties.append(("prefixcache_repeats", repeats))
     if getattr(report, "wasxfail", ""):
         return
+    if call.excinfo is not None and call.excinfo.errisinstance(Unsatisfiable) and (
+            news or repeats or hits):
+        # --all: every example ended at a deviation (all rejected): judged by those.
+        call = _passed(call)
+        report.outcome, report.longrepr = "passed", None
     if call.excinfo is None and (news or repeats):
         # --all: the test ran its whole budget, absorbing every deviation it met.
         report.outcome = "failed"
@@ -563,6 +585,11 @@ def pytest_runtest_makereport(item: pytest.Item,
                       sorted(Counter(e.id for e in found).items()))
     report.outcome = "skipped"
     report.wasxfail = f"expected failures only: {tally}"
+
+
+def _passed(call: pytest.CallInfo[None]) -> pytest.CallInfo[None]:
+    return pytest.CallInfo(None, None, start=call.start, stop=call.stop,
+                           duration=call.duration, when=call.when, _ispytest=True)
 
 
 def _explored(news: Sequence[baseline.Deviation], repeats: dict[str, int]) -> str:
@@ -589,12 +616,22 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(f"[{dev.family}] {dev.explanation}: x{dev.count} in "
                                         f"{', '.join(dev.tests)}")
     path = config.getoption("write_xfails", None)
-    if path and _WRITTEN in config.stash:
-        terminalreporter.write_line(f"prefixcache: wrote {config.stash[_WRITTEN]} "
-                                    f"entries to {path}")
+    done = written(config)
+    if path and done is not None:
+        terminalreporter.write_line(f"prefixcache: wrote {done[0]} entries to {path}"
+                                    + (f" ({len(done[1])} flaky: {', '.join(done[1])})"
+                                       if done[1] else ""))
 
 
 _WRITTEN = pytest.StashKey[int]()
+_FLAKY = pytest.StashKey[list[str]]()
+
+
+def written(config: pytest.Config) -> tuple[int, list[str]] | None:
+    """After ``--write-xfails``: how many entries were written, and which are flaky."""
+    if _WRITTEN not in config.stash:
+        return None
+    return config.stash[_WRITTEN], config.stash.get(_FLAKY, [])
 
 
 @pytest.hookimpl(trylast=True)
@@ -604,6 +641,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     path = config.getoption("write_xfails", None)
     if not path or hasattr(config, "workerinput"):
         return
-    written = baseline.write_xfails(Path(path), _session.values(),
-                                    load_raw(config.getoption("xfails_file")))
+    kept = load_raw(config.getoption("xfails_file"))
+    written = baseline.write_xfails(Path(path), _session.values(), kept)
+    new_ids = [e["id"] for e in written[len(kept):]]
+    flaky = baseline.unreproduced(Path(path), selection.current_target().spec,
+                                  config.getoption("disable_feature"), new_ids)
+    baseline.mark_flaky(Path(path), flaky)
     config.stash[_WRITTEN] = len(written)
+    config.stash[_FLAKY] = flaky
