@@ -9,14 +9,18 @@ step that outlives it fails as a hang, see ``properties.runner``), ``--xfails-fi
 
 Expected failures (``--xfails-file``) are deterministic. Each entry is
 ``{id, family, explanation, config, program}`` plus optional ``class`` (free text: real bug,
-design deviation, ...) and ``match``, which narrows or widens what the entry covers:
-``{"families": [...], "ops": [kinds], "message": regex, "after": [[kinds], ...]}``. A violation
+design deviation, ...), ``allocator_type`` (the type it was found with and is replayed with:
+``prefix_caching``, the default, or ``naive``), ``flaky`` (see ``--write-xfails``) and
+``match``, which narrows or widens what the entry covers: ``{"families": [...], "ops": [kinds],
+"message": regex, "after": [[kinds], ...], "tokens": [...], "allocator_types": [...]}``. A
+violation
 *matches* an entry when its family is the entry's (or one of ``families``: one upstream defect
 often surfaces as several families, depending on what reads the corrupted state) and, where
 given, it fired at an operation of one of ``ops``, ``message`` is found in its message
 (``re.search``), the operations before it contain one of the ``after`` sequences of kinds as a
 subsequence (e.g. ``[["swap", "free"]]``: a swap, later a free), and the program so far used
-one of the ``tokens`` (e.g. the values Python's ``hash`` folds onto small ints). The first
+one of the ``tokens`` (e.g. the values Python's ``hash`` folds onto small ints), and it was
+raised by an allocator of one of the ``allocator_types``. The first
 matching entry wins, so list narrow entries before broad ones. Other keys (``observe``, used by
 ``conformance/render_reproducers.py``) are ignored.
 
@@ -32,6 +36,18 @@ matching entry wins, so list narrow entries before broad ones. Other keys (``obs
   unconfigure); an exception the target's own code raises while being observed (e.g. a
   ``RecursionError`` reading a corrupted chain) becomes a CRASH violation so it can match.
 - The terminal summary lists, per entry, how many examples hit it.
+
+``--all`` (``properties.signature``, ``properties.baseline``): every violation no entry covers
+is a deviation; the first of each signature (family, allocator type, operation kind, message
+template) is shrunk to the shortest program with that signature and collected, and from then on
+absorbed like an entry. Under ``--all`` every example that ends at a deviation (an entry's or
+not) is rejected, so it does not use the budget and `--all --xfails-file F` draws the examples
+of the run that wrote F. A test that met deviations fails once, listing the new ones; reports
+carry them (``user_properties``), so the xdist controller merges them by signature.
+``--write-xfails FILE`` writes the ``--xfails-file`` entries unchanged, then one entry per new
+deviation (``match``: its operation kind, allocator type and message template) and replays the
+new ones in a fresh process: one that does not reproduce there is marked ``flaky``, and its
+replay test skips, with that reason, when it passes.
 """
 
 from __future__ import annotations
@@ -232,6 +248,7 @@ def session_deviations() -> list[baseline.Deviation]:
 
 def record(entry: ExpectedFailure, violation: Violation) -> None:
     """Note that the running test observed ``entry`` (used by the replay test too)."""
+    PROGRESS.findings += 1
     if _active is not None:
         _active.hits.append((entry, violation))
 

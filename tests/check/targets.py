@@ -1,5 +1,6 @@
 """Targets for the ``prefixcache check`` tests: one zoo mutant, and the same mutant with a second
-bug injected around it (a deviation an adopted baseline of the first must not absorb)."""
+bug injected around it (a deviation an adopted baseline of the first must not absorb); and
+vLLM 0.8's allocator with a hit-rate bug injected around it (the README's ratchet example)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,23 @@ def hit_twice_swap_reversed(allocator_type: str, num_gpu_blocks: int, num_cpu_bl
     return alloc
 
 
+def vllm_hit_rate_halved(allocator_type: str, num_gpu_blocks: int, num_cpu_blocks: int,
+                         block_size: int) -> Any:
+    """vLLM 0.8's allocator whose ``get_prefix_cache_hit_rate`` reports half the true rate
+    (a HIT deviation vLLM itself does not have)."""
+    from properties.upstream import vllm_v0_allocator
+
+    alloc = vllm_v0_allocator(allocator_type, num_gpu_blocks, num_cpu_blocks, block_size)
+    real = alloc.get_prefix_cache_hit_rate
+    alloc.get_prefix_cache_hit_rate = lambda device: real(device) / 2
+    return alloc
+
+
 def prefixcache_claims(factory: Any) -> dict[str, Any]:
-    """What the bundled allocator claims (read by ``properties.targets.load_target``)."""
+    """What the wrapped allocator claims (read by ``properties.targets.load_target``)."""
+    if factory is vllm_hit_rate_halved:
+        from properties import upstream
+
+        return {**upstream.prefixcache_claims(upstream.vllm_v0_allocator),
+                "name": "check/vllm_hit_rate_halved"}
     return {**PREFIXCACHE_CLAIMS, "name": f"check/{factory.__name__}", "version": "test"}
