@@ -72,6 +72,23 @@ class Deviation:
         return self.signature.family
 
     @property
+    def steps_before(self) -> list[str]:
+        """The operation kinds of its program before the failing one: the mechanism."""
+        return [str(op["op"]) for op in self.program[:-1]]
+
+    @property
+    def key(self) -> str:
+        """What tells deviations apart: the signature and the mechanism (a deviation with
+        no program has none)."""
+        return f"{self.signature.key()} | {' '.join(self.steps_before)}"
+
+    def covers(self, history_kinds: Sequence[str]) -> bool:
+        """Whether a violation of this signature after ``history_kinds`` (the kinds of the
+        operations before it) is this deviation: they contain its mechanism, in order."""
+        it = iter(history_kinds)
+        return all(kind in it for kind in self.steps_before)
+
+    @property
     def explanation(self) -> str:
         """One line: what was wrong, and at which operation kind."""
         what = (self.text.splitlines() or [self.signature.template])[0]
@@ -106,7 +123,7 @@ def merge(into: dict[str, Deviation], new: Iterable[Deviation]) -> None:
     """Add ``new`` to ``into`` (keyed by signature): counts add up, tests are joined, and the
     shortest replayable program is kept."""
     for dev in new:
-        key = dev.signature.key()
+        key = dev.key
         old = into.get(key)
         if old is None:
             into[key] = Deviation(dev.signature, dev.message, dev.text, dev.config,
@@ -133,6 +150,8 @@ def entry(dev: Deviation, entry_id: str) -> dict[str, Any]:
                              "message": message_regex(dev.text)}
     if sig.op != "-":
         match["ops"] = [sig.op]
+    if dev.steps_before:
+        match["after"] = [dev.steps_before]
     return {
         "id": entry_id,
         "family": sig.family,

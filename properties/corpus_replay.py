@@ -44,9 +44,10 @@ def replay(level: Level, target: Target, paths: Sequence[Path],
            ) -> list[Violation]:
     """The violations of ``target`` on the seeds, each noted with its seed and program and
     carrying its history (``prefixcache_history``); ``absorb(violation, history)`` drops the
-    expected ones. The first one of each signature (:mod:`properties.signature`) is also
-    shrunk (``properties.shrink``, keeping the signature): the shorter program is added to its
-    notes and attached as its replayable program (``properties.baseline``)."""
+    expected ones (it may read the seed's pool from ``violation.prefixcache_config``). The
+    first one of each signature (:mod:`properties.signature`) is also shrunk (keeping the
+    signature): the shorter program is added to its notes and attached as its replayable
+    program (``properties.baseline``)."""
     harness = Harness(level).bind(target)
     found: list[Violation] = []
     seen: set[Signature] = set()
@@ -56,6 +57,7 @@ def replay(level: Level, target: Target, paths: Sequence[Path],
         if violation is None:
             continue
         history: list[Op] = list(result.program)
+        violation.prefixcache_config = result.config  # type: ignore[attr-defined]
         if absorb(violation, history):
             continue
         violation.prefixcache_history = history  # type: ignore[attr-defined]
@@ -64,13 +66,15 @@ def replay(level: Level, target: Target, paths: Sequence[Path],
         sig = signature(violation, target.allocator_type)
         if sig not in seen:
             seen.add(sig)
-            _shrink_and_attach(target, result.config, history, violation)
+            shrink_and_attach(target, result.config, history, violation)
         found.append(violation)
     return found
 
 
-def _shrink_and_attach(target: Target, config: Config, history: list[Op],
-                       violation: Violation) -> None:
+def shrink_and_attach(target: Target, config: Config, history: list[Op],
+                      violation: Violation) -> None:
+    """Shrink ``violation``'s program (keeping its signature), note the shorter one and attach
+    it as its replayable program."""
     log = executed(target, config, history)
     sig = signature(violation, target.allocator_type)
     small = shrunk_log(target, config, log, violation,

@@ -53,11 +53,12 @@ replay test skips, with that reason, when it passes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
 from collections import Counter
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -220,13 +221,10 @@ class Progress:
 
 PROGRESS = Progress()
 
-#: Under --all, discard (``reject``) the examples that end at a deviation.
-_REJECT_ABSORBED = os.environ.get("PREFIXCACHE_ALL_REJECT", "1") == "1"
-
 # Set for the duration of one test call.
 _active: _Call | None = None
 # Under --all: every deviation this process met, by signature key (absorbed from then on).
-_known: dict[str, baseline.Deviation] = {}
+_known: dict[str, list[baseline.Deviation]] = {}
 # The session's deviations, merged from the reports (on the xdist controller: all workers').
 _session: dict[str, baseline.Deviation] = {}
 
@@ -253,28 +251,40 @@ def record(entry: ExpectedFailure, violation: Violation) -> None:
         _active.hits.append((entry, violation))
 
 
-def known(violation: Violation, allocator_type: str) -> bool:
-    """Whether ``violation``'s signature was already met in this process (under ``--all``)."""
-    return signature(violation, allocator_type).key() in _known
+def known(violation: Violation, allocator_type: str, history: Sequence[Op]) -> bool:
+    """Whether ``violation``, raised after ``history`` (the failing operation last), is a
+    deviation this process already met under ``--all``: one of its signature whose mechanism
+    the history contains."""
+    return _covering(violation, allocator_type, history) is not None
 
 
-def absorb_new(violation: Violation, allocator_type: str, count: int = 1) -> None:
+def _covering(violation: Violation, allocator_type: str,
+              history: Sequence[Op]) -> baseline.Deviation | None:
+    kinds = [op.kind for op in history[:-1]]
+    reps = _known.get(signature(violation, allocator_type).key(), [])
+    return next((dev for dev in reps if dev.covers(kinds)), None)
+
+
+def absorb_new(violation: Violation, allocator_type: str, history: Sequence[Op],
+               count: int = 1, shrink: Callable[[], None] | None = None) -> None:
     """Under ``--all``: collect ``violation`` (``count`` times) as a deviation of the running
-    test; one already met (same signature) only adds to its count."""
+    test. One already met (``known``) only adds to its count; for a new one ``shrink`` is
+    called first (it attaches the shortest program, ``properties.baseline.attach``)."""
     PROGRESS.findings += count
     if _active is None:
         return
-    dev = baseline.deviation(violation, "", allocator_type)
-    key = dev.signature.key()
-    if key in _known:
-        mine = next((d for d in _active.new if d.signature.key() == key), None)
-        if mine is not None:
-            mine.count += count
+    rep = _covering(violation, allocator_type, history)
+    if rep is not None:
+        if any(d is rep for d in _active.new):
+            rep.count += count
         else:
-            _active.repeats[key] += count
+            _active.repeats[rep.key] += count
         return
+    if shrink is not None:
+        shrink()
+    dev = baseline.deviation(violation, "", allocator_type)
     dev.count = count
-    _known[key] = dev
+    _known.setdefault(dev.signature.key(), []).append(dev)
     _active.new.append(dev)
 
 
@@ -356,16 +366,15 @@ def _install_wrapper() -> Any:
             if entry is not None:
                 record(entry, violation)
             elif call.explore:
-                if not known(violation, kind):
-                    _shrink_new(self, violation)
-                absorb_new(violation, kind)
+                absorb_new(violation, kind, history,
+                           shrink=functools.partial(_shrink_new, self, violation))
             else:
                 # Judged with its history and unexpected: report-time matching must not
                 # absorb it as some entry whose ``after`` it was never checked against.
                 violation.prefixcache_history = history  # type: ignore[attr-defined]
                 raise
             self._prefixcache_absorbed = True  # type: ignore[attr-defined]
-            if call.explore and _REJECT_ABSORBED:
+            if call.explore:
                 # Under --all an example that ends at a deviation (expected or not) is
                 # discarded: it does not use the budget, and Hypothesis draws another in its
                 # place (up to its own limit of ten calls per example). Every deviation is

@@ -199,7 +199,8 @@ def render_terminal(deviations: list[Deviation], collector: Collector, verdicts:
     for n, dev in enumerate(deviations, 1):
         sig = dev.signature
         lines += ["", f"{n}. [{dev.family}] {dev.explanation}",
-                  f"   {_where(dev)}; {sig.allocator_type} allocator", ""]
+                  f"   {_where(dev)}; {sig.allocator_type} allocator; after "
+                  f"{', '.join(dev.steps_before) or 'nothing'}", ""]
         lines += [f"   {line}" for line in dev.message.splitlines()]
         if dev.program:
             cfg = dev.config
@@ -225,7 +226,7 @@ def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
     verdicts = family_verdicts(deviations, collector.expected)
     findings = [{"test": d.tests[0] if d.tests else "", "family": d.family,
                  "message": d.message, "script": d.script, "expected": False,
-                 "signature": d.signature.key(), "count": d.count, "tests": d.tests,
+                 "signature": d.signature.key(), "key": d.key, "count": d.count, "tests": d.tests,
                  "config": d.config, "program": d.program} for d in deviations]
     findings += [f.__dict__ for f in collector.expected]
     data = {
@@ -247,7 +248,7 @@ def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
     lines += ["", "## Tests", "", *[f"- `{t}`: {r}" for t, r in collector.results.items()]]
     for n, dev in enumerate(deviations, 1):
         lines += ["", f"## Deviation {n}: [{dev.family}] {dev.explanation}", "",
-                  f"Signature `{dev.signature.key()}`; {_where(dev)}.", "", "```",
+                  f"Signature `{dev.key}`; {_where(dev)}.", "", "```",
                   dev.message, "```"]
         if dev.script:
             lines += ["", "```python", _body(dev.script), "```"]

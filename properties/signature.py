@@ -12,6 +12,13 @@ A signature is ``(family, allocator type, operation kind, message template)``:
   token lists of any length) and every memory address replaced by a placeholder: the message
   says what was wrong, the numbers only where, so one defect met in many states is one entry.
 
+One symptom can have several causes (a cache hit on other content after a hash collision, or
+after a swap that crossed the pools), so a deviation is a signature *and* a mechanism: the
+operation kinds of its shrunk program before the failing one (``properties.baseline``). A
+violation of a known signature is that deviation again when the operations before it contain
+the mechanism in order; otherwise it is shrunk and becomes a new one (its written entry
+matches with ``after: [mechanism]``).
+
 :func:`message_regex` turns a message into the regex (for a ``match.message`` rule) that
 matches exactly the messages of the same template, so an entry written from a signature covers
 that signature and nothing else.

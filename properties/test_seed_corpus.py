@@ -3,9 +3,12 @@
 A violation matching an expected-failure entry (``--xfails-file``) is absorbed, as in the
 machines; the others are grouped by signature (``properties.signature``): each distinct one
 fails the test once, with how many seeds showed it, its first seed and its shrunk program.
-Under ``--all`` they are handed to the plugin instead, which reports them the same way."""
+Under ``--all`` they are handed to the plugin instead (each new one shrunk), which reports them
+the same way."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 
@@ -31,14 +34,17 @@ def test_seed_corpus(level: Level, corpus: str, request: pytest.FixtureRequest) 
                      None)
         if entry is not None:
             plugin.record(entry, violation)
-        return entry is not None
+            return True
+        if not explore:
+            return False
+        config = violation.prefixcache_config  # type: ignore[attr-defined]
+        plugin.absorb_new(violation, target.allocator_type, history, shrink=functools.partial(
+            corpus_replay.shrink_and_attach, target, config, history, violation))
+        return True
 
+    explore = plugin.exploring(request.config)
     unexpected = corpus_replay.replay(level, target, paths, absorb)
     distinct = corpus_replay.group(unexpected, target.allocator_type)
-    if plugin.exploring(request.config):
-        for violation, seeds in distinct:
-            plugin.absorb_new(violation, target.allocator_type, seeds)
-        return
     for violation, seeds in distinct:
         violation.add_note(f"{seeds} of {len(paths)} seeds show this deviation")
     if len(distinct) == 1:

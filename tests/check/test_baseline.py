@@ -29,14 +29,22 @@ def _dev(op: str, count: int, program_len: int, test: str) -> Deviation:
                      "num_gpu_blocks": 1, "num_cpu_blocks": 0}, program, "script", count, [test])
 
 
-def test_merge_adds_counts_joins_tests_and_keeps_the_shortest_program() -> None:
+def test_merge_adds_counts_joins_tests_and_keys_on_the_mechanism() -> None:
     merged: dict[str, Deviation] = {}
     merge(merged, [_dev("free", 2, 5, "a"), _dev("swap", 1, 3, "a")])
-    merge(merged, [_dev("free", 3, 2, "b"), _dev("free", 1, 9, "a")])
-    free = merged[_dev("free", 0, 0, "").signature.key()]
-    assert (free.count, free.tests, len(free.program)) == (6, ["a", "b"], 2)
-    assert len(merged) == 2
+    merge(merged, [_dev("free", 3, 5, "b"), _dev("free", 1, 2, "a")])
+    free = merged[_dev("free", 0, 5, "").key]
+    assert (free.count, free.tests, len(free.program)) == (5, ["a", "b"], 5)
+    assert len(merged) == 3  # a shorter program of the same signature: another mechanism
     assert Deviation.from_json(json.loads(json.dumps(free.to_json()))) == free
+
+
+def test_a_deviation_covers_histories_that_contain_its_mechanism() -> None:
+    dev = _dev("free", 1, 3, "a")  # program: free, free, free (the last one fails)
+    assert dev.steps_before == ["free", "free"]
+    assert dev.covers(["swap", "free", "append", "free"])
+    assert not dev.covers(["swap", "free"])
+    assert _dev("free", 1, 1, "a").covers([])
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +85,7 @@ def test_writing_keeps_adopted_entries_and_gives_unique_ids(tmp_path: Path) -> N
     written = write_xfails(tmp_path / "x.json", [_dev("free", 1, 1, "a")], adopted)
     assert [e["id"] for e in written] == ["crash-free-1", "crash-free-2"]
     assert written[0] == adopted[0]
+    assert "after" not in written[1]["match"]  # a one-step program: no mechanism before it
     assert written[1]["match"] == {"allocator_types": ["prefix_caching"],
                                    "message": r"^x\ -?\d+(?:\.\d+)?(?:, -?\d+(?:\.\d+)?)*"
                                               r"(?:,(?=\)))?$", "ops": ["free"]}

@@ -69,7 +69,7 @@ def test_help_documents_the_exit_codes(tmp_path: Path) -> None:
 
 
 def _signatures(data: dict[str, Any]) -> list[str]:
-    return [f["signature"] for f in data["findings"] if not f["expected"]]
+    return [f["key"] for f in data["findings"] if not f["expected"]]
 
 
 def test_all_lists_each_distinct_deviation_once_then_the_baseline_ratchets(
