@@ -166,17 +166,21 @@ class Collector:
 
 
 def family_verdicts(deviations: list[Deviation], expected: list[Finding]) -> dict[str, str]:
-    """Per family: ``pass``, ``FAIL (n distinct)`` or ``expected failure``."""
+    """Per family: ``pass``, ``FAIL`` or ``expected failure``."""
     verdicts = {f.value: "pass" for f in Family}
     for finding in expected:
         if verdicts.get(finding.family) == "pass":
             verdicts[finding.family] = "expected failure"
-    counts: dict[str, int] = {}
     for dev in deviations:
-        counts[dev.family] = counts.get(dev.family, 0) + 1
-    for family, n in counts.items():
-        verdicts[family] = f"FAIL ({n} distinct)"
+        verdicts[dev.family] = "FAIL"
     return verdicts
+
+
+def _counted(verdicts: dict[str, str], deviations: list[Deviation]) -> dict[str, str]:
+    """The verdicts with the number of distinct deviations of each failing family."""
+    counts = {name: sum(1 for d in deviations if d.family == name) for name in verdicts}
+    return {name: f"{v} ({counts[name]} distinct)" if v == "FAIL" else v
+            for name, v in verdicts.items()}
 
 
 def _body(script: str) -> str:
@@ -193,7 +197,8 @@ def render_terminal(deviations: list[Deviation], collector: Collector, verdicts:
                     conforming: bool, seconds: float) -> str:
     """The part printed after the run: verdicts, distinct deviations, errors."""
     lines = ["", f"{'family':<10}{'verdict':<22}invariant"]
-    lines += [f"{name:<10}{v:<22}{DESCRIPTIONS[Family(name)]}" for name, v in verdicts.items()]
+    lines += [f"{name:<10}{v:<22}{DESCRIPTIONS[Family(name)]}"
+              for name, v in _counted(verdicts, deviations).items()]
     if deviations:
         lines += ["", f"{len(deviations)} distinct deviation(s):"]
     for n, dev in enumerate(deviations, 1):
@@ -244,7 +249,8 @@ def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
              f"- verdict: **{'CONFORMS' if conforming else 'DOES NOT CONFORM'}** "
              f"({seconds:.0f} s, {len(deviations)} distinct deviation(s))", "",
              "| family | invariant | verdict |", "|---|---|---|"]
-    lines += [f"| {name} | {DESCRIPTIONS[Family(name)]} | {v} |" for name, v in verdicts.items()]
+    lines += [f"| {name} | {DESCRIPTIONS[Family(name)]} | {v} |"
+              for name, v in _counted(verdicts, deviations).items()]
     lines += ["", "## Tests", "", *[f"- `{t}`: {r}" for t, r in collector.results.items()]]
     for n, dev in enumerate(deviations, 1):
         lines += ["", f"## Deviation {n}: [{dev.family}] {dev.explanation}", "",
