@@ -158,7 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for entry, parsed in zip(entries, expected, strict=True):
         path = args.out / f"{entry['id']}.py"
-        path.write_text(render(target, entry, tolerated_by(expected, parsed)), encoding="utf-8")
+        kind = entry.get("allocator_type", target.allocator_type)
+        typed = target if kind == target.allocator_type else load_target(
+            args.allocator, allocator_type=kind)
+        path.write_text(render(typed, entry, tolerated_by(expected, parsed)), encoding="utf-8")
         print("wrote", path)
     return 0
 

@@ -19,9 +19,13 @@ from fuzz.corpus_gen import ARC_CORPUS
 from fuzz.decoder import Level
 from fuzz.harness import Harness
 from fuzz.listing import format_program
+from models.capabilities import Config
 from models.families import Violation
 from models.operations import Op
+from properties.baseline import attach
+from properties.reproducer import render_script
 from properties.shrink import executed, shrunk_log
+from properties.signature import Signature, signature
 from properties.targets import Target
 
 #: The corpora replayed, as directories under ``fuzz/``: the fuzzers' seeds, the arc cover.
@@ -40,28 +44,60 @@ def replay(level: Level, target: Target, paths: Sequence[Path],
            ) -> list[Violation]:
     """The violations of ``target`` on the seeds, each noted with its seed and program and
     carrying its history (``prefixcache_history``); ``absorb(violation, history)`` drops the
-    expected ones. The first one reported is also shrunk (``properties.shrink``), and the
-    shorter program that fails with its family is added to its notes."""
+    expected ones (it may read the seed's pool from ``violation.prefixcache_config``). The
+    first one of each signature (:mod:`properties.signature`) is also shrunk (keeping the
+    signature): the shorter program is added to its notes and attached as its replayable
+    program (``properties.baseline``)."""
     harness = Harness(level).bind(target)
     found: list[Violation] = []
+    seen: set[Signature] = set()
     for path in paths:
         result = harness.run(path.read_bytes())
         violation = result.violation
         if violation is None:
             continue
         history: list[Op] = list(result.program)
+        violation.prefixcache_config = result.config  # type: ignore[attr-defined]
         if absorb(violation, history):
             continue
         violation.prefixcache_history = history  # type: ignore[attr-defined]
         violation.add_note(f"seed {level.value}/{path.name}:\n"
                            + format_program(result.config, result.program, result.outcomes))
-        if not found:
-            log = executed(target, result.config, history)
-            small = shrunk_log(target, result.config, log, violation)
-            if small is not None:
-                config, steps, _ = small
-                plural = "" if len(steps) == 1 else "s"
-                violation.add_note(f"shrunk to {len(steps)} step{plural}:\n" + format_program(
-                    config, [s.op for s in steps], [s.outcome for s in steps]))
+        sig = signature(violation, target.allocator_type)
+        if sig not in seen:
+            seen.add(sig)
+            shrink_and_attach(target, result.config, history, violation)
         found.append(violation)
     return found
+
+
+def shrink_and_attach(target: Target, config: Config, history: list[Op],
+                      violation: Violation) -> None:
+    """Shrink ``violation``'s program (keeping its signature), note the shorter one and attach
+    it as its replayable program."""
+    log = executed(target, config, history)
+    sig = signature(violation, target.allocator_type)
+    small = shrunk_log(target, config, log, violation,
+                       keep=lambda v: signature(v, target.allocator_type) == sig)
+    shown = violation
+    if small is not None:
+        config, log, shown = small
+        plural = "" if len(log) == 1 else "s"
+        violation.add_note(f"shrunk to {len(log)} step{plural}:\n" + format_program(
+            config, [s.op for s in log], [s.outcome for s in log]))
+    adapter = target.adapter(config)
+    script = render_script(target, config, log, adapter.device_enum.__module__,
+                           adapter.block_table_cls.__module__, shown)
+    attach(violation, config, [s.op for s in log], target.allocator_type, script, shown)
+
+
+def group(violations: Sequence[Violation], allocator_type: str
+          ) -> list[tuple[Violation, int]]:
+    """One violation per signature (the first, which carries the shrunk program), with how
+    many seeds showed it."""
+    firsts: dict[Signature, tuple[Violation, int]] = {}
+    for violation in violations:
+        sig = signature(violation, allocator_type)
+        first, n = firsts.get(sig, (violation, 0))
+        firsts[sig] = (first, n + 1)
+    return list(firsts.values())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from models.capabilities import Config
@@ -36,14 +36,23 @@ def quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
+#: Which violations count as the same failure while shrinking (default: the same family).
+Keep = Callable[[Violation], bool]
+
+
+def _same_family(found: Violation) -> Keep:
+    family: Family = found.family
+    return lambda violation: violation.family is family
+
+
 def _replay(target: Target, config: Config, program: Sequence[Op],
-            family: Family) -> Violation | None:
-    """The violation of ``family`` that ``program`` raises, if any (anything else: None)."""
+            keep: Keep) -> Violation | None:
+    """The violation ``program`` raises if ``keep`` accepts it (anything else: None)."""
     try:
         with quiet():
             run_program(target, config, program)
     except Violation as violation:
-        return violation if violation.family is family else None
+        return violation if keep(violation) else None
     except Exception:  # out of contract, or a candidate the oracle cannot judge
         return None
     return None
@@ -149,12 +158,13 @@ def _fewer_chunks(program: Sequence[Op], made: Sequence[Made]) -> Iterator[list[
 
 
 def shrink(target: Target, config: Config, program: Sequence[Op],
-           found: Violation) -> tuple[list[Op], Violation]:
-    """A shorter program failing with ``found``'s family (delta debugging, runs of halving
-    length, to a fixpoint). Returns the program, cut at its failing step, and its violation."""
-    family = found.family
+           found: Violation, keep: Keep | None = None) -> tuple[list[Op], Violation]:
+    """A shorter program failing with ``found``'s family, or as ``keep`` says (delta
+    debugging, runs of halving length, to a fixpoint). Returns the program, cut at its
+    failing step, and its violation."""
+    keep = keep or _same_family(found)
     current = list(program)
-    violation = _replay(target, config, current, family)
+    violation = _replay(target, config, current, keep)
     if violation is None or violation.step is None:
         return current, found  # not replayable as a program: report it as found
     current = current[: violation.step + 1]
@@ -166,7 +176,7 @@ def shrink(target: Target, config: Config, program: Sequence[Op],
         while stop > 0:
             start = max(0, stop - size)
             candidate = _without(current, made, start, stop)
-            result = _replay(target, config, candidate, family) if candidate else None
+            result = _replay(target, config, candidate, keep) if candidate else None
             if result is not None and result.step is not None:
                 current, violation = candidate[: result.step + 1], result
                 made = _handles(target, config, current)
@@ -174,7 +184,7 @@ def shrink(target: Target, config: Config, program: Sequence[Op],
             stop = min(start, len(current))
         if not shrunk and size == 1:
             for candidate in _fewer_chunks(current, made):
-                result = _replay(target, config, candidate, family)
+                result = _replay(target, config, candidate, keep)
                 if result is not None and result.step is not None:
                     current, violation = candidate[: result.step + 1], result
                     made = _handles(target, config, current)
@@ -192,11 +202,13 @@ MAX_SHRUNK_POOL = 32
 
 
 def shrink_with_pools(target: Target, config: Config, program: Sequence[Op],
-                      found: Violation) -> tuple[Config, list[Op], Violation]:
+                      found: Violation, keep: Keep | None = None
+                      ) -> tuple[Config, list[Op], Violation]:
     """:func:`shrink`, then the smallest GPU and CPU pools the shrunk program still fails on
     with the same family (a smaller pool needs fewer allocations to fill), shrinking the program
     again after each smaller pool. Returns the config, the program and its violation."""
-    program, violation = shrink(target, config, program, found)
+    keep = keep or _same_family(found)
+    program, violation = shrink(target, config, program, found, keep)
     if config.num_gpu_blocks + config.num_cpu_blocks > MAX_SHRUNK_POOL:
         return config, program, violation  # a dedicated program (long chain): its size is it
     gpu = [dataclasses.replace(config, num_gpu_blocks=n) for n in range(1, config.num_gpu_blocks)]
@@ -205,10 +217,11 @@ def shrink_with_pools(target: Target, config: Config, program: Sequence[Op],
             candidates = [dataclasses.replace(config, num_cpu_blocks=n)
                           for n in range(config.num_cpu_blocks)]
         for smaller in candidates:
-            result = _replay(target, smaller, program, found.family)
+            result = _replay(target, smaller, program, keep)
             if result is not None and result.step is not None:
                 config = smaller
-                program, violation = shrink(target, config, program[: result.step + 1], result)
+                program, violation = shrink(target, config, program[: result.step + 1], result,
+                                            keep)
                 break
     return config, program, violation
 
@@ -229,14 +242,14 @@ def executed(target: Target, config: Config, program: Sequence[Op]) -> list[Step
     return runner.log
 
 
-def shrunk_log(target: Target, config: Config, log: Sequence[Step],
-               found: Violation) -> tuple[Config, list[Step], Violation] | None:
+def shrunk_log(target: Target, config: Config, log: Sequence[Step], found: Violation,
+               keep: Keep | None = None) -> tuple[Config, list[Step], Violation] | None:
     """The shortest failing program :func:`shrink_with_pools` finds for the executed ``log``
     (its config, log and violation), or None if it is no shorter or not replayable."""
     program = [step.op for step in log]
     if not program or len(program) > MAX_SHRUNK_STEPS:
         return None
-    config, shorter, violation = shrink_with_pools(target, config, program, found)
+    config, shorter, violation = shrink_with_pools(target, config, program, found, keep)
     if violation is found or len(shorter) >= len(program):
         return None
     return config, executed(target, config, shorter), violation

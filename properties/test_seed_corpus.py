@@ -1,9 +1,14 @@
 """The fuzzers' seed corpora and the arc-cover corpora replayed against the selected target
 (``properties.corpus_replay``).
 A violation matching an expected-failure entry (``--xfails-file``) is absorbed, as in the
-machines; any other fails the test with the seed and the program that shows it."""
+machines; the others are grouped by signature (``properties.signature``): each distinct one
+fails the test once, with how many seeds showed it, its first seed and its shrunk program.
+Under ``--all`` they are handed to the plugin instead (each new one shrunk), which reports them
+the same way."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 
@@ -21,15 +26,29 @@ def test_seed_corpus(level: Level, corpus: str, request: pytest.FixtureRequest) 
     if paths is None:
         pytest.skip(f"no {corpus} for {level.value} (install from the source tree)")
     entries = plugin.expected_entries(request.config)
+    target = current_target()
+    plugin.PROGRESS.examples = len(paths)
 
     def absorb(violation: Violation, history: list[Op]) -> bool:
-        entry = next((e for e in entries if e.matches(violation, history)), None)
+        entry = next((e for e in entries if e.matches(violation, history, target.allocator_type)),
+                     None)
         if entry is not None:
             plugin.record(entry, violation)
-        return entry is not None
+            return True
+        if not explore:
+            return False
+        config = violation.prefixcache_config  # type: ignore[attr-defined]
+        plugin.absorb_new(violation, target.allocator_type, history, shrink=functools.partial(
+            corpus_replay.shrink_and_attach, target, config, history, violation))
+        return True
 
-    unexpected = corpus_replay.replay(level, current_target(), paths, absorb)
-    if len(unexpected) == 1:
-        raise unexpected[0]
-    if unexpected:
-        raise ExceptionGroup(f"{len(unexpected)} of {len(paths)} seeds fail", unexpected)
+    explore = plugin.exploring(request.config)
+    unexpected = corpus_replay.replay(level, target, paths, absorb)
+    distinct = corpus_replay.group(unexpected, target.allocator_type)
+    for violation, seeds in distinct:
+        violation.add_note(f"{seeds} of {len(paths)} seeds show this deviation")
+    if len(distinct) == 1:
+        raise distinct[0][0]
+    if distinct:
+        raise ExceptionGroup(f"{len(distinct)} distinct deviations on {len(unexpected)} of "
+                             f"{len(paths)} seeds", [v for v, _ in distinct])

@@ -15,6 +15,7 @@ from models.capabilities import Config
 from models.families import Violation
 from models.operations import Dev, Op
 from models.oracle import Oracle, OutOfContract
+from properties.baseline import attach
 from properties.reproducer import render_script
 from properties.runner import Runner
 from properties.selection import current_target
@@ -108,6 +109,8 @@ class OracleMachine(RuleBasedStateMachine):
         script = render_script(self.target, config, log, adapter.device_enum.__module__,
                                adapter.block_table_cls.__module__, shown)
         violation.add_note(title + ":\n\n" + script)
+        attach(violation, config, [step.op for step in log], self.target.allocator_type, script,
+               shown)
         raise violation
 
     def tick(self, step: float) -> float:

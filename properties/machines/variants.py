@@ -40,6 +40,19 @@ def naive_variant() -> Target | str:
     _cache[id(target)] = (target, variant)
     return variant
 
+def of_type(allocator_type: str) -> Target:
+    """The selected target built as ``allocator_type`` (itself when it is that type already):
+    what an xfails entry found with that type replays against. Raises ``TargetError``."""
+    target = current_target()
+    if allocator_type == target.allocator_type:
+        return target
+    variant = naive_variant() if allocator_type == "naive" else load_target(
+        target.spec, allocator_type=allocator_type)
+    if isinstance(variant, str):
+        raise TargetError(variant)
+    return variant
+
+
 #: The naive variants run ``1 / NAIVE_SHARE`` of the profile's examples (a
 #: half, not a quarter: at 40 examples a quarter reached the naive allocator's shared swaps
 #: and lookahead counts only by luck; about 4 s more CPU under the ci profile).

@@ -657,9 +657,13 @@ def test_installed_real_package_is_used_as_is(
 # --------------------------------------------------------------------------- #
 
 
-def test_missing_source_names_the_fetch_command(fresh: None, tmp_path: Path) -> None:
-    if importlib.util.find_spec("vllm_block") is not None:
-        pytest.skip("an installed vllm_block distribution is a source")
+def test_missing_source_names_the_fetch_command(
+    fresh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The test extra installs vllm-block; hide that distribution so no source exists at all.
+    installed = upstream._installed_package_dir
+    monkeypatch.setattr(upstream, "_installed_package_dir",
+                        lambda top: None if top == "vllm_block" else installed(top))
     with pytest.raises(UpstreamSourceMissing) as info:
         load_vllm_v0()
     message = str(info.value)
@@ -668,6 +672,18 @@ def test_missing_source_names_the_fetch_command(fresh: None, tmp_path: Path) -> 
     with pytest.raises(UpstreamSourceMissing, match=APHRODITE_SOURCE_ENV):
         load_aphrodite()
     assert isinstance(info.value, UpstreamError) and isinstance(info.value, ImportError)
+
+
+def test_the_installed_vllm_block_distribution_is_the_default_source(fresh: None) -> None:
+    """With no cached wheel and no environment variable, the ``vllm-block`` distribution the
+    test extra installs is found (a fresh machine needs no ``fetch``)."""
+    if importlib.util.find_spec("vllm_block") is None:
+        pytest.skip("vllm-block is not installed (it is part of the test extra)")
+    mods = load_vllm_v0()
+    assert mods.version == "vllm-block 0.1.0"
+    assert Path(mods.origin).name == "vllm_block" and mods.registered
+    alloc = vllm_v0_allocator("prefix_caching", 2, 1, 2)
+    assert alloc.get_num_free_blocks(mods.utils.Device.CPU) == 1
 
 
 def test_cached_wheel_path_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -74,7 +74,10 @@ def _program(entry: ExpectedFailure) -> list[Op]:
 
 
 def _run(target: Target, entry: ExpectedFailure) -> None:
-    """The entry's program, judged with the other entries' tolerated deviations."""
+    """Replay ``entry`` against ``target`` built as the allocator type the entry records,
+    judged with the other entries' tolerated deviations."""
+    if target.allocator_type != entry.allocator_type:
+        target = load_target(target.spec, allocator_type=entry.allocator_type)
     caps = tolerating(target.caps, tolerated_by(ENTRIES, entry))
     run_program(target, Config(caps=caps, **entry.config), _program(entry))
 
@@ -98,6 +101,7 @@ def test_entries_are_well_formed() -> None:
         assert len(entry.explanation) > 80, entry.id
         assert entry.family is not Family.CRASH or entry.families or entry.after, entry.id
         assert (SCRIPTS / f"{entry.id}.py").is_file(), f"render it: {entry.id}"
+        assert raw.get("allocator_type") in ("prefix_caching", "naive"), entry.id
 
 
 # --------------------------------------------------------------------------- against vLLM
