@@ -75,6 +75,8 @@ class InvalidBlockIdError(InvalidBlockError, AssertionError):
     """A block id outside ``[0, num_gpu_blocks)`` (negative ids included)."""
 
 
-class FreeQueueError(InvalidBlockError, RuntimeError):
+class FreeQueueError(InvalidBlockError, RuntimeError, AssertionError):
     """A free-queue operation on a block in the wrong state: removing a block that is not queued,
-    queueing one that already is, or the same block twice in one batch."""
+    queueing one that already is, or the same block twice in one batch; or a queue whose
+    sentinel links were broken from outside. Also an ``AssertionError``: upstream asserts these
+    states, and its own queue tests expect that class."""

@@ -310,3 +310,16 @@ def test_queue_popleft_on_empty_queue() -> None:
     with pytest.raises(NoFreeBlocksError):
         queue.popleft()
     assert queue.num_free_blocks == 0 and queue.get_all_free_blocks() == []
+
+
+def test_queue_states_upstream_asserts_raise_an_assertion_error_too() -> None:
+    """Upstream asserts these queue states and its own tests expect ``AssertionError``: a block
+    queued twice, and a tail sentinel whose link was broken from outside."""
+    queue = FreeKVCacheBlockQueue([KVCacheBlock(block_id=0)])
+    with pytest.raises(AssertionError):
+        queue.append(queue.fake_free_list_head.next_free_block)  # type: ignore[arg-type]
+    broken = FreeKVCacheBlockQueue([])
+    broken.fake_free_list_tail.prev_free_block = None
+    with pytest.raises(AssertionError):
+        broken._append_unchecked([KVCacheBlock(block_id=1)])
+    assert broken.num_free_blocks == 0
