@@ -144,6 +144,9 @@ class _EngineLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
 
 
 def _build_logger(module: ModuleType) -> None:
+    """``init_logger``: stdlib loggers under ``vllm`` (quiet unless the caller configures it)."""
+    logging.getLogger("vllm").addHandler(logging.NullHandler())
+
     def init_logger(name: str) -> _EngineLogger:
         return _EngineLogger(logging.getLogger(name), {})
 

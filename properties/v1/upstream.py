@@ -112,6 +112,7 @@ class Capabilities:
     evict_blocks: bool
     partial_blocks: bool  # cache_partial_block and alias keys
     keys_prompt_embeds: bool
+    skips_null_blocks: bool  # cache_full_blocks skips null (window-skipped) entries
 
 
 def capabilities(mods: V1Modules) -> Capabilities:
@@ -126,6 +127,7 @@ def capabilities(mods: V1Modules) -> Capabilities:
         evict_blocks=hasattr(pool, "evict_blocks"),
         partial_blocks=hasattr(pool, "cache_partial_block"),
         keys_prompt_embeds=hasattr(utils, "_gen_prompt_embeds_extra_hash_keys"),
+        skips_null_blocks="block_mask" in inspect.signature(pool.cache_full_blocks).parameters,
     )
 
 

@@ -1,0 +1,216 @@
+"""Hypothesis state machine over a v1 ``BlockPool`` and the model, side by side.
+
+Requests are drawn with small token alphabets and shared LoRA adapters, salts, multimodal
+items and prompt embeddings, so prefixes collide often and differ in one input at a time.
+Engine-shaped rules drive the pool: a request's table per group takes its prefix hits
+(``get_cached_block`` then ``touch``) and new blocks, optionally behind a sliding window's
+null blocks; full blocks are cached (and, with finer hashing, partial ones first), tables
+are freed in reverse order (the engine's) or forward, shared by another holder, evicted by a
+connector, reset, and events are taken and replayed. Each step checks the whole observable
+state (:class:`~properties.v1.executor.Executor`). Misuse is probed on copies of the pool
+(:meth:`~properties.v1.executor.Executor.probe`); findings go to :data:`FINDINGS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from models.families import Violation
+from models.v1 import ops
+from models.v1.pool_model import PoolConfig
+from properties.v1.executor import Executor, Finding
+from properties.v1.targets import PoolTarget
+
+FINDINGS: dict[tuple[str, str], Finding] = {}
+MISUSE_KINDS = ("double_free", "negative_count", "evict_out_of_range", "evict_negative",
+                "cache_beyond_hashes")
+MAX_REQUESTS = 6
+
+
+@dataclass
+class Table:
+    """One request's blocks in one group (block i holds tokens [i*bs, (i+1)*bs))."""
+
+    req: int
+    group: int
+    ids: list[int]
+    num_cached: int
+
+
+def requests(hash_block_size: int, embeds: bool) -> st.SearchStrategy[ops.Req]:
+    @st.composite
+    def build(draw: st.DrawFn) -> ops.Req:
+        n = draw(st.integers(0, 5 * hash_block_size))
+        tokens = tuple(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
+        mm: tuple[tuple[str, int, int], ...] = ()
+        if n and draw(st.booleans()):
+            off = draw(st.integers(0, n - 1))
+            mm = ((draw(st.sampled_from(["img-a", "img-b"])), off, draw(st.integers(1, 4))),)
+        emb = None
+        if embeds and draw(st.integers(0, 3)) == 0:
+            emb = bytes(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+        return ops.Req(tokens=tokens, lora=draw(st.sampled_from([None, None, 1, 2])),
+                       salt=draw(st.sampled_from([None, None, "s1", "s2"])), mm=mm, embeds=emb)
+
+    return build()
+
+
+class PoolMachine(RuleBasedStateMachine):
+    """Bind :attr:`target` (and optionally :attr:`config`) in a subclass; see :func:`bind`."""
+
+    target: ClassVar[PoolTarget]
+    config: ClassVar[PoolConfig]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ex = Executor(self.target, self.config)
+        self.tables: list[Table] = []
+
+    @initialize()
+    def start(self) -> None:
+        self.ex.check()
+
+    # ------------------------------------------------------------------ helpers
+    def step(self, op: ops.Op) -> Any:
+        return self.ex.step(op)
+
+    @property
+    def groups(self) -> int:
+        return len(self.config.group_block_sizes)
+
+    def teardown(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ rules
+    @precondition(lambda self: len(self.ex.reqs) < MAX_REQUESTS)
+    @rule(data=st.data())
+    def new_request(self, data: st.DataObject) -> None:
+        embeds = self.target.caps.keys_prompt_embeds
+        self.step(data.draw(requests(self.config.hash_block_size, embeds), label="request"))
+
+    @precondition(lambda self: self.ex.reqs)
+    @rule(data=st.data())
+    def allocate(self, data: st.DataObject) -> None:
+        r = data.draw(st.integers(0, len(self.ex.reqs) - 1), label="req")
+        g = data.draw(st.integers(0, self.groups - 1), label="group")
+        size = self.config.group_block_sizes[g]
+        scale = self.config.scale(g)
+        need = -(-len(self.ex.reqs[r].tokens) // size) + data.draw(st.integers(0, 1))
+        nulls = 0
+        if self.target.caps.skips_null_blocks:
+            nulls = data.draw(st.sampled_from([0, 0, 0, 1]), label="nulls")
+        hits: list[int] = []
+        if not nulls:
+            for i in range(len(self.ex.hashes[r]) // scale):
+                got = self.step(ops.Lookup(r, (i + 1) * scale - 1, (g,)))
+                if got is None:
+                    break
+                hits.append(got[0])
+            if hits:
+                self.step(ops.Touch(tuple(hits)))
+        n = max(0, min(need - len(hits) - nulls, self.ex.model.num_free))
+        new = self.step(ops.GetNew(n)) if n or data.draw(st.booleans()) else []
+        ids = [0] * nulls + hits + (new or [])
+        if ids:
+            self.tables.append(Table(r, g, ids, nulls + len(hits)))
+
+    @precondition(lambda self: self.tables)
+    @rule(data=st.data())
+    def cache_full(self, data: st.DataObject) -> None:
+        t = data.draw(st.sampled_from(self.tables), label="table")
+        limit = min(len(t.ids), len(self.ex.hashes[t.req]) // self.config.scale(t.group))
+        if limit <= t.num_cached:
+            return
+        full = data.draw(st.integers(t.num_cached + 1, limit), label="num_full")
+        self.step(ops.CacheFull(t.req, tuple(t.ids), t.num_cached, full, t.group))
+        t.num_cached = full
+
+    @precondition(lambda self: self.tables and self.target.caps.partial_blocks)
+    @rule(data=st.data())
+    def cache_partial(self, data: st.DataObject) -> None:
+        t = data.draw(st.sampled_from(self.tables), label="table")
+        scale, hbs = self.config.scale(t.group), self.config.hash_block_size
+        i = t.num_cached
+        if scale < 2 or i >= len(t.ids) or t.ids[i] == 0:
+            return
+        j = data.draw(st.integers(1, scale - 1), label="units")
+        tokens = i * self.config.group_block_sizes[t.group] + j * hbs
+        if tokens > len(self.ex.hashes[t.req]) * hbs:
+            return
+        self.step(ops.CachePartial(t.req, t.ids[i], tokens, t.group))
+
+    @precondition(lambda self: self.tables)
+    @rule(data=st.data(), reverse=st.sampled_from([True, True, False]))
+    def free_table(self, data: st.DataObject, reverse: bool) -> None:
+        t = data.draw(st.sampled_from(self.tables), label="table")
+        self.tables.remove(t)
+        self.step(ops.Free(tuple(reversed(t.ids)) if reverse else tuple(t.ids)))
+
+    @precondition(lambda self: self.tables)
+    @rule(data=st.data())
+    def share_table(self, data: st.DataObject) -> None:
+        """Another request of the same prefix takes the cached part of a table (a v1 engine
+        shares only cached blocks)."""
+        t = data.draw(st.sampled_from(self.tables), label="table")
+        shared = t.ids[: t.num_cached]
+        if not shared:
+            return
+        self.step(ops.Touch(tuple(shared)))
+        self.tables.append(Table(t.req, t.group, list(shared), t.num_cached))
+
+    @precondition(lambda self: any(self.ex.hashes))
+    @rule(data=st.data())
+    def lookup(self, data: st.DataObject) -> None:
+        r = data.draw(st.sampled_from([i for i, h in enumerate(self.ex.hashes) if h]))
+        index = data.draw(st.integers(0, len(self.ex.hashes[r]) - 1), label="index")
+        groups = data.draw(st.lists(st.integers(0, self.groups - 1), min_size=1, max_size=3))
+        self.step(ops.Lookup(r, index, tuple(groups)))
+
+    @precondition(lambda self: self.target.caps.evict_blocks)
+    @rule(ids=st.lists(st.integers(1, 7), max_size=3, unique=True))
+    def evict(self, ids: list[int]) -> None:
+        self.step(ops.Evict(tuple(i for i in ids if i < self.config.num_blocks)))
+
+    @rule()
+    def reset(self) -> None:
+        self.step(ops.Reset())
+
+    @rule()
+    def take_events(self) -> None:
+        self.step(ops.TakeEvents())
+
+    @rule(extra=st.integers(1, 2))
+    def over_allocate(self, extra: int) -> None:
+        self.step(ops.GetNew(self.ex.model.num_free + extra))
+
+    @rule(kind=st.sampled_from(MISUSE_KINDS), arg=st.integers(0, 3))
+    def misuse(self, kind: str, arg: int) -> None:
+        finding = self.ex.probe(kind, arg)
+        if finding is not None:
+            FINDINGS.setdefault((finding.target, kind), finding)
+
+    @invariant()
+    def no_pending_violation(self) -> None:
+        """State is checked inside every step; this keeps Hypothesis's failure report tidy."""
+
+
+def bind(target: PoolTarget, config: PoolConfig | None = None) -> type[PoolMachine]:
+    """A machine class over ``target`` (the default config fits its capabilities)."""
+    if config is None:
+        # 0.11 turns the hybrid (multi-group) manager off when KV events are on, and its
+        # events carry no group: one group there.
+        sizes = (2, 4) if target.caps.hash_block_size else (2,)
+        config = PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=sizes)
+    return type("PoolMachine", (PoolMachine,), {"target": target, "config": config})
+
+
+def program_of(machine: PoolMachine) -> list[dict[str, Any]]:
+    return ops.program_json(machine.ex.program)
+
+
+__all__ = ["FINDINGS", "MISUSE_KINDS", "PoolMachine", "Table", "Violation", "bind",
+           "program_of", "requests"]
