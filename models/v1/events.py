@@ -2,8 +2,10 @@
 
 Events carry keys, not block ids, so a consumer can rebuild at most how many blocks hold
 each key: ``BlockStored`` adds one holder per hash, ``BlockRemoved`` takes one away,
-``AllBlocksCleared`` forgets everything. Releases whose events carry no group (0.11) are
-replayed as group 0. The replayed counts must equal the model's, key by key, at every take.
+``AllBlocksCleared`` forgets everything. A stored block's parent must be a key the router
+holds (or None), or it cannot place the block in its prefix tree. Releases whose events
+carry no group (0.11) are replayed as group 0. The replayed counts must equal the
+model's, key by key, at every take.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ class Replay:
             kind = type(event).__name__
             group = getattr(event, "group_idx", None) or 0
             if kind == "BlockStored":
+                parent = getattr(event, "parent_block_hash", None)
+                if parent is not None and self.holders[(parent, group)] <= 0:
+                    raise Violation(Family.CACHE, "event replay: BlockStored names a parent "
+                                    "hash the router does not hold", observed=(parent, group))
                 for h in getattr(event, "block_hashes", ()):
                     self.holders[(h, group)] += 1
             elif kind == "BlockRemoved":

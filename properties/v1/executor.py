@@ -145,21 +145,29 @@ class Executor:
         return got
 
     def _check_stored_tokens(self, events: Iterable[Any]) -> None:
-        """A stored block's tokens must be the tokens its hash names."""
+        """``BlockStored``: one ``block_size`` chunk of ``token_ids`` per hash, each chunk the
+        tokens that hash names (a router pairs them by position)."""
         index = {h: (r, i) for r, hs in enumerate(self.hashes) for i, h in enumerate(hs)}
         hbs = self.config.hash_block_size
         for e in events:
-            if type(e).__name__ != "BlockStored" or not e.block_hashes:
+            if type(e).__name__ != "BlockStored":
                 continue
-            r, i = index.get(e.block_hashes[-1], (None, 0))
-            if r is None:
-                raise Violation(Family.CACHE, "BlockStored of a hash no request has",
-                                observed=e)
-            end = (i + 1) * hbs
-            tokens = list(self.reqs[r].tokens[end - len(e.token_ids):end])
-            if list(e.token_ids) != tokens:
-                raise Violation(Family.CACHE, "BlockStored token_ids must end at its last "
-                                "hash's boundary", expected=tokens, observed=list(e.token_ids))
+            size, token_ids = e.block_size, list(e.token_ids)
+            if len(token_ids) != size * len(e.block_hashes):
+                raise Violation(Family.CACHE, "BlockStored: token_ids must hold block_size "
+                                "tokens per block hash", expected=size * len(e.block_hashes),
+                                observed=(len(token_ids), e))
+            for n, h in enumerate(e.block_hashes):
+                r, i = index.get(h, (None, 0))
+                if r is None:
+                    raise Violation(Family.CACHE, "BlockStored of a hash no request has",
+                                    observed=e)
+                end = (i + 1) * hbs
+                want = list(self.reqs[r].tokens[end - size:end])
+                got = token_ids[n * size:(n + 1) * size]
+                if got != want:
+                    raise Violation(Family.CACHE, f"BlockStored: chunk {n} of token_ids is not "
+                                    "the tokens its hash names", expected=want, observed=got)
 
     # ---------------------------------------------------------------- state check
     def check(self) -> None:

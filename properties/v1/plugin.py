@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 
 from properties.targets import TargetError
-from properties.v1 import targets
+from properties.v1 import targets, upstream
 from properties.v1.machine import FINDINGS
 
 V1_DIR = Path(__file__).resolve().parent
 PROPERTIES_DIR = V1_DIR.parent
+CONFORMANCE_DIR = PROPERTIES_DIR.parent / "conformance"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,10 +71,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+def _chosen_spec(config: pytest.Config) -> str | None:
+    return config.getoption("pool") or os.environ.get(targets.ENV_VAR) or None
+
+
 @pytest.fixture(scope="session")
 def pool_target(pytestconfig: pytest.Config) -> targets.PoolTarget:
-    spec = (pytestconfig.getoption("pool") or os.environ.get(targets.ENV_VAR)
-            or targets.default_spec())
+    spec = _chosen_spec(pytestconfig)
+    if spec is None:
+        spec = targets.default_spec()
+        if spec == targets.UPSTREAM_SPEC and upstream.cached_wheel() is None:
+            pytest.skip(f"the bundled v1 pool is not importable and no vllm wheel is cached "
+                        f"(`{upstream.FETCH_COMMAND}`)")
     try:
         return targets.load(spec)
     except (TargetError, ImportError) as exc:
@@ -83,7 +92,15 @@ def pool_target(pytestconfig: pytest.Config) -> targets.PoolTarget:
 @pytest.fixture(scope="session")
 def pool_xfails(pytestconfig: pytest.Config, pool_target: targets.PoolTarget
                 ) -> list[dict[str, Any]]:
-    entries = load_xfails(pytestconfig.getoption("pool_xfails_file"))
+    """The xfails file's entries for this target's version. Without the option, a run that
+    fell back to upstream vLLM (no ``--pool``, bundled pool absent) uses the repository's
+    ``conformance/vllm-<minor>.xfails.json``."""
+    path = pytestconfig.getoption("pool_xfails_file")
+    if path is None and _chosen_spec(pytestconfig) is None and pool_target.name == "vllm":
+        minor = ".".join(pool_target.version.split(".")[:2])
+        candidate = CONFORMANCE_DIR / f"vllm-{minor}.xfails.json"
+        path = str(candidate) if candidate.is_file() else None
+    entries = load_xfails(path)
     return [e for e in entries if pool_target.version in e.get("versions", [pool_target.version])]
 
 
