@@ -91,3 +91,16 @@ def test_fetch_runs_pip_download(tmp_path: Path) -> None:
 def test_tree_without_v1_core_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UpstreamSourceInvalid, match="missing"):
         v1.load_vllm_v1(tmp_path)
+
+
+def test_v0_registration_survives_a_v1_load(mods: v1.V1Modules) -> None:
+    from properties import upstream as v0
+
+    if not v0.cached_vllm_wheel().is_file():
+        pytest.skip(f"vllm-block wheel not cached: `{v0.FETCH_COMMAND}`")
+    v0.load_vllm_v0()
+    before = {n: m for n, m in sys.modules.items() if n == "vllm" or n.startswith("vllm.")}
+    v1.load_vllm_v1(version=mods.version.split()[1], patches=[
+        ("v1.core.block_pool", "def get_usage(self)", "def get_usage(self, _v0_test=0)")])
+    after = {n: m for n, m in sys.modules.items() if n == "vllm" or n.startswith("vllm.")}
+    assert after == before
