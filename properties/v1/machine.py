@@ -161,7 +161,12 @@ class PoolMachine(RuleBasedStateMachine):
         t = data.draw(st.sampled_from(ready), label="table")
         limit = self._cacheable(t)
         full = data.draw(st.integers(t.num_cached + 1, limit), label="num_full")
-        self.step(ops.CacheFull(t.req, tuple(t.ids), t.num_cached, full, t.group))
+        mask = None
+        skips = self.target.caps.skips_null_blocks and "window_nulls" not in self.avoid
+        if skips and data.draw(st.integers(0, 3), label="masked?") == 0:
+            n = full - t.num_cached
+            mask = tuple(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+        self.step(ops.CacheFull(t.req, tuple(t.ids), t.num_cached, full, t.group, mask))
         t.num_cached = full
 
     @precondition(lambda self: self.tables and self.target.caps.partial_blocks
