@@ -149,7 +149,13 @@ class PoolMachine(RuleBasedStateMachine):
         ids = [0] * nulls + hits + (new or [])
         if ids:
             # A window's skipped prefix is null from the start: nothing is cached yet.
-            self.tables.append(Table(r, g, ids, len(hits)))
+            table = Table(r, g, ids, len(hits))
+            self.tables.append(table)
+            # allocate_slots caches the blocks its tokens fill right away (most of the time).
+            limit = self._cacheable(table)
+            if limit > table.num_cached and data.draw(st.integers(0, 2), label="cache?"):
+                self.step(ops.CacheFull(r, tuple(ids), table.num_cached, limit, g))
+                table.num_cached = limit
 
     def _cacheable(self, t: Table) -> int:
         return min(len(t.ids), len(self.ex.hashes[t.req]) // self.config.scale(t.group))

@@ -27,7 +27,7 @@ from tests.v1.zoo import VARIANTS, Variant
 pytestmark = pytest.mark.skipif(upstream.cached_wheel() is None,
                                 reason=f"vllm 0.33.0 wheel not cached: `{upstream.FETCH_COMMAND}`")
 SHRINK = bool(os.environ.get("PREFIXCACHE_V1_ZOO_SHRINK"))  # for the report: shrunk lengths
-SETTINGS = settings(max_examples=300, stateful_step_count=50, derandomize=True, database=None,
+SETTINGS = settings(max_examples=600, stateful_step_count=50, derandomize=True, database=None,
                     deadline=None, suppress_health_check=list(HealthCheck),
                     phases=[Phase.explicit, Phase.generate] + [Phase.shrink] * SHRINK,
                     report_multiple_bugs=False)
