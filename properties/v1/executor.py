@@ -16,7 +16,7 @@ from typing import Any
 
 from models.families import Family, Violation
 from models.v1 import ops
-from models.v1.events import Replay
+from models.v1.events import Replay, external
 from models.v1.keys import check_keys
 from models.v1.pool_model import PoolConfig, PoolModel
 from properties.v1.adapter import PoolAdapter
@@ -44,6 +44,7 @@ class Executor:
         self.reqs: list[ops.Req] = []
         self.hashes: list[list[bytes]] = []
         self.replay = Replay()
+        self.unannounceable: set[object] = set()  # hashes of null/masked (never keyed) blocks
         self.program: list[ops.Op] = []
 
     # ---------------------------------------------------------------- one step
@@ -99,6 +100,11 @@ class Executor:
             m.free_blocks(op.ids)
             return self._call(a.free_blocks, op.ids)
         if isinstance(op, ops.CacheFull):
+            scale = self.config.scale(op.group)
+            for i in range(op.num_cached, op.num_full):
+                if op.ids[i] == 0 or (op.mask is not None and not op.mask[i - op.num_cached]):
+                    h = self.hashes[op.req][(i + 1) * scale - 1]
+                    self.unannounceable.update((h, external(h)))
             m.cache_full_blocks(self.hashes[op.req], op.ids, op.num_cached, op.num_full, op.group,
                                 op.mask)
             return self._call(a.cache_full_blocks, op.req, op.ids, op.num_cached, op.num_full,
@@ -127,7 +133,7 @@ class Executor:
         if isinstance(op, ops.TakeEvents):
             events = self._call(a.take_events)
             if self.config.events:
-                self.replay.apply(events)
+                self.replay.apply(events, self.unannounceable)
                 self.replay.check(m.keys)
                 self._check_stored_tokens(events)
             return events
@@ -148,7 +154,11 @@ class Executor:
     def _check_stored_tokens(self, events: Iterable[Any]) -> None:
         """``BlockStored``: one ``block_size`` chunk of ``token_ids`` per hash, each chunk the
         tokens that hash names (a router pairs them by position)."""
-        index = {h: (r, i) for r, hs in enumerate(self.hashes) for i, h in enumerate(hs)}
+        index: dict[object, tuple[int, int]] = {}
+        for r, hs in enumerate(self.hashes):
+            for i, h in enumerate(hs):
+                index.setdefault(h, (r, i))
+                index.setdefault(external(h), (r, i))
         hbs = self.config.hash_block_size
         for e in events:
             if type(e).__name__ != "BlockStored":
@@ -159,10 +169,11 @@ class Executor:
                                 "tokens per block hash", expected=size * len(e.block_hashes),
                                 observed=(len(token_ids), e))
             for n, h in enumerate(e.block_hashes):
-                r, i = index.get(h, (None, 0))
-                if r is None:
+                found = index.get(h)
+                if found is None:
                     raise Violation(Family.CACHE, "BlockStored of a hash no request has",
                                     observed=e)
+                r, i = found
                 end = (i + 1) * hbs
                 want = list(self.reqs[r].tokens[end - size:end])
                 got = token_ids[n * size:(n + 1) * size]

@@ -136,7 +136,8 @@ class PoolMachine(RuleBasedStateMachine):
         hits: list[int] = []
         # A request scheduled before another one cached the same prefix takes no hits:
         # that is how duplicates (several blocks under one key) arise.
-        if not nulls and data.draw(st.integers(0, 2), label="hits?") > 0:
+        take_hits = "duplicates" in self.avoid or data.draw(st.integers(0, 2), label="hits?") > 0
+        if not nulls and take_hits:
             for i in range(len(self.ex.hashes[r]) // scale):
                 got = self.step(ops.Lookup(r, (i + 1) * scale - 1, (g,)))
                 if got is None:
@@ -158,7 +159,15 @@ class PoolMachine(RuleBasedStateMachine):
                 table.num_cached = limit
 
     def _cacheable(self, t: Table) -> int:
-        return min(len(t.ids), len(self.ex.hashes[t.req]) // self.config.scale(t.group))
+        """How far ``t`` can be cached (with ``duplicates`` avoided: up to the first block
+        whose key another block already holds)."""
+        scale = self.config.scale(t.group)
+        limit = min(len(t.ids), len(self.ex.hashes[t.req]) // scale)
+        if "duplicates" in self.avoid:
+            for i in range(t.num_cached, limit):
+                if self.ex.model.keys.get((self.ex.hashes[t.req][(i + 1) * scale - 1], t.group)):
+                    return i
+        return limit
 
     @precondition(lambda self: any(self._cacheable(t) > t.num_cached for t in self.tables))
     @rule(data=st.data())
@@ -248,7 +257,7 @@ class PoolMachine(RuleBasedStateMachine):
         """State is checked inside every step; this keeps Hypothesis's failure report tidy."""
 
 
-AVOIDABLE = frozenset({"window_nulls", "partial_blocks", "mm", "evict_held"})
+AVOIDABLE = frozenset({"window_nulls", "partial_blocks", "mm", "evict_held", "duplicates"})
 
 
 def bind(target: PoolTarget, config: PoolConfig | None = None,

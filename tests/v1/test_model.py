@@ -107,16 +107,20 @@ class BlockRemoved(_Ev):
     pass
 
 
-def test_event_replay_counts_holders() -> None:
+def test_event_replay_is_the_key_set() -> None:
     replay = Replay()
     replay.apply([BlockStored(block_hashes=[H[0]], group_idx=0),
                   BlockStored(block_hashes=[H[0]], group_idx=0)])
     replay.check({(H[0], 0): [1, 2]})
     replay.apply([BlockRemoved(block_hashes=[H[0]], group_idx=0)])
     with pytest.raises(Violation, match="event replay"):
-        replay.check({})
-    with pytest.raises(Violation, match="no stored event"):
+        replay.check({(H[0], 0): [2]})  # one copy left: the router must still hold the key
+    with pytest.raises(Violation, match="does not hold"):
         Replay().apply([BlockRemoved(block_hashes=[H[1]], group_idx=0)])
+    with pytest.raises(Violation, match="parent"):
+        Replay().apply([BlockStored(block_hashes=[H[2]], parent_block_hash=H[1], group_idx=0)])
+    Replay().apply([BlockStored(block_hashes=[H[2]], parent_block_hash=H[1], group_idx=0)],
+                   unannounceable={H[1]})
 
 
 @pytest.mark.parametrize("field,a,b", [("lora", 1, 2), ("salt", "x", None),

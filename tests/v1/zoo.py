@@ -15,7 +15,8 @@ class Variant:
     name: str
     family: Family
     patches: tuple[tuple[str, str, str], ...]
-    avoid: frozenset[str] = frozenset({"window_nulls", "partial_blocks", "evict_held"})
+    avoid: frozenset[str] = frozenset({"window_nulls", "partial_blocks", "evict_held",
+                                       "duplicates"})
     events: bool = True  # off where a known upstream event deviation would be reached first
 
 
@@ -60,10 +61,11 @@ VARIANTS: tuple[Variant, ...] = (
     _v("usage_counts_null_block", Family.FREE, BP,
        "total_gpu_blocks = self.num_gpu_blocks - 1", "total_gpu_blocks = self.num_gpu_blocks"),
     _v("duplicate_pop_takes_any", Family.CACHE, BP,
-       "block = blocks.pop(block_id, None)", "block = blocks.popitem()[1]"),
+       "block = blocks.pop(block_id, None)", "block = blocks.popitem()[1]",
+       frozenset({"window_nulls", "partial_blocks", "evict_held"}), events=False),
     _v("promotion_keeps_partial_key", Family.CACHE, BP,
        "removed_hashes = self._remove_cached_block_hashes(blk)", "removed_hashes = []",
-       frozenset({"window_nulls", "evict_held"})),
+       frozenset({"window_nulls", "evict_held", "duplicates"}), events=False),
     _v("touch_counts_null_block", Family.CRASH, BP,
        "if block.is_null:\n                continue", "pass",
        frozenset({"partial_blocks"}), events=False),
