@@ -1,0 +1,150 @@
+"""The vocabulary of BlockPool operations (the v1 family's programs).
+
+Blocks are named by ``block_id``; requests by their index in the program's request list
+(:class:`Req`, content only: the target hashes it). A program is a list of these records; it
+is what reproducers print and what the xfails file stores (``to_json``/``from_json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """Base of every operation; ``name`` is its tag in JSON programs."""
+
+    name: ClassVar[str] = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.name}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple | frozenset) else value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Req(Op):
+    """Create request ``len(requests)``: tokens plus the extra inputs that key its blocks.
+
+    ``mm``: (identifier, offset, length) items, sorted and disjoint; ``embeds``: prompt-embeds
+    bytes (one per token) or None.
+    """
+
+    name: ClassVar[str] = "request"
+    tokens: tuple[int, ...]
+    lora: int | None = None
+    salt: str | None = None
+    mm: tuple[tuple[str, int, int], ...] = ()
+    embeds: bytes | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = Op.to_json(self)
+        out["mm"] = [list(m) for m in self.mm]
+        out["embeds"] = None if self.embeds is None else self.embeds.hex()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class GetNew(Op):
+    name: ClassVar[str] = "get_new_blocks"
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class Touch(Op):
+    name: ClassVar[str] = "touch"
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Free(Op):
+    """``free_blocks(ids)`` in the given order (engines pass a request's blocks reversed)."""
+
+    name: ClassVar[str] = "free_blocks"
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheFull(Op):
+    """``cache_full_blocks(request, blocks, num_cached, num_full, block_size, group, mask)``;
+    ``mask`` (aligned with the new full blocks) leaves the False ones out of the map."""
+
+    name: ClassVar[str] = "cache_full_blocks"
+    req: int
+    ids: tuple[int, ...]
+    num_cached: int
+    num_full: int
+    group: int
+    mask: tuple[bool, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CachePartial(Op):
+    """``cache_partial_block(request, block, num_tokens, group, block_size)``."""
+
+    name: ClassVar[str] = "cache_partial_block"
+    req: int
+    id: int
+    num_tokens: int
+    group: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup(Op):
+    """``get_cached_block(request.block_hashes[index], groups)`` (hash-block granularity)."""
+
+    name: ClassVar[str] = "get_cached_block"
+    req: int
+    index: int
+    groups: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Evict(Op):
+    name: ClassVar[str] = "evict_blocks"
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Reset(Op):
+    name: ClassVar[str] = "reset_prefix_cache"
+
+
+@dataclass(frozen=True, slots=True)
+class TakeEvents(Op):
+    name: ClassVar[str] = "take_events"
+
+
+OPS: dict[str, type[Op]] = {
+    c.name: c
+    for c in (Req, GetNew, Touch, Free, CacheFull, CachePartial, Lookup, Evict, Reset, TakeEvents)
+}
+
+
+def from_json(record: dict[str, Any]) -> Op:
+    """The operation a JSON record (``to_json``) describes."""
+    data = dict(record)
+    cls = OPS[data.pop("op")]
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        value = data.get(f.name)
+        if f.name == "mm":
+            value = tuple(tuple(m) for m in value or ())
+        elif f.name == "embeds" and value is not None:
+            value = bytes.fromhex(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        if f.name in data or f.name in ("mm", "embeds"):
+            kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def program_json(program: list[Op]) -> list[dict[str, Any]]:
+    return [op.to_json() for op in program]
+
+
+__all__ = ["OPS", "CacheFull", "CachePartial", "Evict", "Free", "GetNew", "Lookup", "Op",
+           "Req", "Reset", "TakeEvents", "Touch", "asdict", "from_json", "program_json"]
