@@ -6,8 +6,11 @@ forgets everything. After every take the set must be exactly the keys the map ho
 held by several blocks stays until the last one goes; vLLM's own test pins per-copy removals
 instead, which makes a key-set router drop keys the pool still serves). A ``BlockRemoved`` of
 a key the router does not hold is inconsistent. A stored block's parent must be a key the
-router holds, None, or the hash of a position the request holds no cached block for (a
-window's null or a masked block, which no event can announce). Releases whose events carry no
+router holds, None, a key the events themselves told the router is gone (``evict_blocks`` of
+a held block, whose children are keyed later: the router knows that prefix was dropped), or
+the hash of a position the request holds no cached block for (a window's null or a masked
+block, which no event can announce). A parent never announced is an orphan: the router cannot
+place the block. Releases whose events carry no
 group (0.11) are replayed as group 0; int hashes (vLLM's default) are compared in int form.
 """
 
@@ -29,6 +32,7 @@ class Replay:
 
     def __init__(self) -> None:
         self.keys: set[tuple[object, int]] = set()
+        self.dropped: set[tuple[object, int]] = set()  # announced, then removed or cleared
         self.ints = False
 
     def apply(self, events: Iterable[object], unannounceable: Container[object] = ()) -> None:
@@ -41,6 +45,7 @@ class Replay:
             if kind == "BlockStored":
                 parent = getattr(event, "parent_block_hash", None)
                 if (parent is not None and (parent, group) not in self.keys
+                        and (parent, group) not in self.dropped
                         and parent not in unannounceable):
                     raise Violation(Family.CACHE, "event replay: BlockStored names a parent "
                                     "hash the router does not hold", observed=(parent, group))
@@ -51,7 +56,9 @@ class Replay:
                         raise Violation(Family.CACHE, "event replay: BlockRemoved of a key "
                                         "the router does not hold", observed=(h, group))
                     self.keys.discard((h, group))
+                    self.dropped.add((h, group))
             elif kind == "AllBlocksCleared":
+                self.dropped |= self.keys
                 self.keys.clear()
             else:
                 raise Violation(Family.TARGET, f"unknown KV event {kind}", observed=event)

@@ -110,6 +110,15 @@ class Executor:
             return self._call(a.cache_full_blocks, op.req, op.ids, op.num_cached, op.num_full,
                               op.group, op.mask)
         if isinstance(op, ops.CachePartial):
+            # A partial block's event names as parent the key of the block before it (the hash
+            # at its block's start); when the caller cached no block there, no event can
+            # announce that key, as for a null block. Any other parent is an orphan.
+            size = self.config.group_block_sizes[op.group]
+            start = (op.num_tokens - 1) // size * size
+            if start:
+                h = self.hashes[op.req][start // self.config.hash_block_size - 1]
+                if not m.keys.get((h, op.group)):
+                    self.unannounceable.update((h, external(h)))
             want_key = m.cache_partial_block(self.hashes[op.req], op.id, op.num_tokens, op.group)
             got_key = self._call(a.cache_partial_block, op.req, op.id, op.num_tokens, op.group)
             got = None if got_key is None else (bytes(got_key[:-4]),

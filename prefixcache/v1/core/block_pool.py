@@ -354,6 +354,41 @@ class BlockPool:
         )
         return event
 
+    def _partial_stored_event(
+        self, request: Any, num_tokens: int, block_size: int, kv_cache_group_id: int
+    ) -> KVCacheEvent:
+        """``BlockStored`` for a partial block keyed at ``num_tokens``: its tokens from the
+        block's start (``block_size`` is their count: one hash names them), and as parent the
+        key of the block before it (the request's hash at the block boundary; None for the
+        first block). Upstream names the fine-grained hash just before ``num_tokens`` instead,
+        which no event ever stored (vllm#58119): a router cannot attach the block to its
+        prefix tree."""
+        start = (num_tokens - 1) // block_size * block_size
+        hbs = self.hash_block_size
+        hashes = request.block_hashes
+        mm_idx = 0
+        if start and request.mm_features:
+            mm_idx, _ = get_mm_features_in_window(request.mm_features, start, num_tokens)
+        keys, _ = self._generate_event_extra_keys(request, start, num_tokens, mm_idx)
+        lora = request.lora_request
+        event: KVCacheEvent = self.kv_event_classes.BlockStored(
+            block_hashes=[maybe_convert_block_hash(hashes[num_tokens // hbs - 1])],
+            parent_block_hash=maybe_convert_block_hash(hashes[start // hbs - 1]) if start else None,
+            token_ids=list(request.all_token_ids[start:num_tokens]),
+            block_size=num_tokens - start,
+            lora_id=lora.lora_int_id if lora else None,
+            medium=self.medium,
+            lora_name=lora.lora_name if lora else None,
+            extra_keys=to_event_extra_keys([keys]),
+            group_idx=kv_cache_group_id,
+            session_id=getattr(request, "session_id", None),
+            lookahead_token_ids=(
+                [self._lookahead_token_ids(request, num_tokens)]
+                if self.num_hash_lookahead_tokens else None
+            ),
+        )
+        return event
+
     def _check_block_size(self, block_size: object) -> int:
         if type(block_size) is not int or block_size <= 0 or block_size % self.hash_block_size != 0:
             raise PoolArgumentError(
@@ -567,16 +602,8 @@ class BlockPool:
             self._emit_block_removed_events(self._remove_cached_block_hashes(block))
         self._insert_block_hash(key, block, num_tokens)
         if self.enable_kv_cache_events:
-            hbs = self.hash_block_size
             self.kv_event_queue.append(
-                self._stored_event(
-                    request,
-                    request.block_hashes,
-                    num_hash_blocks - 1,
-                    num_hash_blocks,
-                    hbs,
-                    kv_cache_group_id,
-                )
+                self._partial_stored_event(request, num_tokens, block_size, kv_cache_group_id)
             )
         return key
 
