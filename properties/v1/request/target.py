@@ -48,7 +48,7 @@ class ManagerConfig:
 
 
 FULL = ManagerConfig(num_blocks=10, groups=(("full", 4),), hash_block_size=4)
-HYBRID = ManagerConfig(num_blocks=14, groups=(("full", 4), ("window", 4, 6)), hash_block_size=4)
+HYBRID = ManagerConfig(num_blocks=18, groups=(("full", 4), ("window", 4, 6)), hash_block_size=4)
 CONFIGS = {"full": FULL, "hybrid": HYBRID}
 
 
