@@ -55,10 +55,11 @@ class ManagerMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.ex.reqs) < MAX_REQUESTS)
     @rule(data=st.data())
     def add_request(self, data: st.DataObject) -> None:
-        prompts = [r.tokens for r in self.ex.reqs]
+        prompts: list[list[int]] = [r.tokens for r in self.ex.reqs]
         base: list[int] = []
-        if prompts and data.draw(st.booleans(), label="extends"):
-            other = data.draw(st.sampled_from(prompts), label="base")
+        extends: bool = bool(prompts) and data.draw(st.booleans(), label="extends")
+        if extends:
+            other: list[int] = data.draw(st.sampled_from(prompts), label="base")
             base = list(other[: data.draw(st.integers(0, len(other)), label="prefix")])
         tail = data.draw(st.lists(st.integers(0, 2), min_size=0 if base else 1, max_size=10),
                          label="tail")
