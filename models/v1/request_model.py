@@ -97,8 +97,11 @@ class KVShadow:
     def read(self, block: int, slot: int, want: int, *, pending_ok: bool) -> Family | None:
         """None when ``(block, slot)`` holds computed KV ``want`` (or, with ``pending_ok``,
         KV the open step computes); else the family the mismatch breaks."""
-        if pending_ok and want in self.pending_ident(block, slot):
+        pending = self.pending_ident(block, slot) if pending_ok else set()
+        if want in pending:
             return None
+        if pending:  # the open step writes other content there
+            return Family.CONTENT
         s = self.slots.get(block, {}).get(slot)
         if s is None or not s.computed:
             return Family.COMPUTED

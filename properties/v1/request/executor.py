@@ -57,6 +57,11 @@ class RequestExecutor:
         self.ids = Identities()
         self.step_open = False
         self.program: list[ops.ROp] = []
+        self.trace: list[str] | None = None  # the calls as script lines, when recording
+
+    def _t(self, line: str) -> None:
+        if self.trace is not None:
+            self.trace.append(line)
 
     # ---------------------------------------------------------------- one operation
     def step(self, op: ops.ROp) -> Any:
@@ -91,12 +96,14 @@ class RequestExecutor:
             r = self.reqs[op.req]
             if r.status == "running":
                 self._call(self.mgr.free, self.handles[op.req])
+                self._t(f"mgr.free(r{op.req})  # aborted")
             r.status = "finished"
             return None
         if isinstance(op, ops.ResetCache):
             want = not any(self._tables(i) != ((),) * len(self.config.groups)
                            for i, r in enumerate(self.reqs) if r.live)
             got = bool(self._call(self.mgr.reset_prefix_cache))
+            self._t("print('reset_prefix_cache', mgr.reset_prefix_cache())")
             if got != want:
                 raise Violation(Family.CACHE, "reset_prefix_cache() succeeds iff no request "
                                 "holds blocks", expected=want, observed=got)
@@ -111,6 +118,11 @@ class RequestExecutor:
                            num_prompt_tokens=len(op.prompt), hasher=self._hasher)
         self._call(h.rehash)
         self.handles.append(h)
+        lora_src = ("None" if lora is None
+                    else f"LoraRef({op.lora}, 'lora{op.lora}', '/l/{op.lora}')")
+        self._t(f"r{i} = ManagerRequest('r{i}', {list(op.prompt)!r}, lora_request={lora_src}, "
+                f"cache_salt={op.salt!r},\n    num_prompt_tokens={len(op.prompt)}, "
+                f"hasher=hasher)\nr{i}.rehash()")
         return i
 
     def _schedule(self, op: ops.Schedule) -> Any:
@@ -120,11 +132,15 @@ class RequestExecutor:
         if not self.step_open:
             self._call(self.mgr.new_step_starts)
             self.step_open = True
+            self._t("\n# a step opens\nmgr.new_step_starts()")
         waiting = r.status in ("waiting", "preempted")
         hit, hit_tables, hit_blocks = 0, ((),) * len(self.config.groups), None
         if waiting:
             hit_blocks, hit, _ = self._call(self.mgr.get_computed_blocks, h)
             hit_tables = tuple(tuple(t) for t in hit_blocks.get_block_ids())
+            self._t(f"hit_blocks, hit, _ = mgr.get_computed_blocks(r{op.req})\n"
+                    f"print('r{op.req} hit', hit, hit_blocks.get_block_ids())  # {hit}, "
+                    f"{[list(t) for t in hit_tables]}")
             check_hit(self.shadow, self.ids, r, hit, hit_tables, self.geo)
         start = hit if waiting else r.computed
         n = min(op.n, len(r.tokens) - start)
@@ -136,6 +152,10 @@ class RequestExecutor:
                              num_lookahead_tokens=op.lookahead)
         else:
             out = self._call(self.mgr.allocate_slots, h, n, num_lookahead_tokens=op.lookahead)
+        call = (f"mgr.allocate_slots(r{op.req}, {n}, hit, hit_blocks, "
+                if waiting else f"mgr.allocate_slots(r{op.req}, {n}, ")
+        self._t(f"out = {call}num_lookahead_tokens={op.lookahead})\n"
+                f"print('r{op.req} allocate_slots', out and out.get_block_ids())")
         if out is None:
             self._check_no_side_effects(before, self._snapshot(extra=op.req), op.req, start)
             return None
@@ -147,6 +167,8 @@ class RequestExecutor:
         end = start + n
         r.scheduled = (start, end)
         h.num_computed_tokens = end  # the scheduler's counter moves when scheduling ends
+        self._t(f"# tokens [{start}, {end}) of r{op.req} are computed when the step ends\n"
+                f"r{op.req}.status, r{op.req}.num_computed_tokens = RequestStatus.RUNNING, {end}")
         tables = self._tables(op.req)
         self._check_allocation(op.req, tables, hit_tables, start, end + op.lookahead)
         writes: dict[tuple[int, int], int] = {}
@@ -158,6 +180,7 @@ class RequestExecutor:
         return tables
 
     def _end_step(self) -> None:
+        self._t("# the step ends: its scheduled tokens' KV is computed")
         self.shadow.commit()
         for i, r in enumerate(self.reqs):
             if r.scheduled is None:
@@ -173,8 +196,10 @@ class RequestExecutor:
                 token = r.outputs.pop(0)
                 r.tokens.append(token)
                 self._call(self.handles[i].append, token)
+                self._t(f"r{i}.append({token})  # sampled")
             else:
                 self._call(self.mgr.free, self.handles[i])
+                self._t(f"mgr.free(r{i})  # finished")
                 r.status = "finished"
         self.step_open = False
 
@@ -183,6 +208,9 @@ class RequestExecutor:
         if r.status != "running":
             return
         self._call(self.mgr.free, h)
+        self._t(f"mgr.free(r{i})  # preempted{' inside the step' if r.scheduled else ''}\n"
+                f"r{i}.num_computed_tokens, r{i}.status = 0, RequestStatus.PREEMPTED\n"
+                f"r{i}.num_preemptions += 1")
         self.shadow.drop(i)
         h.num_computed_tokens, h.status = 0, RequestStatus.PREEMPTED
         h.num_preemptions += 1
@@ -249,12 +277,27 @@ class RequestExecutor:
             raise Violation(Family.FREE, "get_num_free_blocks() counts the free queue",
                             expected=len(free), observed=self.pool.get_num_free_blocks())
         for i, r in enumerate(self.reqs):
+            if r.status in ("waiting", "preempted"):
+                self._probe_hit(i)
             if not r.live:
                 continue
             upto = r.scheduled[0] if r.scheduled is not None else r.computed
             check_reads(self.shadow, self.ids, r, snap.tables[i], self.geo,
                         [self.geo.needed(g, upto, upto) for g in range(len(self.geo.windows))],
                         pending_ok=True, what=f"running r{i}")
+
+    def _probe_hit(self, i: int) -> None:
+        """The hit a waiting request would get now (``get_computed_blocks`` changes nothing
+        without stats and full event reports), checked as if it were scheduled."""
+        blocks, hit, _ = self._call(self.mgr.get_computed_blocks, self.handles[i])
+        tables = tuple(tuple(t) for t in blocks.get_block_ids())
+        try:
+            check_hit(self.shadow, self.ids, self.reqs[i], hit, tables, self.geo)
+        except Violation:
+            self._t(f"hit_blocks, hit, _ = mgr.get_computed_blocks(r{i})\n"
+                    f"print('r{i} hit', hit, hit_blocks.get_block_ids())  # {hit}, "
+                    f"{[list(t) for t in tables]}")
+            raise
 
     def _check_allocation(self, i: int, tables: Tables, hit_tables: Tables, start: int,
                           upto: int) -> None:

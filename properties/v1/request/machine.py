@@ -55,18 +55,27 @@ class ManagerMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.ex.reqs) < MAX_REQUESTS)
     @rule(data=st.data())
     def add_request(self, data: st.DataObject) -> None:
-        prompts: list[list[int]] = [r.tokens for r in self.ex.reqs]
+        """A fresh prompt, one extending a prefix of another request's tokens, or an exact
+        whole-block copy of one (same key inputs: the prompt is entirely cached)."""
+        reqs = self.ex.reqs
+        kind = data.draw(st.sampled_from(["fresh", "extend", "extend", "copy"] if reqs
+                                         else ["fresh"]), label="kind")
         base: list[int] = []
-        extends: bool = bool(prompts) and data.draw(st.booleans(), label="extends")
-        if extends:
-            other: list[int] = data.draw(st.sampled_from(prompts), label="base")
-            base = list(other[: data.draw(st.integers(0, len(other)), label="prefix")])
-        tail = data.draw(st.lists(st.integers(0, 2), min_size=0 if base else 1, max_size=10),
+        salt = data.draw(st.sampled_from([None, None, None, "s"]), label="salt")
+        lora = data.draw(st.sampled_from([None, None, None, 1]), label="lora")
+        size = data.draw(st.sampled_from([1, 1, 2, 3, 4, 6, 10]), label="tail size")
+        if kind != "fresh":
+            other = reqs[data.draw(st.integers(0, len(reqs) - 1), label="base")]
+            cut = data.draw(st.integers(0, len(other.tokens)), label="prefix")
+            if kind == "copy" or data.draw(st.booleans(), label="aligned"):
+                cut -= cut % max(self.config.block_sizes)  # whole blocks: exact hits
+            base = list(other.tokens[:cut])
+            if kind == "copy" and base:
+                size, salt, lora = 0, other.salt, other.lora
+        tail = data.draw(st.lists(st.integers(0, 2), min_size=size, max_size=size),
                          label="tail")
         prompt = tuple((base + tail)[:20])
         outputs = tuple(data.draw(st.lists(st.integers(0, 2), max_size=5), label="outputs"))
-        salt = data.draw(st.sampled_from([None, None, None, "s"]), label="salt")
-        lora = data.draw(st.sampled_from([None, None, None, 1]), label="lora")
         self.ex.step(ops.Add(prompt, outputs, salt, lora))
 
     @precondition(lambda self: self._open())
@@ -74,6 +83,30 @@ class ManagerMachine(RuleBasedStateMachine):
     def schedule(self, data: st.DataObject, n: int, lookahead: int) -> None:
         i = data.draw(st.sampled_from(self._open()), label="req")
         self.ex.step(ops.Schedule(i, n, lookahead))
+
+    @precondition(lambda self: not self.ex.step_open and self._open())
+    @rule(data=st.data(), lookahead=st.sampled_from([0, 0, 1]))
+    def engine_step(self, data: st.DataObject, lookahead: int) -> None:
+        """One whole step as vLLM's FCFS scheduler makes it: running requests first (on
+        ``None``, preempt the last running request not yet scheduled, else the request
+        itself, and retry), then waiting ones until one does not fit; then the step ends."""
+        ex = self.ex
+        order = [i for i, r in enumerate(ex.reqs) if r.status == "running"]
+        order += [i for i, r in enumerate(ex.reqs) if r.status in ("waiting", "preempted")]
+        for i in order:
+            r = ex.reqs[i]
+            if r.status == "finished" or r.scheduled is not None:
+                continue
+            was_running = r.status == "running"
+            n = data.draw(st.sampled_from(CHUNKS), label="chunk")
+            while ex.step(ops.Schedule(i, n, lookahead)) is None and r.status == "running":
+                victims = [j for j, q in enumerate(ex.reqs)
+                           if q.status == "running" and q.scheduled is None and j != i]
+                ex.step(ops.Preempt(victims[-1] if victims else i))
+            if not was_running and r.scheduled is None:
+                break
+        if ex.step_open:
+            ex.step(ops.EndStep())
 
     @precondition(lambda self: self.ex.step_open)
     @rule()
@@ -87,17 +120,15 @@ class ManagerMachine(RuleBasedStateMachine):
         i = data.draw(st.sampled_from([running[-1], *running]), label="req")
         self.ex.step(ops.Preempt(i))
 
-    @precondition(lambda self: not self.ex.step_open and any(
-        r.status != "finished" for r in self.ex.reqs))
-    @rule(data=st.data())
-    def abort(self, data: st.DataObject) -> None:
-        live = [i for i, r in enumerate(self.ex.reqs) if r.status != "finished"]
-        self.ex.step(ops.Abort(data.draw(st.sampled_from(live), label="req")))
-
     @precondition(lambda self: not self.ex.step_open)
-    @rule()
-    def reset_prefix_cache(self) -> None:
-        self.ex.step(ops.ResetCache())
+    @rule(data=st.data(), action=st.sampled_from(["abort", "abort", "abort", "reset"]))
+    def between_steps(self, data: st.DataObject, action: str) -> None:
+        """An abort (of any unfinished request) or, less often, ``reset_prefix_cache``."""
+        live = [i for i, r in enumerate(self.ex.reqs) if r.status != "finished"]
+        if action == "abort" and live:
+            self.ex.step(ops.Abort(data.draw(st.sampled_from(live), label="req")))
+        elif action == "reset":
+            self.ex.step(ops.ResetCache())
 
 
 AVOIDABLE = frozenset({"preempt_scheduled"})
