@@ -49,7 +49,11 @@ class ManagerConfig:
 
 FULL = ManagerConfig(num_blocks=10, groups=(("full", 4),), hash_block_size=4)
 HYBRID = ManagerConfig(num_blocks=18, groups=(("full", 4), ("window", 4, 6)), hash_block_size=4)
-CONFIGS = {"full": FULL, "hybrid": HYBRID}
+WINDOW = ManagerConfig(num_blocks=10, groups=(("window", 4, 5),), hash_block_size=4)
+# Groups of different block sizes: hits must align to both (scheduler block size 8).
+HYBRID_MIXED = ManagerConfig(num_blocks=20, groups=(("full", 4), ("window", 8, 10)),
+                             hash_block_size=4)
+CONFIGS = {"full": FULL, "hybrid": HYBRID, "window": WINDOW, "hybrid_mixed": HYBRID_MIXED}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The v1 request-level state machine against the selected manager (``--manager``).
 
-One run per machine configuration (full attention; hybrid full + sliding window). A violation
+One run per machine configuration (`CONFIGS`: full attention, sliding window, hybrid full +
+sliding window with equal and with different block sizes). A violation
 listed in the manager xfails file (same family, at one of its operations) makes the run an
 expected failure naming the entry; anything else fails with the replayable program in the
 exception notes. Known deviations' generator features are left out (``avoid``), so the rest
