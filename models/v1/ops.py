@@ -69,7 +69,8 @@ class Free(Op):
 
 @dataclass(frozen=True, slots=True)
 class CacheFull(Op):
-    """``cache_full_blocks(request, blocks, num_cached, num_full, block_size, group)``."""
+    """``cache_full_blocks(request, blocks, num_cached, num_full, block_size, group, mask)``;
+    ``mask`` (aligned with the new full blocks) leaves the False ones out of the map."""
 
     name: ClassVar[str] = "cache_full_blocks"
     req: int
@@ -77,6 +78,7 @@ class CacheFull(Op):
     num_cached: int
     num_full: int
     group: int
+    mask: tuple[bool, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

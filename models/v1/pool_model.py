@@ -156,13 +156,15 @@ class PoolModel:
         self.free = front + self.free + back
 
     def cache_full_blocks(self, hashes: Sequence[bytes], ids: Sequence[int], num_cached: int,
-                          num_full: int, group: int) -> None:
-        """``hashes``: the request's hash-block-granularity hashes."""
+                          num_full: int, group: int,
+                          mask: Sequence[bool] | None = None) -> None:
+        """``hashes``: the request's hash-block-granularity hashes; masked-out blocks (False)
+        are skipped like null blocks."""
         size = self.config.group_block_sizes[group]
         scale = self.config.scale(group)
         for i in range(num_cached, num_full):
             b = ids[i]
-            if b == NULL:
+            if b == NULL or (mask is not None and not mask[i - num_cached]):
                 continue
             key = (hashes[(i + 1) * scale - 1], group)
             tokens = (i + 1) * size

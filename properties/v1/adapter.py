@@ -73,9 +73,10 @@ class PoolAdapter:
         self.pool.free_blocks(self._blocks(ids))
 
     def cache_full_blocks(self, req: int, ids: Sequence[int], num_cached: int, num_full: int,
-                          group: int) -> None:
+                          group: int, mask: Sequence[bool] | None = None) -> None:
+        extra = {} if mask is None else {"block_mask": list(mask)}
         self.pool.cache_full_blocks(self.requests[req], self._blocks(ids), num_cached, num_full,
-                                    self.config.group_block_sizes[group], group)
+                                    self.config.group_block_sizes[group], group, **extra)
 
     def cache_partial_block(self, req: int, block: int, num_tokens: int, group: int) -> Any:
         return self.pool.cache_partial_block(self.requests[req], self.pool.blocks[block],

@@ -99,9 +99,10 @@ class Executor:
             m.free_blocks(op.ids)
             return self._call(a.free_blocks, op.ids)
         if isinstance(op, ops.CacheFull):
-            m.cache_full_blocks(self.hashes[op.req], op.ids, op.num_cached, op.num_full, op.group)
+            m.cache_full_blocks(self.hashes[op.req], op.ids, op.num_cached, op.num_full, op.group,
+                                op.mask)
             return self._call(a.cache_full_blocks, op.req, op.ids, op.num_cached, op.num_full,
-                              op.group)
+                              op.group, op.mask)
         if isinstance(op, ops.CachePartial):
             want_key = m.cache_partial_block(self.hashes[op.req], op.id, op.num_tokens, op.group)
             got_key = self._call(a.cache_partial_block, op.req, op.id, op.num_tokens, op.group)

@@ -13,7 +13,7 @@ state (:class:`~properties.v1.executor.Executor`). Misuse is probed on copies of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
@@ -51,7 +51,7 @@ def requests(hash_block_size: int, embeds: bool, mm_items: bool = True
         tokens = tuple(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
         mm: tuple[tuple[str, int, int], ...] = ()
         if n and mm_items and draw(st.booleans()):
-            off = draw(st.integers(0, n - 1))
+            off = draw(st.integers(0, min(n - 1, 3)))
             ident = draw(st.sampled_from(sorted(MM_LENGTHS)))
             mm = ((ident, off, MM_LENGTHS[ident]),)
         emb = None
@@ -99,6 +99,29 @@ class PoolMachine(RuleBasedStateMachine):
                         label="request")
         self.step(req)
 
+    @precondition(lambda self: self.ex.reqs and len(self.ex.reqs) < MAX_REQUESTS)
+    @rule(data=st.data(), field=st.sampled_from(["lora", "salt", "mm", "embeds", "tokens"]))
+    def sibling_request(self, data: st.DataObject, field: str) -> None:
+        """A request equal to an earlier one but for one input: the key contract's edge."""
+        base = data.draw(st.sampled_from(self.ex.reqs), label="base")
+        n = len(base.tokens)
+        if field == "lora":
+            req = replace(base, lora=data.draw(st.sampled_from([None, 1, 2])))
+        elif field == "salt":
+            req = replace(base, salt=data.draw(st.sampled_from([None, "s1", "s2"])))
+        elif field == "mm" and n and "mm" not in self.avoid:
+            ident = data.draw(st.sampled_from(sorted(MM_LENGTHS)))
+            off = data.draw(st.integers(0, min(n - 1, 3)))
+            req = replace(base, mm=((ident, off, MM_LENGTHS[ident]),))
+        elif field == "embeds" and n and self.target.caps.keys_prompt_embeds:
+            req = replace(base, embeds=bytes(data.draw(
+                st.lists(st.integers(0, 1), min_size=n, max_size=n))))
+        else:
+            extra = data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=4))
+            req = replace(base, tokens=base.tokens + tuple(extra),
+                          embeds=None if base.embeds is None else base.embeds + bytes(len(extra)))
+        self.step(req)
+
     @precondition(lambda self: self.ex.reqs)
     @rule(data=st.data())
     def allocate(self, data: st.DataObject) -> None:
@@ -111,7 +134,9 @@ class PoolMachine(RuleBasedStateMachine):
         if self.target.caps.skips_null_blocks and "window_nulls" not in self.avoid:
             nulls = data.draw(st.sampled_from([0, 0, 1, 2]), label="nulls")
         hits: list[int] = []
-        if not nulls:
+        # A request scheduled before another one cached the same prefix takes no hits:
+        # that is how duplicates (several blocks under one key) arise.
+        if not nulls and data.draw(st.integers(0, 2), label="hits?") > 0:
             for i in range(len(self.ex.hashes[r]) // scale):
                 got = self.step(ops.Lookup(r, (i + 1) * scale - 1, (g,)))
                 if got is None:
@@ -124,7 +149,13 @@ class PoolMachine(RuleBasedStateMachine):
         ids = [0] * nulls + hits + (new or [])
         if ids:
             # A window's skipped prefix is null from the start: nothing is cached yet.
-            self.tables.append(Table(r, g, ids, len(hits)))
+            table = Table(r, g, ids, len(hits))
+            self.tables.append(table)
+            # allocate_slots caches the blocks its tokens fill right away (most of the time).
+            limit = self._cacheable(table)
+            if limit > table.num_cached and data.draw(st.integers(0, 2), label="cache?"):
+                self.step(ops.CacheFull(r, tuple(ids), table.num_cached, limit, g))
+                table.num_cached = limit
 
     def _cacheable(self, t: Table) -> int:
         return min(len(t.ids), len(self.ex.hashes[t.req]) // self.config.scale(t.group))
@@ -136,22 +167,31 @@ class PoolMachine(RuleBasedStateMachine):
         t = data.draw(st.sampled_from(ready), label="table")
         limit = self._cacheable(t)
         full = data.draw(st.integers(t.num_cached + 1, limit), label="num_full")
-        self.step(ops.CacheFull(t.req, tuple(t.ids), t.num_cached, full, t.group))
+        mask = None
+        skips = self.target.caps.skips_null_blocks and "window_nulls" not in self.avoid
+        if skips and data.draw(st.integers(0, 3), label="masked?") == 0:
+            n = full - t.num_cached
+            mask = tuple(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+        self.step(ops.CacheFull(t.req, tuple(t.ids), t.num_cached, full, t.group, mask))
         t.num_cached = full
 
-    @precondition(lambda self: self.tables and self.target.caps.partial_blocks
-                  and "partial_blocks" not in self.avoid)
+    def _partial_units(self, t: Table) -> int:
+        """How many hash units of ``t``'s first uncached block can take a partial key."""
+        scale, i = self.config.scale(t.group), t.num_cached
+        if scale < 2 or i >= len(t.ids) or t.ids[i] == 0:
+            return 0
+        return min(scale - 1, len(self.ex.hashes[t.req]) - i * scale)
+
+    @precondition(lambda self: self.target.caps.partial_blocks
+                  and "partial_blocks" not in self.avoid
+                  and any(self._partial_units(t) > 0 for t in self.tables))
     @rule(data=st.data())
     def cache_partial(self, data: st.DataObject) -> None:
-        t = data.draw(st.sampled_from(self.tables), label="table")
-        scale, hbs = self.config.scale(t.group), self.config.hash_block_size
+        ready = [t for t in self.tables if self._partial_units(t) > 0]
+        t = data.draw(st.sampled_from(ready), label="table")
+        j = data.draw(st.integers(1, self._partial_units(t)), label="units")
         i = t.num_cached
-        if scale < 2 or i >= len(t.ids) or t.ids[i] == 0:
-            return
-        j = data.draw(st.integers(1, scale - 1), label="units")
-        tokens = i * self.config.group_block_sizes[t.group] + j * hbs
-        if tokens > len(self.ex.hashes[t.req]) * hbs:
-            return
+        tokens = i * self.config.group_block_sizes[t.group] + j * self.config.hash_block_size
         self.step(ops.CachePartial(t.req, t.ids[i], tokens, t.group))
 
     @precondition(lambda self: self.tables)
@@ -189,8 +229,10 @@ class PoolMachine(RuleBasedStateMachine):
         if action == "events":
             self.step(ops.TakeEvents())
         elif action == "evict" and self.target.caps.evict_blocks:
-            ids = {1 + arg % (self.config.num_blocks - 1), 1 + (arg // 4) % 3}
-            self.step(ops.Evict(tuple(sorted(ids)[: 1 + arg % 2])))
+            ids = sorted({1 + arg % (self.config.num_blocks - 1), 1 + (arg // 4) % 3})
+            if "evict_held" in self.avoid:
+                ids = [i for i in ids if self.ex.model.ref[i] == 0]
+            self.step(ops.Evict(tuple(ids[: 1 + arg % 2])))
         elif action == "reset":
             self.step(ops.Reset())
         elif action == "over_allocate":
@@ -206,7 +248,7 @@ class PoolMachine(RuleBasedStateMachine):
         """State is checked inside every step; this keeps Hypothesis's failure report tidy."""
 
 
-AVOIDABLE = frozenset({"window_nulls", "partial_blocks", "mm"})
+AVOIDABLE = frozenset({"window_nulls", "partial_blocks", "mm", "evict_held"})
 
 
 def bind(target: PoolTarget, config: PoolConfig | None = None,

@@ -66,8 +66,9 @@ def render(version: str, config: PoolConfig, program: Sequence[ops.Op], title: s
         elif isinstance(op, ops.Free):
             lines.append(f"pool.free_blocks([B[i] for i in {list(op.ids)}])")
         elif isinstance(op, ops.CacheFull):
+            mask = "" if op.mask is None else f", block_mask={list(op.mask)}"
             lines.append(f"pool.cache_full_blocks(r{op.req}, [B[i] for i in {list(op.ids)}], "
-                         f"{op.num_cached}, {op.num_full}, {sizes[op.group]}, {op.group})")
+                         f"{op.num_cached}, {op.num_full}, {sizes[op.group]}, {op.group}{mask})")
         elif isinstance(op, ops.CachePartial):
             lines.append(f"pool.cache_partial_block(r{op.req}, B[{op.id}], {op.num_tokens}, "
                          f"{op.group}, {sizes[op.group]})")

@@ -61,6 +61,13 @@ def test_partial_then_full_promotion_drops_the_partial_key() -> None:
     assert m.lookup(H[0], [1]) is None and m.lookup(H[1], [1]) == [[b]]
 
 
+def test_masked_and_null_blocks_are_not_keyed() -> None:
+    m = model()
+    ids = [0, *m.get_new_blocks(3)]
+    m.cache_full_blocks(H, ids, 0, 4, 0, mask=(True, True, False, True))
+    assert sorted(m.primary) == [1, 3] and m.lookup(H[2], [0]) is None
+
+
 def test_reset_only_when_nothing_in_use() -> None:
     m = model()
     ids = m.get_new_blocks(1)

@@ -12,12 +12,12 @@ from properties.upstream import UpstreamSourceInvalid, UpstreamSourceMissing
 from properties.v1 import upstream as v1
 
 RELEASES = [v for v in v1.SUPPORTED_VERSIONS if v1.cached_wheel(v) is not None]
-pytestmark = pytest.mark.skipif(
+needs_wheel = pytest.mark.skipif(
     not RELEASES, reason=f"no vllm wheel cached: run `{v1.FETCH_COMMAND}`"
 )
 
 
-@pytest.fixture(params=RELEASES)
+@pytest.fixture(params=RELEASES or [pytest.param(None, marks=needs_wheel)])
 def mods(request: pytest.FixtureRequest) -> v1.V1Modules:
     return v1.load_vllm_v1(version=request.param)
 
@@ -64,6 +64,7 @@ def test_pool_behaves(mods: v1.V1Modules) -> None:
         pool.get_new_blocks(4)
 
 
+@needs_wheel
 def test_capabilities_differ_between_releases() -> None:
     if len(RELEASES) < 2:
         pytest.skip("only one release cached")
@@ -96,3 +97,16 @@ def test_fetch_runs_pip_download(tmp_path: Path) -> None:
 def test_tree_without_v1_core_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UpstreamSourceInvalid, match="missing"):
         v1.load_vllm_v1(tmp_path)
+
+
+def test_v0_registration_survives_a_v1_load(mods: v1.V1Modules) -> None:
+    from properties import upstream as v0
+
+    if not v0.cached_vllm_wheel().is_file():
+        pytest.skip(f"vllm-block wheel not cached: `{v0.FETCH_COMMAND}`")
+    v0.load_vllm_v0()
+    before = {n: m for n, m in sys.modules.items() if n == "vllm" or n.startswith("vllm.")}
+    v1.load_vllm_v1(version=mods.version.split()[1], patches=[
+        ("v1.core.block_pool", "def get_usage(self)", "def get_usage(self, _v0_test=0)")])
+    after = {n: m for n, m in sys.modules.items() if n == "vllm" or n.startswith("vllm.")}
+    assert after == before

@@ -13,10 +13,18 @@ from properties.v1.request.stand_ins import ManagerRequest, RequestStatus
 from properties.v1.request.target import FULL, HYBRID, vllm_v1_manager
 
 
+def _vllm_modules() -> dict[str, object]:
+    return {n: m for n, m in sys.modules.items() if n == "vllm" or n.startswith("vllm.")}
+
+
 def test_loads_the_real_manager_isolated() -> None:
+    before = _vllm_modules()  # a v0 load may have registered some
+    fresh = loader.load_manager(version="0.33.0", patches=(
+        ("v1.core.kv_cache_manager", "def usage(self)", "def usage(self, _fresh=0)"),))
+    assert _vllm_modules() == before
+    assert "_fresh" in fresh.kv_cache_manager.KVCacheManager.usage.fget.__code__.co_varnames
     mods = loader.load_manager(version="0.33.0")
-    assert loader.load_manager(version="0.33.0") is mods
-    assert not [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]
+    assert loader.load_manager(version="0.33.0") is mods and mods is not fresh
     assert mods.version == "0.33.0"
     for real in ("v1.core.kv_cache_manager", "v1.kv_cache_interface", "v1.core.block_pool"):
         assert f"vllm.{real}" not in mods.stubbed

@@ -1,0 +1,64 @@
+"""The v1 machine catches every broken pool of the zoo with its family.
+
+A catch counts only when the shrunk program also replays cleanly on the unpatched pool, so a
+known upstream deviation can never pass for a caught variant. ``PREFIXCACHE_V1_ZOO_REPORT``
+names a file to which each variant's time to catch and program length are appended (shrunk
+when ``PREFIXCACHE_V1_ZOO_SHRINK`` is set; the default run stops at the first failure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from models.families import Violation
+from models.v1.pool_model import PoolConfig
+from properties.v1 import upstream
+from properties.v1.executor import run_program
+from properties.v1.machine import FINDINGS, bind
+from properties.v1.targets import patched_vllm_pool, vllm_v1_block_pool
+from tests.v1.zoo import VARIANTS, Variant
+
+pytestmark = pytest.mark.skipif(upstream.cached_wheel() is None,
+                                reason=f"vllm 0.33.0 wheel not cached: `{upstream.FETCH_COMMAND}`")
+SHRINK = bool(os.environ.get("PREFIXCACHE_V1_ZOO_SHRINK"))  # for the report: shrunk lengths
+SETTINGS = settings(max_examples=600, stateful_step_count=50, derandomize=True, database=None,
+                    deadline=None, suppress_health_check=list(HealthCheck),
+                    phases=[Phase.explicit, Phase.generate] + [Phase.shrink] * SHRINK,
+                    report_multiple_bugs=False)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
+def test_variant_is_caught(variant: Variant) -> None:
+    target = patched_vllm_pool(variant.name, variant.patches)
+    config = PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=(2, 6),
+                        events=variant.events)
+    machine = bind(target, config, avoid=variant.avoid)
+    executors: list[object] = []
+    original = machine.__init__
+
+    def init(self: object) -> None:
+        original(self)  # type: ignore[arg-type]
+        executors.append(self.ex)  # type: ignore[attr-defined]
+
+    machine.__init__ = init  # type: ignore[method-assign]
+    start = time.perf_counter()
+    with pytest.raises(Violation) as info:
+        run_state_machine_as_test(machine, settings=SETTINGS)
+    elapsed = time.perf_counter() - start
+    for key in [k for k in FINDINGS if k[0].startswith(variant.name)]:
+        del FINDINGS[key]  # the zoo's findings are its patches', not news about upstream
+    v = info.value
+    assert v.family is variant.family, str(v)
+    program = executors[-1].program  # type: ignore[attr-defined]
+    run_program(vllm_v1_block_pool(), machine.config, program)  # clean on the baseline
+    report = os.environ.get("PREFIXCACHE_V1_ZOO_REPORT")
+    if report:
+        with open(report, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"variant": variant.name, "family": v.family.value,
+                                  "seconds": round(elapsed, 2), "steps": len(program)}) + "\n")
