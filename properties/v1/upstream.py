@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -136,13 +136,16 @@ def capabilities(mods: V1Modules) -> Capabilities:
 # --------------------------------------------------------------------------- #
 
 
-def _read(source: Path) -> tuple[str, str, dict[str, _SourceFile]]:
-    """(origin, version, files by module relative to ``vllm``) of a wheel or a tree."""
+def _read(source: Path, modules: Mapping[str, bool] = _MODULES
+          ) -> tuple[str, str, dict[str, _SourceFile]]:
+    """(origin, version, files by module relative to ``vllm``) of a wheel or a tree.
+
+    ``modules``: module -> required (default: the block level's; a hook for wider loads)."""
     files: dict[str, _SourceFile] = {}
     version = "vllm unknown"
     if source.is_dir():
         root = source / "vllm" if (source / "vllm" / "v1" / "core").is_dir() else source
-        for rel in _MODULES:
+        for rel in modules:
             path = root.joinpath(*rel.split(".")).with_suffix(".py")
             if path.is_file():
                 files[rel] = _SourceFile(path.read_text(encoding="utf-8"), str(path))
@@ -152,7 +155,7 @@ def _read(source: Path) -> tuple[str, str, dict[str, _SourceFile]]:
     elif source.is_file() and zipfile.is_zipfile(source):
         with zipfile.ZipFile(source) as archive:
             present = set(archive.namelist())
-            for rel in _MODULES:
+            for rel in modules:
                 member = "vllm/" + rel.replace(".", "/") + ".py"
                 if member in present:
                     text = archive.read(member).decode("utf-8")
@@ -164,7 +167,7 @@ def _read(source: Path) -> tuple[str, str, dict[str, _SourceFile]]:
         origin = str(source)
     else:
         raise UpstreamSourceInvalid(f"{source}: neither a source tree nor a zip/wheel")
-    missing = [rel for rel, required in _MODULES.items() if required and rel not in files]
+    missing = [rel for rel, required in modules.items() if required and rel not in files]
     if missing:
         names = ", ".join(f"vllm.{m}" for m in missing)
         raise UpstreamSourceInvalid(f"{origin}: upstream v1 modules missing: {names}")
@@ -212,10 +215,16 @@ _LOCK = threading.RLock()
 _LOADED: dict[tuple[str, tuple[Patch, ...]], V1Modules] = {}
 
 
-def _plan(files: Mapping[str, _SourceFile], real_hashing: bool) -> dict[str, _Entry]:
+StubMap = Mapping[str, Callable[[ModuleType], None]]
+
+
+def _plan(files: Mapping[str, _SourceFile], real_hashing: bool,
+          stubs: StubMap | None = None) -> dict[str, _Entry]:
+    """``stubs``: stand-ins by dotted name (default :data:`stand_ins.STUBS`); a real file of
+    the same name wins."""
     entries: dict[str, _Entry] = {f"vllm.{rel}": _Entry(False, file=f) for rel, f in files.items()}
-    for name, build in stand_ins.STUBS.items():
-        entries[name] = _Entry(False, stub=build)
+    for name, build in (stand_ins.STUBS if stubs is None else stubs).items():
+        entries.setdefault(name, _Entry(False, stub=build))
     if not real_hashing:
         entries["vllm.utils"] = _Entry(False, stub=stand_ins.ENGINE_UTILS_STUB)
     if importlib.util.find_spec("cbor2") is None:
@@ -232,19 +241,7 @@ def _plan(files: Mapping[str, _SourceFile], real_hashing: bool) -> dict[str, _En
 def _execute(origin: str, version: str, files: dict[str, _SourceFile],
              patches: tuple[Patch, ...]) -> V1Modules:
     real_hashing = "utils.hashing" in files
-    entries = _plan(files, real_hashing)
-    loader = _PlanLoader(entries, origin)
-    finder = _PlanFinder(entries, loader)
-    tops = {name.split(".")[0] for name in entries}  # "vllm", and "cbor2" when stubbed
-    saved = {n: sys.modules.pop(n) for n in list(sys.modules) if n.split(".")[0] in tops}
-    sys.meta_path.insert(0, finder)
-    try:
-        mods = {rel: _import(f"vllm.{rel}", origin) for rel in files}
-    finally:
-        sys.meta_path.remove(finder)
-        for name in [n for n in sys.modules if n.split(".")[0] in tops]:
-            del sys.modules[name]
-        sys.modules.update(saved)
+    mods, stubbed = run_plan(_plan(files, real_hashing), origin, files)
     utils = mods["v1.core.kv_cache_utils"]
     hash_fn = mods["utils.hashing"].sha256 if real_hashing else stand_ins._sha256
     utils.init_none_hash(hash_fn)
@@ -255,9 +252,33 @@ def _execute(origin: str, version: str, files: dict[str, _SourceFile],
         hashing=mods.get("utils.hashing"),
         version=version,
         origin=origin,
-        stubbed=tuple(sorted(set(loader.stubbed))),
+        stubbed=stubbed,
         patches=patches,
     )
+
+
+def run_plan(entries: Mapping[str, _Entry], origin: str, names: Iterable[str],
+             during: Callable[[dict[str, ModuleType]], None] | None = None,
+             ) -> tuple[dict[str, ModuleType], tuple[str, ...]]:
+    """Import ``vllm.<name>`` for each of ``names`` under the plan, isolated (``sys.modules``
+    restored afterwards); ``during`` runs on the modules while the plan is still installed
+    (for upstream code that imports lazily, e.g. a registry filled on first use). Returns the
+    modules by name and the stubbed names."""
+    loader = _PlanLoader(entries, origin)
+    finder = _PlanFinder(entries, loader)
+    tops = {name.split(".")[0] for name in entries}  # "vllm", and "cbor2" when stubbed
+    saved = {n: sys.modules.pop(n) for n in list(sys.modules) if n.split(".")[0] in tops}
+    sys.meta_path.insert(0, finder)
+    try:
+        mods = {rel: _import(f"vllm.{rel}", origin) for rel in names}
+        if during is not None:
+            during(mods)
+    finally:
+        sys.meta_path.remove(finder)
+        for name in [n for n in sys.modules if n.split(".")[0] in tops]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+    return mods, tuple(sorted(set(loader.stubbed)))
 
 
 def _import(name: str, origin: str) -> ModuleType:

@@ -9,6 +9,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from models.families import Family, Violation
 from models.v1 import ops
 from models.v1.pool_model import PoolConfig
+from properties.determinism import fixed_constants
 from properties.v1 import upstream
 from properties.v1.executor import Executor, run_program
 from properties.v1.machine import FINDINGS, bind
@@ -57,8 +58,11 @@ def test_misuse_probes_leave_the_run_pool_alone(target: PoolTarget) -> None:
 
 def test_machine_runs_clean_and_collects_findings(target: PoolTarget) -> None:
     FINDINGS.clear()
-    known = frozenset({"window_nulls", "partial_blocks", "evict_held", "duplicates"})  # xfails
-    run_state_machine_as_test(bind(target, avoid=known), settings=settings(
-        max_examples=30, stateful_step_count=30, derandomize=True, database=None,
-        deadline=None, suppress_health_check=list(HealthCheck)))
+    # Clean of 0.33.0's known deviations (their xfails entries' features are left out), and
+    # generated without the local-constants pool, so edits elsewhere do not change the run.
+    known = frozenset({"window_nulls", "partial_blocks", "evict_held", "duplicates"})
+    with fixed_constants():
+        run_state_machine_as_test(bind(target, avoid=known), settings=settings(
+            max_examples=30, stateful_step_count=30, derandomize=True, database=None,
+            deadline=None, suppress_health_check=list(HealthCheck)))
     assert FINDINGS  # upstream accepts a double free silently

@@ -1,0 +1,83 @@
+"""The vocabulary of the v1 request level: what a scheduler does with a ``KVCacheManager``.
+
+Requests are named by their index in the program. A step opens with its first ``Schedule`` and
+closes with ``EndStep``: the scheduled tokens are computed when the step ends (their KV becomes
+valid), then each request that computed its last token samples its next output (or finishes
+and is freed when none is left). ``Preempt`` may come inside a step (a priority scheduler
+preempts requests it already scheduled); ``Abort`` and ``Reset`` come between steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class ROp:
+    name: ClassVar[str] = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.name}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Add(ROp):
+    """A new request: its prompt, the outputs it will sample in order, and its key inputs."""
+
+    name: ClassVar[str] = "add"
+    prompt: tuple[int, ...]
+    outputs: tuple[int, ...] = ()
+    salt: str | None = None
+    lora: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule(ROp):
+    """Schedule ``n`` tokens of request ``req`` (a waiting one first looks up its prefix hit:
+    ``n`` counts the tokens after the hit), with ``lookahead`` speculative slots."""
+
+    name: ClassVar[str] = "schedule"
+    req: int
+    n: int
+    lookahead: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EndStep(ROp):
+    name: ClassVar[str] = "end_step"
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt(ROp):
+    name: ClassVar[str] = "preempt"
+    req: int
+
+
+@dataclass(frozen=True, slots=True)
+class Abort(ROp):
+    name: ClassVar[str] = "abort"
+    req: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResetCache(ROp):
+    name: ClassVar[str] = "reset_prefix_cache"
+
+
+ROPS: dict[str, type[ROp]] = {c.name: c for c in (Add, Schedule, EndStep, Preempt, Abort,
+                                                  ResetCache)}
+
+
+def from_json(record: dict[str, Any]) -> ROp:
+    data = dict(record)
+    cls = ROPS[data.pop("op")]
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def program_json(program: list[ROp]) -> list[dict[str, Any]]:
+    return [op.to_json() for op in program]

@@ -1,0 +1,25 @@
+"""Request-level tests need torch (the spec classes' dtypes) and the vllm 0.33.0 wheel."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from properties.v1 import upstream
+from properties.v1.request.loader import TORCH_REQUIREMENT, torch_available
+
+SKIP_REASON = (
+    f"the v1 request level needs torch (pip install '{TORCH_REQUIREMENT}', extra v1-manager)"
+    if not torch_available() else
+    f"no vllm 0.33.0 wheel cached (`{upstream.FETCH_COMMAND}`)"
+    if upstream.cached_wheel("0.33.0") is None and not os.environ.get(
+        upstream.SOURCE_ENV) else "")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not SKIP_REASON:
+        return
+    for item in items:
+        if "tests/v1/request" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
