@@ -27,6 +27,7 @@ from tests.zoo import device_mutants as dm
 from tests.zoo import engine_mutants as xm
 from tests.zoo import error_class_mutants as ecm  # error classes
 from tests.zoo import evictor_mutants as em
+from tests.zoo import hash_quality_mutants as wm  # weak keys
 from tests.zoo import hash_surface_mutants as sm
 from tests.zoo import hashing_mutants as hm
 from tests.zoo import query_mutants as qm
@@ -48,6 +49,11 @@ EVICTOR = "evictor"  # the evictor-level machine (the target's evictor driven di
 REFCOUNT = "refcount"  # the refcount-level machine (its RefCounter/CoW tracker, directly)
 #: A dedicated long-chain program (``run_program``), for bugs the tiny pools cannot show.
 LONG_CHAIN = "long_chain"
+#: The direct hash-quality check (``properties.hash_quality``), for keys too weak to collide
+#: within an example.
+HASH_QUALITY = "hash_quality"
+#: Checks that run once, whatever the budget.
+ONE_SHOT = (LONG_CHAIN, HASH_QUALITY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +244,12 @@ def _mutants() -> Iterable[Mutant]:
             "the hash keys token ids by repr, so int-subclass ids hash apart from their ints",
             (F.HASH,), (BLOCK,), allocator=sm.TextKeyAllocator,
             hash_function=sm.text_key_hash)
+
+    # -- weak keys: only the direct hash-quality check reaches these
+    yield m("key_truncated_16_bits",
+            "the block key is the digest truncated to 16 bits (collides past a few hundred blocks)",
+            (F.HASH,), (HASH_QUALITY,), allocator=wm.TruncatedKeyAllocator,
+            hash_function=wm.truncated_hash)
 
     # -- stale ids: stale id lists, swaps of shared ids, one-tracker edits reach these
     yield m("stale_mark_skips_evictor",
