@@ -7,13 +7,14 @@ values. Handles the runner created are taken from ``outcome.new_blocks``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from models import operations as ops
 from models.allocator_model import Model
 from models.families import Family
 from models.operations import Dev
+from models.pool import Pool
 
 F = Family
 
@@ -121,20 +122,35 @@ def mark_computed(m: Model, op: ops.MarkComputed) -> None:
     gpu = m.pools[Dev.GPU]
     gpu.computed.update(i for i in gpu.touched if gpu.is_active(i))
     gpu.touched.clear()
+    gpu.revived.clear()
+
+
+def computed_prefix(pool: Pool, ids: Iterable[int | None]) -> list[int]:
+    """The leading run of ``ids`` that are computed: an engine skips ``len(result)`` blocks
+    of the sequence, so a computed id after an uncomputed one must not be reported."""
+    out: list[int] = []
+    for i in ids:
+        if i is None or not pool.is_computed(i):
+            break
+        out.append(i)
+    return out
 
 
 def computed_block_ids(m: Model, op: ops.ComputedBlockIds) -> None:
     ids = [m.blocks[h].id for h in op.blocks]
     considered = ids[:-1] if op.skip_last else ids
     gpu = m.pools[Dev.GPU]
-    want = [i for i in considered if i is not None and gpu.is_computed(i)] if m.pc else []
+    want = computed_prefix(gpu, considered) if m.pc else []
     if m.c.outcome.value != want:
-        m.c.flag(F.COMPUTED, "get_computed_block_ids", expected=want, observed=m.c.outcome.value)
+        why = gpu.why_uncomputed(considered[len(want)]) if len(considered) > len(want) else ""
+        m.c.flag(F.COMPUTED, f"get_computed_block_ids{why}", expected=want,
+                 observed=m.c.outcome.value)
 
 
 def cached_prefix(m: Model, op: ops.CachedPrefix) -> None:
     pool = m.pools[op.device]
     n = 0
+    cached: int | None = None
     for h in op.blocks if m.pc else ():
         content = m.blocks[h].content
         cached = None if content is None else pool.id_of.get(content)
@@ -144,8 +160,9 @@ def cached_prefix(m: Model, op: ops.CachedPrefix) -> None:
     want = [m.c.after.block_hashes.get(h) for h in op.blocks[:n]]
     got = m.c.outcome.value
     if not isinstance(got, list) or got != want:
+        why = pool.why_uncomputed(cached) if n < len(op.blocks) else ""
         m.c.flag(F.COMPUTED, f"find_cached_blocks_prefix: the computed cached prefix is {n} "
-                 "block(s)", expected=want, observed=got)
+                 f"block(s){why}", expected=want, observed=got)
 
 
 def count_touched(m: Model, op: ops.CountTouched) -> None:

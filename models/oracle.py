@@ -6,6 +6,10 @@ target broke an invariant family), :class:`OutOfContract` (the program left the 
 a target without atomicity failed so its state is unknown) or :class:`Inconclusive` (never a
 false alarm: see below).
 
+When KV is written (``models.computed_claims``): the shadow memory learns at every
+``mark_blocks_as_computed`` which ids hold computed KV, and every answer that lets the engine
+skip work must name a prefix of the blocks asked about whose ids hold exactly that KV.
+
 Refinement, not prediction: the model follows every choice the contract leaves open as the
 target shows it. Choices the target never shows (an eviction victim whose id was given back by a
 promotion within the same ``TableAppend``) are explored: the oracle keeps every model state
@@ -23,7 +27,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from models import error_classes, shared_swap, stale_ids, tracker_edits  # stale ids
+from models import (  # stale ids
+    computed_claims,  # when KV is written
+    error_classes,
+    shared_swap,
+    stale_ids,
+    tracker_edits,
+)
 from models import operations as ops
 from models.allocator_model import Model
 from models.block_info import BLOCK_QUERY_STEPS
@@ -321,7 +331,14 @@ class Oracle(Queries):
         c = m.ctx
         if c is None:
             return []
-        return self.shadow.step(moved=c.moved, writes=c.writes, copies=outcome.cows,
-                                swapped=isinstance(op, ops.Swap | ops.TableSwap
-                                                  | ops.DeviceSwap),  # device calls
-                                expect=lambda key: m.blocks[key].idents)
+        found = self.shadow.step(moved=c.moved, writes=c.writes, copies=outcome.cows,
+                                 swapped=isinstance(op, ops.Swap | ops.TableSwap
+                                                   | ops.DeviceSwap),  # device calls
+                                 expect=lambda key: m.blocks[key].idents)
+        if isinstance(op, ops.MarkComputed):  # the batch ran: its KV is written
+            self.shadow.compute(lambda key: m.blocks[key].idents)
+        claimed, not_prefix = computed_claims.claims(m, op, outcome.value)
+        if not_prefix is not None:
+            found.append(not_prefix)
+        found += self.shadow.check_claims(op.kind, claimed)
+        return found

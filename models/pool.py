@@ -7,6 +7,12 @@ content keys (see ``content``), both ways. Active ids carry the tracker fields
 ids promoted since the last ``mark_blocks_as_computed``, kept only while they stay active
 (upstream keeps an id there after it is freed and even re-issued, and would then mark a fresh
 mutable block computed; the model does not sanction that).
+
+When KV is written: an id's KV holds its content only once a ``mark_blocks_as_computed``
+found it active and touched (the batch that wrote it ran). A cached id released before that
+(an abort before the mark) stays cached and evictable but *unwritten*: ``is_computed`` is
+false for it, and a hit revives it uncomputed and touched, so the mark after the hit (the
+re-request's prefill ran) makes it computed. Eviction or a cache reset forgets the flag.
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ class Pool:
         "ids",
         "queries",
         "refcount",
+        "revived",
         "touched",
         "trie",
+        "unwritten",
         "window",
     )
 
@@ -51,6 +59,8 @@ class Pool:
         self.accessed: dict[int, float] = {}  # active id -> tracker.last_accessed
         self.computed: set[int] = set()  # active ids whose tracker says computed
         self.touched: set[int] = set()
+        self.unwritten: set[int] = set()  # evictable ids whose KV was never computed
+        self.revived: set[int] = set()  # touched ids a hit revived from ``unwritten``
         self.hits = 0
         self.queries = 0
         self.window = HitWindow()  # the hit-rate windows of the same queries
@@ -63,6 +73,7 @@ class Pool:
         other.evictor = self.evictor.clone()
         other.accessed, other.computed = dict(self.accessed), set(self.computed)
         other.touched, other.hits, other.queries = set(self.touched), self.hits, self.queries
+        other.unwritten, other.revived = set(self.unwritten), set(self.revived)
         other.window = HitWindow(*self.window.fields())
         return other
 
@@ -76,10 +87,11 @@ class Pool:
         return self.refcount.get(block_id, 0) > 0
 
     def is_computed(self, block_id: int) -> bool:
-        """``block_is_computed``: the tracker flag when active, else "is it evictable"."""
+        """``block_is_computed``: the tracker flag when active, else "is it evictable with
+        its KV written"."""
         if self.is_active(block_id):
             return block_id in self.computed
-        return block_id in self.evictor
+        return block_id in self.evictor and block_id not in self.unwritten
 
     def cached_active(self, content: int) -> bool:
         block_id = self.id_of.get(content)
@@ -114,15 +126,24 @@ class Pool:
         self.evictor.remove(block_id)
         del self.id_of[self.content_of.pop(block_id)]
         self.touched.discard(block_id)
+        self.unwritten.discard(block_id)
+        self.revived.discard(block_id)
         self._activate(block_id, computed=False)
 
     def hit(self, block_id: int) -> None:
-        """One more holder of a cached id; an evictable one is revived as computed."""
+        """One more holder of a cached id; an evictable one is revived computed if its KV was
+        written, else uncomputed and touched (the next mark, after the re-request's prefill,
+        computes it)."""
         if self.is_active(block_id):
             self.refcount[block_id] += 1
-        else:
-            self.evictor.remove(block_id)
-            self._activate(block_id, computed=True)
+            return
+        self.evictor.remove(block_id)
+        written = block_id not in self.unwritten
+        self._activate(block_id, computed=written)
+        if not written:
+            self.unwritten.discard(block_id)
+            self.touched.add(block_id)
+            self.revived.add(block_id)
 
     def incref(self, block_id: int) -> None:
         self.refcount[block_id] += 1
@@ -140,13 +161,17 @@ class Pool:
         if count:
             return
         last = self.accessed.pop(block_id)
+        written = block_id in self.computed
         self.computed.discard(block_id)
         self.touched.discard(block_id)
+        self.revived.discard(block_id)
         content = self.content_of.get(block_id)
         if content is None:
             self.hashless.add(block_id)
         else:
             self.evictor.add(block_id, last, self.trie.depth(content))
+            if not written:
+                self.unwritten.add(block_id)
 
     def reset(self) -> None:
         """``reset_prefix_cache`` once nothing is held: every cached id back to hashless."""
@@ -156,5 +181,16 @@ class Pool:
         self.content_of.clear()
         self.id_of.clear()
         self.touched.clear()
+        self.unwritten.clear()
+        self.revived.clear()
         self.hits = self.queries = 0
         self.window = HitWindow()
+
+    def why_uncomputed(self, block_id: int | None) -> str:
+        """A note for a violation where ``block_id`` was reported computed but is not."""
+        if block_id in self.revived:
+            return (f" (id {block_id} was freed before any mark, its KV never written, and hit "
+                    "again before any mark)")
+        if block_id in self.unwritten:
+            return f" (id {block_id} was freed before any mark: its KV was never written)"
+        return ""

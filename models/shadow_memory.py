@@ -16,6 +16,15 @@ would lose one of them; the model checks the mapping itself separately.
   CONTENT otherwise (e.g. a cache hit that handed out a block holding other content).
 - Afterwards every block whose id or slots changed must read back exactly its own content:
   CONTENT, or SWAP for a block just swapped.
+
+When KV is written: a slot's identity is where the engine *will* compute that KV; it holds
+valid KV only once the batch that computes it ran. ``valid[id]`` counts the leading slots of
+an id whose KV is valid. ``compute()`` is that batch (the v0 flow: the scheduled batch runs,
+then ``mark_blocks_as_computed``): every id a live block shows gets valid KV for that
+block's tokens. A write of other identities invalidates from its first slot (the id was
+reused); a copy carries the source's validity (an equal copy keeps the better of the two).
+``check_claims`` judges every answer that lets the engine skip work: each id it names must
+hold valid KV of exactly the content asked for (COMPUTED).
 """
 
 from __future__ import annotations
@@ -28,11 +37,12 @@ F = Family
 
 
 class ShadowMemory:
-    __slots__ = ("block_size", "holders", "slots", "where")
+    __slots__ = ("block_size", "holders", "slots", "valid", "where")
 
     def __init__(self, block_size: int, num_ids: int) -> None:
         self.block_size = block_size
         self.slots: list[list[int]] = [[0] * block_size for _ in range(num_ids)]
+        self.valid: list[int] = [0] * num_ids  # leading slots holding computed KV
         self.where: dict[int, int] = {}  # live block key -> id the target shows
         self.holders: dict[int, set[int]] = {}  # id -> live block keys showing it
 
@@ -61,10 +71,13 @@ class ShadowMemory:
                                  if before[k] is not None)]
         changed: set[int] = set()
         for src, dst in copies:
-            if src is None or dst is None or not (self._valid(src) and self._valid(dst)) \
-                    or self.slots[src] == self.slots[dst]:
+            if src is None or dst is None or not (self._valid(src) and self._valid(dst)):
+                continue
+            if self.slots[src] == self.slots[dst]:
+                self.valid[dst] = max(self.valid[dst], self.valid[src])
                 continue
             self.slots[dst] = list(self.slots[src])
+            self.valid[dst] = self.valid[src]
             changed.add(dst)
             others = self.holders.get(dst, set()) - arrived
             if others:
@@ -80,6 +93,7 @@ class ShadowMemory:
             if row[first:len(want)] == want[first:]:
                 continue
             row[first:len(want)] = want[first:]
+            self.valid[block_id] = min(self.valid[block_id], first)
             changed.add(block_id)
             others = self.holders[block_id] - {key}
             if others:
@@ -101,3 +115,30 @@ class ShadowMemory:
                                        "that is not its own content", expected=want,
                                        observed=got))
         return found
+
+    def compute(self, expect: Callable[[int], list[int]]) -> None:
+        """The batch ran: every id a live block shows holds valid KV for its tokens."""
+        for block_id, keys in self.holders.items():
+            for key in keys:
+                n = len(expect(key))
+                if self.slots[block_id][:n] == expect(key) and n > self.valid[block_id]:
+                    self.valid[block_id] = n
+
+    def check_claims(self, what: str, claims: Iterable[tuple[int, object, list[int]]]
+                     ) -> list[Violation]:
+        """``claims``: (position, id, identities) the answer says hold computed KV."""
+        for pos, block_id, want in claims:
+            if not self._valid(block_id) or not isinstance(block_id, int):
+                continue  # not an id: the model's exact check reports the value
+            n = len(want)
+            if self.slots[block_id][:n] != want:
+                return [Violation(F.COMPUTED, f"{what}: block {pos} of the answer (id "
+                                  f"{block_id}) holds KV of other content", expected=want,
+                                  observed=self.slots[block_id][:n])]
+            if self.valid[block_id] < n:
+                return [Violation(F.COMPUTED, f"{what}: block {pos} of the answer (id "
+                                  f"{block_id}) is reported computed, but its KV was never "
+                                  "written (no batch computed it since the id got this "
+                                  "content)", expected=f"{n} computed slots",
+                                  observed=self.valid[block_id])]
+        return []

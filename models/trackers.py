@@ -7,8 +7,9 @@
 - Trackers (one entry per table handle, see ``models.tracker_state``):
   ``get_num_cached_tokens`` = block size x the leading run of the table's full-block contents
   that are cached on the GPU and computed, frozen at its last value while in prefill;
-  ``get_cached_computed_blocks_and_update`` extends the remembered list with the computed ids
-  of the table's blocks (last one skipped) until a gap appears, then returns it unchanged;
+  ``get_cached_computed_blocks_and_update`` extends the remembered list with the leading run
+  of computed ids of the table's blocks (last one skipped; no holes), and once that run
+  stops short (a gap) returns it unchanged;
   ``update_seq_blocks_last_access`` stamps exactly the table's ids with the last access time.
 
 ``engine_check`` is the contract (raises :class:`OutOfContract`). Misuse, refused with a
@@ -24,7 +25,7 @@ from typing import Any
 
 from models import operations as ops
 from models.allocator_model import Model
-from models.block_ops import mark_ids
+from models.block_ops import computed_prefix, mark_ids
 from models.blocks import TableRec
 from models.content import ROOT
 from models.contract import OutOfContract
@@ -231,6 +232,7 @@ def full_block_contents(m: Model, t: TableRec) -> list[int]:
 
 def seq_cached_tokens(m: Model, op: ops.SeqCachedTokens) -> None:
     e = m.seqs.entries[op.table]
+    note = ""
     if e.frozen is not None and op.prefill:
         want = e.frozen
     else:
@@ -239,6 +241,7 @@ def seq_cached_tokens(m: Model, op: ops.SeqCachedTokens) -> None:
         for content in full_block_contents(m, m.tables[op.table]) if m.pc else ():
             cached = gpu.id_of.get(content)
             if cached is None or not gpu.is_computed(cached):
+                note = gpu.why_uncomputed(cached)
                 break
             n += 1
         want = n * m.bs
@@ -246,7 +249,7 @@ def seq_cached_tokens(m: Model, op: ops.SeqCachedTokens) -> None:
     e.frozen = want
     got = m.c.outcome.value
     if got != want:
-        why = " (frozen during prefill)" if frozen else ""
+        why = " (frozen during prefill)" if frozen else note
         m.c.flag(F.COMPUTED, f"get_num_cached_tokens{why}", expected=want, observed=got)
 
 
@@ -254,19 +257,21 @@ def seq_computed_ids(m: Model, op: ops.SeqComputedIds) -> None:
     e = m.seqs.entries[op.table]
     ids = [m.blocks[k].id for k in m.tables[op.table].blocks]
     n = len(ids) - 1
+    note = ""
     if e.computed is None:  # not reached: the contract check requires the entry
         return
     if not e.gap and len(e.computed) < n:
         gpu = m.pools[Dev.GPU]
         if m.pc:
-            e.computed = e.computed + [i for i in ids[len(e.computed):n]
-                                       if i is not None and gpu.is_computed(i)]
+            e.computed = e.computed + computed_prefix(gpu, ids[len(e.computed):n])
+            if len(e.computed) < n:
+                note = gpu.why_uncomputed(ids[len(e.computed)])
         else:
             e.computed = []
         e.gap = len(e.computed) < n
     got = m.c.outcome.value
     if got != e.computed:
-        m.c.flag(F.COMPUTED, "get_cached_computed_blocks_and_update", expected=e.computed,
+        m.c.flag(F.COMPUTED, f"get_cached_computed_blocks_and_update{note}", expected=e.computed,
                  observed=got)
 
 

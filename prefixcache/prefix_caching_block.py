@@ -11,7 +11,16 @@ Every physical id is in exactly one state:
 Invariants kept by every operation: free count = hashless-free + evictable; tracker
 active iff refcount > 0; ``_cached_blocks`` (hash -> id) and the trackers'
 ``content_hash`` (id -> hash) are inverse maps; the evictor holds exactly the cached
-ids with refcount 0. Operations validate everything before mutating anything, so a
+ids with refcount 0; ``_touched_blocks`` holds only active ids.
+
+Computed (the engine may skip the block's prefill): an active id once a
+``mark_blocks_as_computed`` found it touched; an evictable id unless it is in
+``_unwritten`` (released before any mark: an aborted request's KV was never written). Such
+an id stays cached (a re-request hits it, as upstream), but the hit revives it uncomputed
+and touched, so the mark after the re-request's prefill computes it. Dropping it from the
+cache would serve the engine as well, but would change the free, cached and evictable sets
+upstream's unit tests pin for blocks freed before any mark. Computed-id answers are a
+prefix of the ids asked about. Operations validate everything before mutating anything, so a
 raised error leaves all of that (and the hit-rate counters, copy-on-write records and
 block objects) unchanged.
 
@@ -444,8 +453,11 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         # hash -> id for every cached id (active or evictable); the inverse is kept in
         # each id's tracker (content_hash).
         self._cached_blocks: dict[PrefixHash, BlockId] = {}
-        # Ids promoted since the last mark_blocks_as_computed.
+        # Active ids promoted (or revived unwritten) since the last mark_blocks_as_computed.
         self._touched_blocks: set[BlockId] = set()
+        # Evictable ids released before any mark found them computed: still cached (a
+        # re-request hits them), but their KV was never written, so they are not computed.
+        self._unwritten: set[BlockId] = set()
         self._block_tracker: dict[BlockId, BlockTracker] = {
             block_id: BlockTracker() for block_id in ids
         }
@@ -500,7 +512,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             del self._cached_blocks[content_hash]
             tracker = self._block_tracker[block_id]
             tracker.content_hash = None
-            self._touched_blocks.discard(block_id)
+            self._unwritten.discard(block_id)
         else:
             raise NoFreeBlocksError()
         self._refcounter.incr(block_id)
@@ -508,12 +520,18 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         return block_id
 
     def _acquire_cached(self, block_id: BlockId) -> None:
-        """One more reference to a cached id; revive it from the evictor at refcount 1."""
+        """One more reference to a cached id; revive it from the evictor at refcount 1:
+        computed if its KV was written, else uncomputed and touched (the mark after this
+        request's prefill computes it)."""
         if self._refcounter.incr(block_id) == 1:
             self.evictor.remove(block_id)
             tracker = self._block_tracker[block_id]
             tracker.enable()
-            tracker.computed = True
+            if block_id in self._unwritten:
+                self._unwritten.discard(block_id)
+                self._touched_blocks.add(block_id)
+            else:
+                tracker.computed = True
 
     def _release(self, block_id: BlockId, block: Block) -> None:
         """Drop one reference. At 0 a cached id enters the evictor (still cached), any
@@ -527,6 +545,9 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         content_hash = tracker.content_hash
         if content_hash is not None:
             self.evictor.add(block_id, content_hash, block.num_tokens_total, tracker.last_accessed)
+            if not tracker.computed:  # released before its KV was written (an abort)
+                self._unwritten.add(block_id)
+                self._touched_blocks.discard(block_id)
             tracker.disable()
         else:
             tracker.disable()
@@ -697,7 +718,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             self.metric_data.query(hit=True)
             self._acquire_cached(cached_id)
             block = self._new_block(prev_block, tokens, cached_id, extra_hash, owned=True)
-            block.computed = True
+            block.computed = True  # the object's flag: it took a cached id (as upstream)
         else:
             if not self._hashless_allocator._free_block_indices and not self.evictor.num_blocks:
                 raise NoFreeBlocksError()
@@ -901,7 +922,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             raise UnknownBlockIdError(f"block id {block_id} does not belong to this allocator")
         if tracker.active:
             return tracker.computed
-        return block_id in self.evictor
+        return block_id in self.evictor and block_id not in self._unwritten
 
     def get_computed_block_ids(
         self,
@@ -909,8 +930,11 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         block_ids: list[int],
         skip_last_block_id: bool = True,
     ) -> list[int]:
-        """Append to ``prev_computed_block_ids`` (and return it) every later id of
-        ``block_ids`` that is computed, optionally ignoring the last id."""
+        """Append to ``prev_computed_block_ids`` (and return it) the leading run of later
+        ids of ``block_ids`` that are computed, optionally ignoring the last id.
+
+        Stops at the first id that is not computed (upstream skips it and goes on): an
+        engine skips ``len(result) * block_size`` tokens, so the result must be a prefix."""
         prev_computed_block_ids = checked_list(prev_computed_block_ids, "prev_computed_block_ids")
         block_ids = checked_list(block_ids, "block_ids")
         prev_size = len(prev_computed_block_ids)
@@ -920,8 +944,9 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         if prev_size > cur_size:
             raise InvalidArgumentError("more previously computed ids than ids to consider")
         considered = block_ids[prev_size:cur_size]
-        computed = [block_id for block_id in considered if self.block_is_computed(block_id)]
-        prev_computed_block_ids.extend(computed)
+        flags = [self.block_is_computed(block_id) for block_id in considered]  # checks all ids
+        run = flags.index(False) if False in flags else len(flags)
+        prev_computed_block_ids.extend(considered[:run])
         return prev_computed_block_ids
 
     def get_common_computed_block_ids(self, computed_seq_block_ids: list[list[int]]) -> list[int]:
@@ -975,6 +1000,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             free_ids.appendleft(block_id)
         self._cached_blocks.clear()
         self._touched_blocks.clear()
+        self._unwritten.clear()
         self.evictor = make_evictor(self.eviction_policy)
         self.metric_data = CacheMetricData()
         return True

@@ -64,7 +64,15 @@ def test_pool_states() -> None:
     pool.accessed[0] = 4.0
     pool.release(0)  # cached: evictable, rank from the tracker
     assert 0 in pool.evictor and pool.evictor.rank(0) == (4.0, -2) and pool.free == 3
-    assert pool.is_computed(0) and not pool.touched
+    # released before a mark: cached and evictable, but its KV was never written
+    assert not pool.is_computed(0) and not pool.touched and pool.unwritten == {0}
+    pool.hit(0)  # revived uncomputed and touched: the next mark computes it
+    assert pool.is_active(0) and not pool.is_computed(0) and pool.touched == {0}
+    assert not pool.unwritten
+    pool.computed.update(pool.touched)  # the mark
+    pool.touched.clear()
+    pool.release(0)
+    assert pool.is_computed(0) and not pool.unwritten
     pool.hit(0)  # revived as computed
     assert pool.is_active(0) and pool.is_computed(0) and pool.accessed[0] == NEVER
     pool.release(0)
