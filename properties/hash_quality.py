@@ -6,10 +6,10 @@ really uses, the ``content_hash`` of full immutable blocks it allocates (through
 for thousands of contents at once:
 
 - *distinct contents*: seeded random first blocks, counting blocks, and one block's tokens after
-  many different prefixes (the chained key);
+  many different prefixes (the chained key); every key is compared with every other one;
 - *near-miss pairs*: each base block against itself with one token moved by one, negated,
   ``-1`` against ``-2``, shifted by ``2**61 - 1`` (CPython's integer-hash modulus) or ``2**64``,
-  and two tokens swapped;
+  and two tokens swapped; and one block after such near-miss prefixes;
 - *the values' range*: over the distinct first blocks, the spread ``max - min`` of the keys must
   span at least :data:`MIN_BITS` bits (a uniform b-bit key over thousands of values spans b bits
   with overwhelming probability). A narrower key is searched further, by the birthday bound,
@@ -90,6 +90,9 @@ def _searched(rng: random.Random) -> Iterator[tuple[str, list[Content]]]:
         base = (-1, *_random_block(rng)[1:]) if k % 4 == 0 else _random_block(rng)
         yield f"near misses of {base}", [(None, base), *(
             (None, variant) for _, variant in near_misses(base))]
+        if k % 4 == 1:  # the chained key: one block after near-miss prefixes
+            yield f"one block after near misses of {base}", [(base, tail), *(
+                (variant, tail) for _, variant in near_misses(base))]
 
 
 class KeySource:
@@ -105,9 +108,10 @@ class KeySource:
         return adapter.block_keys(contents)
 
 
-def _collision(keys: Sequence[int | None], contents: Sequence[Content],
-               where: str) -> Collision | None:
-    seen: dict[int, Content] = {}
+def _collision(keys: Sequence[int | None], contents: Sequence[Content], where: str,
+               seen: dict[int, Content]) -> Collision | None:
+    """The first content whose key an earlier, different content (of any group: ``seen``
+    holds them all) has."""
     for key, content in zip(keys, contents, strict=True):
         if key is None:
             continue
@@ -128,10 +132,11 @@ def search(target: Target) -> Collision | Violation | None:
     when the keys are narrow but no collision was found within the cap, or None."""
     keys_of = KeySource(target)
     rng = random.Random(SEED)
+    seen: dict[int, Content] = {}
     narrow = None
     for where, contents in _searched(rng):
         keys = keys_of(contents)
-        found = _collision(keys, contents, where)
+        found = _collision(keys, contents, where, seen)
         if found is not None:
             return found
         if where == "distinct first blocks":
@@ -143,7 +148,7 @@ def search(target: Target) -> Collision | Violation | None:
         return None
     count = min(BIRTHDAY_CAP, 1 << (narrow // 2 + 4))
     contents = list(dict.fromkeys((None, _random_block(rng)) for _ in range(count)))
-    found = _collision(keys_of(contents), contents, f"{len(contents)} random blocks")
+    found = _collision(keys_of(contents), contents, f"{len(contents)} random blocks", seen)
     if found is not None:
         return found
     return Violation(Family.HASH, f"block keys span {narrow} bits over {DISTINCT} distinct "
