@@ -377,7 +377,10 @@ class Decoder:
             _Entry(1, self._table_slots), _Entry(1, self._id_space), _Entry(1, self._swap_log),
             _Entry(3 if self.trackers and not block else 0, self._tracker),
             _Entry(2 if self.misuse_allowed else 0, self._malformed),
-            _Entry(2 if block else 0, self._common_computed_ids),
+            _Entry(1 if block else 0, self._common_computed_ids),
+            # when KV is written: a request aborted around its batch, then asked for again
+            # (one of the common prefix's two slots, so no other opcode byte changes meaning)
+            _Entry(1 if block else 0, self._aborted_request),
             _Entry(2 if block and caps.prefix_caching else 0, self._hit_burst),
             # At the sequence level only a window's slide takes the null block: ask often.
             _Entry(1 if block else 3, self._null_block_query),
@@ -774,6 +777,97 @@ class Decoder:
 
         def step(oracle: Oracle) -> Op | None:
             self.then = again
+            return ops.MarkComputed()
+
+        return step
+
+    def _aborted_request(self, oracle: Oracle) -> Op | None:
+        """A request aborted before (or after) the batch that computes it, then the same
+        prompt again: maybe a mark first (the batch ran), the blocks of a hashed GPU chain
+        from its first block freed last first (or only its first blocks, which mutable
+        allocations then evict while the tail stays cached), maybe a mark (the batch ran
+        without it), the chain's contents allocated again, and what is computed of the new
+        chain asked, maybe again after the next mark. Follow-ups carry each step. (Without
+        prefix caching: the common computed prefix instead.)"""
+        if not self.caps.prefix_caching:
+            return self._common_computed_ids(oracle)
+        chains = [c for c in (oracle.chain_of(h) for h in self._gpu_blocks(oracle)
+                              if oracle.last_in_chain(h))
+                  if c and oracle.model.blocks[c[0]].prev is None
+                  and all(oracle.is_hashed(h) for h in c)]
+        if not chains:
+            return None
+        chain = self.src.pick(chains)
+        chunks = tuple(oracle.tokens_of(h) for h in chain)
+        extra = oracle.extra_of(chain[0])
+        head_only = len(chain) > 1 and self.src.flag(50)
+        k = self.src.int_in(1, len(chain) - 1) if head_only else len(chain)
+        pending = list(chain[:k]) if head_only else list(reversed(chain))
+        head = [oracle.model.blocks[h].content for h in chain[:k]] if head_only else []
+        taken: list[int] = []
+        known: set[int] = set()
+        asks = [kind for kind, api in (("ids", self.caps.aphrodite_api),
+                                       ("prefix", self.caps.vllm_api)) if api]
+        made: set[int] = set()
+        asked: list[bool] = []
+
+        def question(o: Oracle) -> Op | None:
+            new = tuple(sorted(set(o.live_blocks()) - made))
+            if not new or not asks:
+                return None
+            if not asked and self.src.flag(50):
+                self.then = self._then_ask_again_of(question)
+            asked.append(True)
+            if self.src.pick(asks) == "ids":
+                return ops.ComputedBlockIds(new, not self.src.flag(30))
+            return ops.CachedPrefix(new, Dev.GPU)
+
+        def again(o: Oracle) -> Op | None:
+            made.update(o.live_blocks())
+            self.then = question
+            return ops.AllocateImmutableChain(None, chunks, Dev.GPU, extra)
+
+        def drain(o: Oracle) -> Op | None:
+            """Mutable allocations until the freed head is evicted, then room for the
+            re-request (one of them freed)."""
+            live = set(o.live_blocks())
+            taken.extend(sorted(live - known) if known else ())
+            known.clear()
+            known.update(live)
+            gpu = o.model.pools[Dev.GPU]
+            if any(c in gpu.id_of for c in head) and o.free_count(Dev.GPU):
+                self.then = drain
+                return ops.AllocateMutable(None, Dev.GPU)
+            if taken:
+                self.then = again
+                return ops.Free(taken[-1])
+            return again(o)
+
+        after_free = drain if head_only else again
+
+        def mark_then_again(o: Oracle) -> Op | None:
+            self.then = after_free
+            return ops.MarkComputed()
+
+        def free_next(o: Oracle) -> Op | None:
+            h = pending.pop(0)
+            if pending:
+                self.then = free_next
+            elif self.src.flag(50):
+                self.then = mark_then_again
+            else:
+                self.then = after_free
+            return ops.Free(h)
+
+        if self.src.flag(30):
+            self.then = free_next
+            return ops.MarkComputed()
+        return free_next(oracle)
+
+    def _then_ask_again_of(self, question: Generator) -> Generator:
+        """Follow-up: end the scheduling step, then ``question`` (a generator) again."""
+        def step(oracle: Oracle) -> Op | None:
+            self.then = question
             return ops.MarkComputed()
 
         return step

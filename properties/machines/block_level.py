@@ -261,14 +261,24 @@ class BlockLevelMachine(OracleMachine):
         # the hit rate the hits just moved.
         asks = ["hit_rate"]
         if dev is Dev.GPU:
-            asks.append("cached_prefix" if self.caps.vllm_api else "computed_block_ids")
+            asks += self._computed_questions()
         ask = data.draw(st.sampled_from([None, *asks]), label="ask")
         if ask == "hit_rate":
             self.do(ops.HitRate(dev))
-        elif ask == "cached_prefix":
-            self.do(ops.CachedPrefix(made, Dev.GPU))
-        elif ask == "computed_block_ids":
-            self.do(ops.ComputedBlockIds(made, False))
+        elif ask is not None:
+            self._ask_computed(ask, made, data)
+
+    def _computed_questions(self) -> list[str]:
+        """What the target's generation answers about which blocks are computed."""
+        return [q for q, api in (("cached_prefix", self.caps.vllm_api),
+                                 ("computed_block_ids", self.caps.aphrodite_api)) if api]
+
+    def _ask_computed(self, ask: str, blocks: tuple[int, ...], data: st.DataObject) -> None:
+        """``ask`` (one of ``_computed_questions``) about the chain ``blocks``."""
+        if ask == "cached_prefix":
+            self.do(ops.CachedPrefix(blocks, Dev.GPU))
+        else:
+            self.do(ops.ComputedBlockIds(blocks, data.draw(st.booleans(), label="skip last")))
 
     @precondition(lambda m: m.caps.prefix_caching and _has_blocks(m))
     @rule(data=st.data())
@@ -288,7 +298,8 @@ class BlockLevelMachine(OracleMachine):
         chunks = tuple(self.oracle.tokens_of(h) for h in chain)
         extra = self.oracle.extra_of(chain[0])
         head = [m.blocks[h].content for h in chain[:k]]
-        self.do(ops.MarkComputed())
+        if data.draw(st.booleans(), label="computed first"):  # else the head was never written
+            self.do(ops.MarkComputed())
         for h in chain[:k]:
             self.do(ops.Free(h))
         gpu = self.oracle.model.pools[Dev.GPU]
@@ -304,10 +315,57 @@ class BlockLevelMachine(OracleMachine):
         made = self._made(ops.AllocateImmutableChain(None, chunks, Dev.GPU, extra))
         if not made:
             return
-        if self.caps.vllm_api:
-            self.do(ops.CachedPrefix(made, Dev.GPU))
-        elif self.caps.aphrodite_api:
-            self.do(ops.ComputedBlockIds(made, False))
+        questions = self._computed_questions()
+        if questions:
+            self._ask_computed(data.draw(st.sampled_from(questions), label="ask"), made, data)
+
+    @precondition(lambda m: m.caps.prefix_caching)
+    @rule(data=st.data())
+    def aborted_request(self, data: st.DataObject) -> None:
+        """Requests of one batch aborted before (or after) the batch ran, then the same prompt
+        again. A prompt (fresh, or one seen before) is allocated on the GPU as a chain with a
+        mutable decode block, by one or two requests of the same batch (the second hits
+        blocks whose KV is not written yet); a drawn subset of them is freed, before the
+        mark that ends the batch, after it, or with no mark at all; the prompt is requested
+        again (hits on blocks whose KV may never have been written) and the scheduler asks
+        which of its blocks are computed, then often again after the next mark (its prefill
+        ran)."""
+        bs = self.config.block_size
+        seen = [(extra, chunks) for dev, extra, chunks in self.seen if dev is Dev.GPU]
+        fresh = not seen or not data.draw(st.booleans(), label="seen prompt")
+        if not fresh:
+            extra, chunks = data.draw(st.sampled_from(seen), label="prompt")
+        else:
+            n = data.draw(st.integers(1, 3), label="blocks")
+            chunks = tuple(data.draw(tokens(bs, bs), label="chunk") for _ in range(n))
+            extra = data.draw(extra_hashes(self.caps), label="extra_hash")
+        requests: list[tuple[int, ...]] = []
+        for _ in range(data.draw(st.integers(1, 2), label="requests")):
+            made = self._made(ops.AllocateImmutableChain(None, chunks, Dev.GPU, extra))
+            if not made:
+                break
+            requests.append((*made, *self._made(ops.AllocateMutable(made[-1], Dev.GPU))))
+        if not requests:
+            return
+        when = data.draw(st.sampled_from(("before", "after", "never")), label="abort vs mark")
+        if when == "after":
+            self.do(ops.MarkComputed())
+        aborted = data.draw(st.lists(st.sampled_from(range(len(requests))), min_size=1,
+                                     unique=True), label="aborted")
+        for i in aborted:
+            for h in reversed(requests[i]):
+                self.do(ops.Free(h))
+        if when == "before" and data.draw(st.booleans(), label="batch ran without them"):
+            self.do(ops.MarkComputed())
+        questions = self._computed_questions()
+        again = self._made(ops.AllocateImmutableChain(None, chunks, Dev.GPU, extra))
+        if not again or not questions:
+            return
+        blocks = (*again, *self._made(ops.AllocateMutable(again[-1], Dev.GPU)))
+        self._ask_computed(data.draw(st.sampled_from(questions), label="ask"), blocks, data)
+        if data.draw(st.booleans(), label="prefill ran"):
+            self.do(ops.MarkComputed())
+            self._ask_computed(data.draw(st.sampled_from(questions), label="ask"), blocks, data)
 
     # ------------------------------------------------------------------ writes
 

@@ -481,6 +481,49 @@ class SequenceLevelMachine(OracleMachine):
         if u is not None and self._ask(ops.SeqTrack(u)):
             self._questions(u)
 
+    @precondition(lambda m: m.caps.prefix_caching
+                  and m.runner.adapter.tracker_module() is not None)
+    @rule(data=st.data())
+    def aborted_prefill(self, data: st.DataObject) -> None:
+        """Requests aborted (or preempted) around the batch that would compute their prompt,
+        then the prompt again. One or two tables of one batch share a prompt (at least one
+        full block; the second hits blocks whose KV is not written yet); a drawn subset is
+        freed before the mark that ends the batch (which may then come, without them) or
+        after it; the prompt comes back as a new table, is tracked and asked what is
+        computed (a hit on a block nobody wrote must not count), and often asked again once
+        its own prefill's mark came."""
+        o = self.oracle
+        bs = self.config.block_size
+        if not o.model.seqs.started:
+            self.do(ops.TrackerStart())
+        request = self._request(data)
+        short = max(0, bs - len(request.tokens))
+        prompt = request.tokens + data.draw(tokens(short, short + bs), label="padding")
+        extra = request.extra_hash
+        tables: list[int] = []
+        for _ in range(data.draw(st.integers(1, 2), label="requests")):
+            t = self._new_table(ops.TableAllocate(prompt, Dev.GPU, extra))
+            if t is None:
+                break
+            tables.append(t)
+        if not tables:
+            return
+        when = data.draw(st.sampled_from(("before", "after")), label="abort vs mark")
+        if when == "after":
+            self.do(ops.MarkComputed())
+        for t in data.draw(st.lists(st.sampled_from(tables), min_size=1, unique=True),
+                           label="aborted"):
+            self._ask(ops.TableFree(t))
+        if when == "before" and data.draw(st.booleans(), label="batch ran without them"):
+            self.do(ops.MarkComputed())
+        u = self._new_table(ops.TableAllocate(prompt, Dev.GPU, extra))
+        if u is None or not self._ask(ops.SeqTrack(u)):
+            return
+        self._questions(u)
+        if data.draw(st.booleans(), label="prefill ran"):
+            self.do(ops.MarkComputed())
+            self._questions(u)
+
     # ------------------------------------------------------------------ end recompute
 
     @precondition(lambda m: m.caps.typed_errors)

@@ -404,6 +404,7 @@ class ResetWhileInUse(PluggableAllocator):
             free_ids.appendleft(block_id)
         self._cached_blocks.clear()
         self._touched_blocks.clear()
+        self._unwritten.clear()
         self.evictor = make_evictor(self.eviction_policy)
         self.metric_data = CacheMetricData()
         return True

@@ -22,6 +22,7 @@ from prefixcache.interfaces import BlockAllocator
 from prefixcache.naive_block import NaiveBlock, NaiveBlockAllocator
 from tests.zoo import allocator_mutants as am
 from tests.zoo import construction_mutants as cm  # construction
+from tests.zoo import contract_mutants as km18  # issue 18: computed answers
 from tests.zoo import device_call_mutants as vm  # device calls
 from tests.zoo import device_mutants as dm
 from tests.zoo import engine_mutants as xm
@@ -352,6 +353,15 @@ def _mutants() -> Iterable[Mutant]:
             (F.HASH, F.CACHE, F.FREE), (BLOCK,), claims=(
                 ("extra_key_function", f"{pm.__name__}:extra_hash_bytes_salt_apart"),))
     # -- end request keys
+
+    # -- issue 18: computed answers (tests.zoo.contract_mutants)
+    yield m("freed_unwritten_computed",
+            "a block freed before any mark is reported computed when a re-request hits it",
+            (F.COMPUTED,), allocator=km18.FreedUnwrittenStaysComputed)
+    yield m("computed_ids_with_holes",
+            "get_computed_block_ids skips an uncomputed id and reports the computed ones after it",
+            (F.COMPUTED,), allocator=km18.ComputedIdsWithHoles)
+    # -- end issue 18
 
 ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}
 
