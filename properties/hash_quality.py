@@ -108,6 +108,18 @@ class KeySource:
         return adapter.block_keys(contents)
 
 
+def observable(target: Target) -> str | None:
+    """Why the target's block keys cannot be checked (None: they can): a naive allocator keys
+    nothing, and blocks without ``content_hash`` show no key."""
+    if not target.caps.prefix_caching:
+        return "a naive allocator keys no block"
+    adapter = target.adapter(Config(BLOCK_SIZE, 1, 0, target.caps))
+    block = adapter.alloc.allocate_mutable_block(prev_block=None, device=adapter.device_enum.GPU)
+    if not hasattr(block, "content_hash"):
+        return "the target's blocks have no content_hash"
+    return None
+
+
 def _collision(keys: Sequence[int | None], contents: Sequence[Content], where: str,
                seen: dict[int, Content]) -> Collision | None:
     """The first content whose key an earlier, different content (of any group: ``seen``

@@ -11,9 +11,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from models import operations as ops
+from models.capabilities import Config
 from models.families import Family, Violation
+from models.oracle import Oracle, OutOfContract
 from properties import hash_quality
 from properties.plugin import ExpectedFailure
+from properties.runner import Runner
 from properties.targets import Target, load_target
 from properties.upstream import APHRODITE_FETCH_COMMAND, load_aphrodite
 from tests.thirdparty import xfails_conformance as xc
@@ -75,3 +79,19 @@ def test_hash_quality_reports_the_python_hash_key(aphrodite: Target) -> None:
     assert {-1, -2} <= {t for op in history for t in op.tokens}
     assert [e.id for e in FILE.entries if e.matches(violation, history)] == [
         "hash-collision-trusted"]
+
+
+def test_removing_an_unknown_sequence_is_not_a_false_alarm(aphrodite: Target) -> None:
+    """Aphrodite's naive engine: its computed tracker asserts on ``remove_seq`` of a sequence
+    it never held (it has no ``enable_caching`` switch). That is misuse for this target, so the
+    oracle declines to judge it (never fed by the machines) instead of reporting CRASH."""
+    target = load_target(aphrodite.spec, allocator_type="naive")
+    config = Config(1, 1, 0, target.caps)
+    runner, oracle = Runner(target, config), Oracle(config)
+    oracle.initial_check(runner.snapshot())
+    program = [ops.TableAllocate((0,)), ops.TrackerStart(), ops.SeqTrackerEdit(0, "computed",
+                                                                                False)]
+    with pytest.raises(OutOfContract, match="misuse"):
+        for op in program:
+            outcome, snapshot = runner.execute(op)
+            oracle.step(op, outcome, snapshot)
