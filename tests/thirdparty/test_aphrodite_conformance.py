@@ -61,6 +61,17 @@ def test_reproducer_script_prints_the_violation(aphrodite: Target,
     xc.check_script(FILE, entry)
 
 
+def test_loaded_from_the_wheel_with_two_engine_stubs(aphrodite: Target) -> None:
+    """Only the wheel's block modules run; the engine names they import are the stubs for
+    ``Device``/``cdiv``/``chunk_list`` and the sequence protocols, nothing else."""
+    mods = load_aphrodite()
+    assert mods.origin.endswith(".whl/aphrodite") and mods.registered, mods.origin
+    assert mods.stubbed == ("aphrodite.common.sequence", "aphrodite.common.utils")
+    assert mods.evictor.__name__ == "aphrodite.processing.evictor_v2"
+    assert type(aphrodite.factory("prefix_caching", 2, 2, 2)).__module__ == (
+        "aphrodite.processing.block.cpu_gpu_block_allocator")
+
+
 def test_detected_capabilities(aphrodite: Target) -> None:
     caps = aphrodite.caps
     assert caps.aphrodite_api and not caps.vllm_api and not caps.extra_keys
