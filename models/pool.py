@@ -12,7 +12,10 @@ When KV is written: an id's KV holds its content only once a ``mark_blocks_as_co
 found it active and touched (the batch that wrote it ran). A cached id released before that
 (an abort before the mark) stays cached and evictable but *unwritten*: ``is_computed`` is
 false for it, and a hit revives it uncomputed and touched, so the mark after the hit (the
-re-request's prefill ran) makes it computed. Eviction or a cache reset forgets the flag.
+re-request's prefill ran) makes it computed. Eviction or a cache reset forgets the flag. A
+mutable block that fills with the content of such an id is cached under its own id and the
+unwritten one becomes hashless: moving onto it would leave the KV of the block's earlier
+tokens behind.
 """
 
 from __future__ import annotations
@@ -172,6 +175,14 @@ class Pool:
             self.evictor.add(block_id, last, self.trie.depth(content))
             if not written:
                 self.unwritten.add(block_id)
+
+    def forget(self, block_id: int) -> None:
+        """An evictable, unwritten id leaves the cache (a block filling with its content
+        is cached under its own id instead): hashless, content forgotten."""
+        self.evictor.remove(block_id)
+        del self.id_of[self.content_of.pop(block_id)]
+        self.unwritten.discard(block_id)
+        self.hashless.add(block_id)
 
     def reset(self) -> None:
         """``reset_prefix_cache`` once nothing is held: every cached id back to hashless."""

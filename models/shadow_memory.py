@@ -24,7 +24,9 @@ then ``mark_blocks_as_computed``): every id a live block shows gets valid KV for
 block's tokens. A write of other identities invalidates from its first slot (the id was
 reused); a copy carries the source's validity (an equal copy keeps the better of the two).
 ``check_claims`` judges every answer that lets the engine skip work: each id it names must
-hold valid KV of exactly the content asked for (COMPUTED).
+hold valid KV of exactly the content asked for (COMPUTED). A block that moves to another id
+without a copy (promotion onto a duplicate) must find its earlier tokens' computed KV there,
+or another live holder that computes it (CONTENT).
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ class ShadowMemory:
                 fam = F.SWAP if swapped else F.COW
                 found.append(Violation(fam, f"copy {src} -> {dst} overwrote an id still held "
                                        f"by blocks {sorted(others)}"))
+        if not swapped:
+            found += self._moved_without_kv(moved, before, writes)
         for key, first in writes.items():
             block_id = self.where.get(key)
             if block_id is None:
@@ -114,6 +118,27 @@ class ShadowMemory:
                 found.append(Violation(fam, f"block {key} (id {self.where[key]}) reads KV "
                                        "that is not its own content", expected=want,
                                        observed=got))
+        return found
+
+    def _moved_without_kv(self, moved: Mapping[int, int | None],
+                          before: Mapping[int, int | None],
+                          writes: Mapping[int, int]) -> list[Violation]:
+        """A block that moved to another id without a copy (a promotion onto a cached
+        duplicate) must find there the computed KV it had of its earlier tokens, unless
+        another live block holds that id (the batch computes it there): CONTENT."""
+        found: list[Violation] = []
+        for key, new in moved.items():
+            old, first = before[key], writes.get(key)
+            if old is None or new is None or old == new or not first \
+                    or not (self._valid(old) and self._valid(new)):
+                continue
+            kept = min(self.valid[old], first)
+            if kept > self.valid[new] and not self.holders.get(new, set()) - {key}:
+                found.append(Violation(F.CONTENT, f"block {key} moved from id {old} to id {new} "
+                                       f"without a copy: the KV of its first {kept} token(s) "
+                                       f"was computed in id {old}, never in id {new}",
+                                       expected=f"{kept} computed slots",
+                                       observed=self.valid[new]))
         return found
 
     def compute(self, expect: Callable[[int], list[int]]) -> None:

@@ -553,6 +553,15 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             tracker.disable()
             self._hashless_allocator._free_block_indices.appendleft(block_id)
 
+    def _forget_unwritten(self, block_id: BlockId, content_hash: PrefixHash) -> None:
+        """An evictable id whose KV was never written leaves the cache for the hashless
+        deque (free count unchanged)."""
+        self.evictor.remove(block_id)
+        del self._cached_blocks[content_hash]
+        self._block_tracker[block_id].content_hash = None
+        self._unwritten.discard(block_id)
+        self._hashless_allocator._free_block_indices.appendleft(block_id)
+
     def _cache(self, content_hash: PrefixHash, block_id: BlockId) -> None:
         self._cached_blocks[content_hash] = block_id
         self._block_tracker[block_id].content_hash = content_hash
@@ -846,12 +855,18 @@ class PrefixCachingBlockAllocator(BlockAllocator):
 
     def promote_to_immutable_block(self, block: Block) -> BlockId:
         """Cache a block that just became full, or move it onto the id already cached
-        for its content (its own id is released; no CoW pair is recorded)."""
+        for its content (its own id is released; no CoW pair is recorded). An evictable id
+        cached for that content whose KV was never written gives way instead: moving onto
+        it would lose the KV of the block's earlier tokens, which is in its own id."""
         block_id = self._check_held(block)
         content_hash = block.content_hash
         if content_hash is None:
             raise InvalidBlockError("only a full block with a hashed prefix can be promoted")
         cached_id = self._cached_blocks.get(content_hash)
+        if cached_id is not None and cached_id in self._unwritten:
+            # nobody wrote that id's KV; this block's earlier tokens are in its own id
+            self._forget_unwritten(cached_id, content_hash)
+            cached_id = None
         if cached_id is None:
             self._cache(content_hash, block_id)
             return block_id

@@ -79,13 +79,34 @@ def test_reset_forgets_unwritten_ids() -> None:
     assert a.reset_prefix_cache() and a._unwritten == set()
 
 
-def test_promotion_onto_an_unwritten_duplicate_is_not_computed() -> None:
+def test_promotion_does_not_move_onto_an_unwritten_duplicate() -> None:
+    """A decoding block that fills with content cached on an id nobody wrote keeps its own
+    id (its earlier tokens' KV is there); the unwritten entry leaves the cache."""
     a = PrefixCachingBlockAllocator(num_blocks=4, block_size=2)
     a.free(a.allocate_immutable_block(None, [5, 6]))
     block = a.allocate_mutable_block(None)
-    block.append_token_ids([5, 6])  # promoted onto the unwritten cached id 0
-    assert block.block_id == 0 and not a.block_is_computed(0)
-    assert a._touched_blocks == {0}
+    own = block.block_id
+    block.append_token_ids([5])
+    a.mark_blocks_as_computed([])  # the decode step that wrote token 5 ran
+    free = a.get_num_free_blocks()
+    block.append_token_ids([6])
+    assert block.block_id == own != 0
+    assert 0 not in a.evictor and 0 in a._hashless_allocator._free_block_indices
+    assert a._cached_blocks[block.content_hash] == own  # type: ignore[index]
+    assert a.get_num_free_blocks() == free and a._unwritten == set()
+    assert a._touched_blocks == {own}
+    again = a.allocate_immutable_block(None, [5, 6])
+    assert again.block_id == own
+
+
+def test_promotion_moves_onto_a_written_duplicate() -> None:
+    a = PrefixCachingBlockAllocator(num_blocks=4, block_size=2)
+    cached = a.allocate_immutable_block(None, [5, 6])
+    a.mark_blocks_as_computed([])
+    a.free(cached)
+    block = a.allocate_mutable_block(None)
+    block.append_token_ids([5, 6])
+    assert block.block_id == 0 and a.block_is_computed(0)
 
 
 def _evicted_head() -> tuple[PrefixCachingBlockAllocator, list[int]]:

@@ -148,10 +148,18 @@ class CacheModel:
             if self.cached.get(old) == block_id:
                 del self.cached[old]
 
-    def _settle_full(self, content: ChainContent, block_id: int, own_id: int | None) -> bool:
+    def _settle_full(self, content: ChainContent, block_id: int, own_id: int | None,
+                     unwritten: frozenset[int] = frozenset()) -> bool:
         """A block just became full with ``content`` and holds ``block_id``; return whether
-        the model predicts a hit. ``own_id`` is the id it held before, for a promotion."""
+        the model predicts a hit. ``own_id`` is the id it held before, for a promotion;
+        ``unwritten``: evictable ids whose KV was never written (freed before any mark),
+        whose cache entry gives way to a promoted block (docs/CONTRACT.md)."""
         expected = self.cached.get(content)
+        if expected is not None and own_id is not None and expected in unwritten:
+            EVENTS["promotion past an unwritten id"] += 1
+            del self.cached[content]
+            self.content_of.pop(expected, None)
+            expected = None
         if expected is not None:
             if block_id != expected:
                 raise IsolationViolation(
@@ -248,6 +256,7 @@ class CacheModel:
             self._fresh(self._held_id(block))
         own_ids = [self._held_id(b) for b in table.blocks]
         was_full = [b.is_full for b in table.blocks]
+        unwritten = frozenset(self.alloc._allocators[Device.GPU]._unwritten)  # type: ignore[attr-defined]
         first = tracked.table.num_full_slots // bs
         self.alloc.clear_copy_on_writes()
         before = self._metrics()
@@ -269,7 +278,8 @@ class CacheModel:
         for index in range(first, len(table.blocks)):
             block = table.blocks[index]
             if block.is_full and not was_full[index]:
-                hit = self._settle_full(contents[index], self._held_id(block), own_ids[index])
+                hit = self._settle_full(contents[index], self._held_id(block), own_ids[index],
+                                        unwritten)
                 EVENTS["promotion onto a cached id" if hit else "promotion"] += 1
         self._require_metrics(before, 0, 0)
         self.check_live()

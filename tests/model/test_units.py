@@ -152,3 +152,37 @@ def test_shadow_memory_swap_copies_each_block_to_its_new_id() -> None:
     bad = shadow.step(moved={1: 3}, writes={}, copies=(), swapped=True,
                       expect=idents.__getitem__)  # lands on the id block 2 still holds
     assert Family.SWAP in {v.family for v in bad}
+
+
+def test_shadow_memory_learns_computed_kv_at_each_mark() -> None:
+    """Slots hold valid KV only after ``compute`` (the batch ran) found a live holder;
+    claims on unwritten or reused ids, and a move to an id without that KV, are flagged."""
+    shadow = ShadowMemory(2, 3)
+    want = {1: [11, 12], 2: [11, 12]}
+
+    def expect(key: int) -> list[int]:
+        return want[key]
+
+    def step(moved: dict[int, int | None], writes: dict[int, int]) -> list[str]:
+        found = shadow.step(moved=moved, writes=writes, copies=(), swapped=False, expect=expect)
+        return [v.family.value for v in found]
+
+    assert step({1: 0}, {1: 0}) == []
+    assert [v.family for v in shadow.check_claims("q", [(0, 0, want[1])])] == [Family.COMPUTED]
+    shadow.compute(expect)
+    assert shadow.check_claims("q", [(0, 0, want[1])]) == []
+    assert step({1: None}, {}) == []  # freed: the KV stays valid in id 0
+    assert shadow.check_claims("q", [(0, 0, want[1])]) == []
+    want[2] = [11]
+    assert step({2: 1}, {2: 0}) == []  # a decoding block at id 1, its first token computed
+    shadow.compute(expect)
+    want[2] = [11, 12]
+    assert step({2: 0}, {2: 1}) == []  # onto id 0, which holds that KV
+    shadow.valid[2] = 0
+    want[2] = [11]
+    assert step({2: 2}, {2: 0}) == []
+    shadow.compute(expect)
+    want[2] = [11, 12]
+    shadow.slots[1] = [11, 12]
+    shadow.valid[1] = 0  # cached content nobody computed
+    assert step({2: 1}, {2: 1}) == ["CONTENT"]  # its computed first token stays in id 2
