@@ -28,7 +28,10 @@ class Capabilities:
     hashes given as bytes; vLLM 0.8: LoRA only). ``key_builder``: the extra-key function is
     the target's own (``make_extra_hash`` or claimed; vLLM 0.8's is the engine's
     ``Sequence.extra_hash``, which the adapter stands in for), so its argument checks are the
-    target's.
+    target's. ``tracker_caching_switch``: the engine's ``ComputedBlocksTracker`` is built with
+    ``enable_caching`` (vLLM 0.8, the bundled allocator) and, with caching disabled, ignores
+    ``remove_seq`` of a sequence it never held; Aphrodite's tracker has no such switch and
+    refuses it (an assert), so there that call is misuse, out of contract without typed errors.
     """
 
     prefix_caching: bool = True
@@ -41,6 +44,7 @@ class Capabilities:
     introspection: bool = True
     extra_key_fields: frozenset[str] = frozenset({"lora", "salt", "mm", "bytes"})
     key_builder: bool = True
+    tracker_caching_switch: bool = True
     #: Upstream deviations the model accepts besides the contract (names of ``TOLERABLE``).
     #: Only an xfails entry's ``tolerate`` sets one, for every program but the entry's own, so
     #: that a deviation nearly every example meets does not end them all (see

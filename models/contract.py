@@ -52,6 +52,26 @@ def _not_reused(m: Model, rec: BlockRec) -> None:
         raise _Out(f"block handle {rec.key} was freed and its object may have been reused")
 
 
+def _prefix_intact(m: Model, recs: Iterable[BlockRec]) -> None:
+    """Each block's predecessors are live. A predecessor freed while its successor lives (the
+    engine never does this: ``BlockTable.free`` frees a whole chain) goes back to the target's
+    pool (API.md 4.2), and a swap re-allocates the successor under its ``prev_block``
+    (API.md 4.5) while it makes block objects: the recycled predecessor may come back as the
+    new block itself (upstream: a cyclic chain, RecursionError) or hold other content (the
+    successor re-hashed under it, an assertion). What the API specifies there is no defect, so
+    such a swap is out of contract."""
+    seen: set[int] = set()
+    for rec in recs:
+        cur = rec.prev
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            prev = m.blocks.recs.get(cur)
+            if prev is None or not prev.live:
+                raise _Out(f"block {rec.key} follows block {cur}, freed while block {rec.key} "
+                           "lived")
+            cur = prev.prev
+
+
 def _live(m: Model, h: int) -> BlockRec:
     rec = _block(m, h)
     if not rec.live:
@@ -168,6 +188,7 @@ def _check(m: Model, op: Op) -> str | None:
             _not_reused(m, rec)
             if not rec.live or rec.device is not op.src:
                 return f"block {rec.key} is not live on {op.src.value}"
+        _prefix_intact(m, recs)
         # stale ids: handles sharing an id in one call (models.shared_swap)
         from models.shared_swap import keeps_shared_ids
         if len({r.id for r in recs}) != len(recs) and not keeps_shared_ids(m):

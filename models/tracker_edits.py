@@ -8,7 +8,9 @@ an access entry, the Aphrodite ``ComputedBlocksTracker`` a computed-id list, the
   else the sequence enters it empty. Adding to the computed tracker needs the Aphrodite
   ``add_seq``; only live tables are added.
 - remove: refused when that tracker does not hold the sequence, except that a computed
-  tracker with caching disabled (the naive allocator's engine) ignores it; else its entry
+  tracker with caching disabled (the naive allocator's engine) ignores it where the tracker
+  has that switch (``Capabilities.tracker_caching_switch``: vLLM 0.8's ``enable_caching``;
+  Aphrodite's tracker has none and refuses it, as for a caching allocator); else its entry
   (list, gap flag, frozen count; or access time) is dropped.
 """
 
@@ -43,7 +45,7 @@ def edit_misuse(m: Model, op: ops.SeqTrackerEdit) -> str | None:
         held = e is not None and (e.computed is not None or e.frozen is not None)
         if op.add:
             held = e is not None and e.computed is not None
-        elif not held and not m.pc:
+        elif not held and not m.pc and m.caps.tracker_caching_switch:
             return None  # caching disabled: removing an unknown sequence is ignored
     name = f"{op.tracker} tracker: sequence {op.table}"
     if op.add and held:

@@ -471,6 +471,22 @@ class FamilyAdapter:
 
     # ------------------------------------------------------------------ content hash
 
+    def block_keys(self, contents: Sequence[tuple[Sequence[int] | None, Sequence[int]]],
+                   ) -> list[int | None]:
+        """The ``content_hash`` of each content allocated as a full immutable GPU block (after
+        an immutable block of its prefix tokens when that is given), read straight from the
+        target (``properties.hash_quality``). Every block stays allocated: the pool must hold
+        them all. A value that is not an int (or None) is a type violation."""
+        gpu = self.device_enum.GPU
+        out: list[int | None] = []
+        for prev_tokens, tokens in contents:
+            prev = None if prev_tokens is None else self.alloc.allocate_immutable_block(
+                prev_block=None, token_ids=list(prev_tokens), device=gpu)
+            block = self.alloc.allocate_immutable_block(prev_block=prev, token_ids=list(tokens),
+                                                        device=gpu)
+            out.append(checked_opt_int(block.content_hash, "block.content_hash"))
+        return out
+
     @staticmethod
     def _detect_hash_function(package: str) -> tuple[bool, bool, bool]:
         """Whether ``<package>.prefix_caching_block.PrefixCachingBlock.hash_block_tokens``
@@ -699,6 +715,14 @@ class FamilyAdapter:
         return Plan([Stmt(call, comment=f"the ids of t{op.other}: fewer blocks")],
                     value=lambda r: checked_ints(
                         r[-1], "ComputedBlocksTracker.get_cached_computed_blocks_and_update"))
+
+    def tracker_caching_switch(self) -> bool:
+        """Whether the target's ``ComputedBlocksTracker`` is built with ``enable_caching`` (the
+        switch under which vLLM ignores ``remove_seq`` of an unknown sequence)."""
+        if self.tracker_module() is None:
+            return False
+        computed = self._tracker_cls("ComputedBlocksTracker")
+        return "enable_caching" in inspect.signature(computed).parameters
 
     def tracker_builds_unsized(self) -> bool:
         """Whether the target's ``ComputedBlocksTracker`` has ``get_num_cached_tokens`` and

@@ -162,6 +162,7 @@ def load_target(
         extra_key_function = claims.get("extra_key_function")
         probe = FamilyAdapter(factory(allocator_type, 2, 2, 2), 2, misuse, extra_key_function)
         introspection = probe.introspect() is not None
+        tracker_switch = probe.tracker_caching_switch()
     except Exception as exc:  # a factory that cannot build a tiny pool is not a target
         raise TargetError(f"{spec!r} failed to create a 2+2-block allocator: "
                           f"{type(exc).__name__}: {exc}") from exc
@@ -183,6 +184,7 @@ def load_target(
         atomic=bool(claims.get("atomic", False)),
         typed_errors=bool(claims.get("typed_errors", False)) and bool(misuse),
         introspection=introspection,
+        tracker_caching_switch=tracker_switch,
     )
     disabled = tuple(disable)
     if disabled:

@@ -26,7 +26,10 @@ Source lookup when ``source`` is None: ``$PREFIXCACHE_VLLM_SOURCE`` (resp.
 ``$PREFIXCACHE_APHRODITE_SOURCE``), else an installed real package, else (vLLM
 only) an installed ``vllm_block`` distribution, else the cached wheel
 ``$XDG_CACHE_HOME/prefixcache/vllm_block-0.1.0-py2.py3-none-any.whl`` which
-``python -m properties.upstream fetch`` downloads.
+``python -m properties.upstream fetch`` downloads. For Aphrodite the cached artifact is the
+``aphrodite-engine==0.6.5`` wheel (``python -m properties.upstream fetch aphrodite``): the last
+release that ships ``aphrodite/processing/block/`` (0.10.0 and later ship the v1 engine only).
+It is read as a zip source; the engine is never installed.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ from types import ModuleType
 from typing import Any, Protocol
 
 __all__ = [
+    "APHRODITE_FETCH_COMMAND",
+    "APHRODITE_REQUIREMENT",
+    "APHRODITE_WHEEL",
     "FETCH_COMMAND",
     "VLLM_BLOCK_REQUIREMENT",
     "VLLM_BLOCK_WHEEL",
@@ -62,7 +68,9 @@ __all__ = [
     "UpstreamSourceMissing",
     "aphrodite_allocator",
     "cache_dir",
+    "cached_aphrodite_wheel",
     "cached_vllm_wheel",
+    "fetch_aphrodite",
     "fetch_vllm_block",
     "load_aphrodite",
     "load_vllm_v0",
@@ -72,6 +80,12 @@ __all__ = [
 VLLM_BLOCK_REQUIREMENT = "vllm-block==0.1.0"
 VLLM_BLOCK_WHEEL = "vllm_block-0.1.0-py2.py3-none-any.whl"
 FETCH_COMMAND = "python -m properties.upstream fetch"
+# The last aphrodite-engine release whose wheel ships aphrodite/processing/block/ (the v0 block
+# manager): 0.10.0 onwards are v1-engine wheels without it. One binary wheel (cp38-abi3,
+# manylinux1 x86_64, ~232 MB); only its pure-Python block modules are read.
+APHRODITE_REQUIREMENT = "aphrodite-engine==0.6.5"
+APHRODITE_WHEEL = "aphrodite_engine-0.6.5-cp38-abi3-manylinux1_x86_64.whl"
+APHRODITE_FETCH_COMMAND = "python -m properties.upstream fetch aphrodite"
 VLLM_SOURCE_ENV = "PREFIXCACHE_VLLM_SOURCE"
 APHRODITE_SOURCE_ENV = "PREFIXCACHE_APHRODITE_SOURCE"
 
@@ -333,6 +347,11 @@ def cache_dir() -> Path:
 def cached_vllm_wheel() -> Path:
     """Where ``fetch`` puts the vllm-block wheel (it may not exist)."""
     return cache_dir() / VLLM_BLOCK_WHEEL
+
+
+def cached_aphrodite_wheel() -> Path:
+    """Where ``fetch aphrodite`` puts the aphrodite-engine wheel (it may not exist)."""
+    return cache_dir() / APHRODITE_WHEEL
 
 
 def _wanted_paths(flavour: _Flavour) -> dict[str, PurePosixPath]:
@@ -731,9 +750,13 @@ def _default_source(flavour: _Flavour) -> Path:
             f"tree or wheel, install vllm, or run `{FETCH_COMMAND}` "
             f"(downloads {VLLM_BLOCK_REQUIREMENT} to {wheel})"
         )
+    wheel = cached_aphrodite_wheel()
+    if wheel.is_file():
+        return wheel
     raise UpstreamSourceMissing(
         f"no {flavour.label} block allocator source: set ${flavour.env_var} to a directory "
-        f"holding aphrodite/processing/block/ (or a zip/wheel of one), or install aphrodite"
+        f"holding aphrodite/processing/block/ (or a zip/wheel of one), install aphrodite, or "
+        f"run `{APHRODITE_FETCH_COMMAND}` (downloads {APHRODITE_REQUIREMENT} to {wheel})"
     )
 
 
@@ -780,28 +803,19 @@ class _Runner(Protocol):
     def __call__(self, args: list[str], *, check: bool) -> object: ...
 
 
-def fetch_vllm_block(dest: Path | None = None, runner: _Runner | None = None) -> Path:
-    """Download the vllm-block wheel into ``dest`` (default: the cache) with pip; return its path.
+def _pip_download(requirement: str, wheel: Path, extra: Sequence[str],
+                  runner: _Runner | None) -> Path:
+    """``pip download --no-deps`` of ``requirement`` next to ``wheel``; return ``wheel``.
 
-    An existing wheel is kept. Raises ``UpstreamSourceMissing`` if pip ran but the
-    wheel is not there afterwards.
+    An existing wheel is kept. Raises ``UpstreamSourceMissing`` if pip fails or the wheel is
+    not there afterwards.
     """
-    target_dir = cache_dir() if dest is None else dest
-    wheel = target_dir / VLLM_BLOCK_WHEEL
     if wheel.is_file():
         return wheel
-    target_dir.mkdir(parents=True, exist_ok=True)
+    wheel.parent.mkdir(parents=True, exist_ok=True)
     run: _Runner = subprocess.run if runner is None else runner
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--dest",
-        str(target_dir),
-        VLLM_BLOCK_REQUIREMENT,
-    ]
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", *extra,
+               "--dest", str(wheel.parent), requirement]
     try:
         run(command, check=True)
     except subprocess.CalledProcessError as exc:
@@ -813,11 +827,35 @@ def fetch_vllm_block(dest: Path | None = None, runner: _Runner | None = None) ->
     return wheel
 
 
+def fetch_vllm_block(dest: Path | None = None, runner: _Runner | None = None) -> Path:
+    """Download the vllm-block wheel into ``dest`` (default: the cache) with pip; return its path.
+
+    An existing wheel is kept. Raises ``UpstreamSourceMissing`` if pip ran but the
+    wheel is not there afterwards.
+    """
+    target_dir = cache_dir() if dest is None else dest
+    return _pip_download(VLLM_BLOCK_REQUIREMENT, target_dir / VLLM_BLOCK_WHEEL, (), runner)
+
+
+def fetch_aphrodite(dest: Path | None = None, runner: _Runner | None = None) -> Path:
+    """Download the aphrodite-engine 0.6.5 wheel into ``dest`` (default: the cache); return it.
+
+    The wheel is binary but only read as a zip, so its platform is asked for explicitly: the
+    same file is fetched on any host. Nothing is installed.
+    """
+    target_dir = cache_dir() if dest is None else dest
+    return _pip_download(APHRODITE_REQUIREMENT, target_dir / APHRODITE_WHEEL,
+                         ("--only-binary=:all:", "--platform", "manylinux1_x86_64"), runner)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: ``fetch`` downloads the vllm-block wheel; ``info`` loads a flavour and describes it."""
+    """CLI: ``fetch [vllm|aphrodite]`` downloads a flavour's wheel to the cache; ``info`` loads
+    a flavour and describes it."""
     parser = argparse.ArgumentParser(prog="python -m properties.upstream")
     commands = parser.add_subparsers(dest="command", required=True)
-    fetch = commands.add_parser("fetch", help=f"download {VLLM_BLOCK_REQUIREMENT} to the cache")
+    fetch = commands.add_parser(
+        "fetch", help=f"download {VLLM_BLOCK_REQUIREMENT} (default) or {APHRODITE_REQUIREMENT}")
+    fetch.add_argument("flavour", choices=("vllm", "aphrodite"), nargs="?", default="vllm")
     fetch.add_argument("--dest", type=Path, default=None, help=f"directory (default {cache_dir()})")
     info = commands.add_parser("info", help="load upstream modules and print where they came from")
     info.add_argument("flavour", choices=("vllm", "aphrodite"), nargs="?", default="vllm")
@@ -825,7 +863,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "fetch":
-            print(fetch_vllm_block(args.dest))
+            get = fetch_vllm_block if args.flavour == "vllm" else fetch_aphrodite
+            print(get(args.dest))
             return 0
         load = load_vllm_v0 if args.flavour == "vllm" else load_aphrodite
         mods = load(args.source)

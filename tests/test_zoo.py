@@ -29,7 +29,14 @@ from properties.adapters import FamilyAdapter
 from properties.replay import run_program
 from properties.shrink import shrink, shrink_with_pools
 from properties.targets import DEFAULT_SPEC, load_target
-from tests.zoo.broken import LONG_CHAIN, UNTYPED_CRASH, WRONG_ERROR_CLASS, ZOO, Mutant
+from tests.zoo.broken import (
+    HASH_QUALITY,
+    LONG_CHAIN,
+    UNTYPED_CRASH,
+    WRONG_ERROR_CLASS,
+    ZOO,
+    Mutant,
+)
 from tests.zoo.harness import BUDGETS, MACHINES, Budget, Catch, plan, run_check
 
 F = Family
@@ -128,7 +135,7 @@ def test_registry_covers_the_bug_classes() -> None:
         # or an untyped error where a typed refusal is due
         assert mutant.families and (mutant.families <= set(Family) - {F.CRASH}
                                     or name in WRONG_ERROR_CLASS | UNTYPED_CRASH)
-        assert mutant.checks and set(mutant.checks) <= {*MACHINES, LONG_CHAIN}
+        assert mutant.checks and set(mutant.checks) <= {*MACHINES, LONG_CHAIN, HASH_QUALITY}
         assert name not in SUITE_GAPS or name not in ORACLE_ATTRIBUTION
     assert set(ORACLE_ATTRIBUTION) | set(SUITE_GAPS) <= set(ZOO)
 
@@ -190,7 +197,7 @@ def test_mutant_is_caught(name: str, restore_target: None,
     assert replayed.value.step == len(catch.program) - 1
 
 
-@pytest.mark.parametrize(("check", "budget"), plan((*MACHINES, LONG_CHAIN)),
+@pytest.mark.parametrize(("check", "budget"), plan((*MACHINES, LONG_CHAIN, HASH_QUALITY)),
                          ids=lambda v: f"seed{v.seed}" if isinstance(v, Budget) else str(v))
 def test_bundled_allocator_passes_the_same_budget(check: str, budget: Budget,
                                                   restore_target: None) -> None:

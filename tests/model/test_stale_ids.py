@@ -4,12 +4,14 @@ allocator, vLLM 0.8 and broken allocators of the zoo that each break one rule.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import pytest
 
 from models import operations as ops
 from models.capabilities import Config
+from models.contract import misuse_or_out
 from models.families import Family, Violation
 from models.operations import Dev, ErrorKind, Op
 from models.oracle import Oracle, OutOfContract
@@ -210,3 +212,22 @@ def test_a_freed_sequence_without_a_gap_has_no_computed_ids() -> None:
 def test_edits_before_the_trackers_exist_are_out_of_contract() -> None:
     oracle = Oracle(Config(1, 4, 0, load_target(DEFAULT_SPEC).caps))
     assert oracle.contract_error(ops.SeqTrackerEdit(0, "access", True)) is not None
+
+
+@pytest.mark.parametrize("switch", [True, False])
+def test_removing_an_unknown_sequence_without_caching_depends_on_the_trackers_switch(
+        switch: bool) -> None:
+    """Per capability: a computed tracker built with ``enable_caching`` (vLLM 0.8, the bundled
+    allocator) ignores the removal when caching is disabled; one without the switch
+    (Aphrodite's) refuses it, so there it is misuse (never fed to a target without typed
+    errors), not a call that must succeed."""
+    target = load_target(DEFAULT_SPEC, allocator_type="naive")
+    assert target.caps.tracker_caching_switch
+    config = Config(1, 4, 0, replace(target.caps, tracker_caching_switch=switch))
+    runner, oracle = Runner(target, config), Oracle(config)
+    oracle.initial_check(runner.snapshot())
+    for op in (ops.TableAllocate((1, 2, 3)), ops.TrackerStart()):
+        outcome, snapshot = runner.execute(op)
+        oracle.step(op, outcome, snapshot)
+    why = misuse_or_out(oracle.model, ops.SeqTrackerEdit(0, "computed", False))
+    assert (why is None) is switch, why

@@ -26,7 +26,10 @@ import pytest
 
 from properties import upstream
 from properties.upstream import (
+    APHRODITE_FETCH_COMMAND,
+    APHRODITE_REQUIREMENT,
     APHRODITE_SOURCE_ENV,
+    APHRODITE_WHEEL,
     FETCH_COMMAND,
     VLLM_BLOCK_REQUIREMENT,
     VLLM_BLOCK_WHEEL,
@@ -37,6 +40,7 @@ from properties.upstream import (
     UpstreamSourceMissing,
     aphrodite_allocator,
     cache_dir,
+    fetch_aphrodite,
     fetch_vllm_block,
     load_aphrodite,
     load_vllm_v0,
@@ -762,9 +766,10 @@ def test_unknown_engine_imports_fail_cleanly(
 class _FakePip:
     """Records the command; optionally creates the wheel pip would have written."""
 
-    def __init__(self, creates: bool, fails: bool = False) -> None:
+    def __init__(self, creates: bool, fails: bool = False, wheel: str = VLLM_BLOCK_WHEEL) -> None:
         self.creates = creates
         self.fails = fails
+        self.wheel = wheel
         self.calls: list[list[str]] = []
 
     def __call__(self, args: list[str], *, check: bool) -> object:
@@ -773,7 +778,7 @@ class _FakePip:
             raise subprocess.CalledProcessError(2, args)
         if self.creates:
             dest = Path(args[args.index("--dest") + 1])
-            (dest / VLLM_BLOCK_WHEEL).write_bytes(b"wheel")
+            (dest / self.wheel).write_bytes(b"wheel")
         return None
 
 
@@ -798,6 +803,30 @@ def test_fetch_runs_pip_download_into_the_cache(
     ]
     assert fetch_vllm_block(runner=pip) == wheel  # already there: pip is not run again
     assert len(pip.calls) == 1
+
+
+def test_fetch_aphrodite_downloads_the_binary_wheel_for_any_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The aphrodite-engine wheel is only read as a zip: its platform is named, so the same
+    file comes on any host, and the missing-source message names this fetch."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    pip = _FakePip(creates=True, wheel=APHRODITE_WHEEL)
+    wheel = fetch_aphrodite(runner=pip)
+    assert wheel == upstream.cached_aphrodite_wheel() and wheel.is_file()
+    assert pip.calls == [[sys.executable, "-m", "pip", "download", "--no-deps",
+                          "--only-binary=:all:", "--platform", "manylinux1_x86_64",
+                          "--dest", str(tmp_path / "prefixcache"), APHRODITE_REQUIREMENT]]
+    assert fetch_aphrodite(runner=pip) == wheel and len(pip.calls) == 1
+    with pytest.raises(UpstreamSourceMissing):
+        fetch_aphrodite(tmp_path / "d", runner=_FakePip(creates=False))
+
+
+def test_missing_aphrodite_names_its_fetch_command(fresh: None) -> None:
+    with pytest.raises(UpstreamSourceMissing) as info:
+        load_aphrodite()
+    assert APHRODITE_FETCH_COMMAND in str(info.value)
+    assert str(upstream.cached_aphrodite_wheel()) in str(info.value)
 
 
 @pytest.mark.parametrize("fails", [False, True])

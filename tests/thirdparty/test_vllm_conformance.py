@@ -11,13 +11,13 @@ touched-evicted-marked-computed to its mechanism (the failing mark flags an id e
 promotion), in the recompute rule's shrunk form too. The
 expected-failures mechanism of the plugin is checked here too: every stale entry is reported,
 and a violation the entry does not cover fails the replay.
-The wheel-dependent tests skip, with the fetch command, when the wheel is not cached.
+The wheel-dependent tests skip, with the fetch command, when the wheel is not cached. The
+checks every release's file shares live in ``tests.thirdparty.xfails_conformance``.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -28,40 +28,33 @@ from typing import Any
 
 import pytest
 
-from models.capabilities import Config, tolerating
+from models.capabilities import Config
 from models.families import Family, Violation
 from models.operations import Dev, Op, op_from_json
-from properties.plugin import ExpectedFailure, load_expected, matching, tolerated_by
+from properties.plugin import ExpectedFailure, matching
 from properties.replay import run_program
 from properties.targets import Target, load_target
-from properties.upstream import FETCH_COMMAND, UpstreamSourceMissing, load_vllm_v0
+from properties.upstream import FETCH_COMMAND, load_vllm_v0
+from tests.thirdparty import xfails_conformance as xc
 
-ROOT = Path(__file__).resolve().parents[2]
-XFAILS = ROOT / "conformance" / "vllm-0.8.xfails.json"
-SCRIPTS = ROOT / "conformance" / "vllm-0.8"
-VLLM = "properties.upstream:vllm_v0_allocator"
-BUNDLED = "prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create"
-CLASSES = {"real upstream bug", "upstream design deviation"}
+ROOT = xc.ROOT
+FILE = xc.XfailsFile("vllm-0.8", "properties.upstream:vllm_v0_allocator", load_vllm_v0,
+                     FETCH_COMMAND)
+XFAILS = FILE.path
+SCRIPTS = FILE.scripts
+VLLM = FILE.spec
+BUNDLED = xc.BUNDLED
 STALE_HEAP = "evictor-stale-entry"
 RECURSIVE = "recursive-chain-walk"
 TOUCHED = "touched-evicted-marked-computed"
 
-ENTRIES = load_expected(str(XFAILS))
-RAW: dict[str, dict[str, Any]] = {e["id"]: e for e in json.loads(XFAILS.read_text("utf-8"))}
+ENTRIES = FILE.entries
+RAW: dict[str, dict[str, Any]] = FILE.raw
 
 
 @pytest.fixture(scope="module")
 def vllm() -> Iterator[Target]:
-    try:
-        load_vllm_v0()
-    except UpstreamSourceMissing:
-        pytest.skip(f"vllm-block wheel not cached; fetch it with `{FETCH_COMMAND}`")
-    logging.disable(logging.WARNING)  # upstream warns on every refused prefix-cache reset
-    try:  # the model follows the entries' tolerated deviations, as in the CI run
-        target = load_target(VLLM)
-        yield replace(target, caps=tolerating(target.caps, tolerated_by(ENTRIES)))
-    finally:
-        logging.disable(logging.NOTSET)
+    yield from FILE.target()
 
 
 @pytest.fixture(scope="module")
@@ -69,39 +62,11 @@ def bundled() -> Target:
     return load_target(BUNDLED)
 
 
-def _program(entry: ExpectedFailure) -> list[Op]:
-    return [op_from_json(op) for op in entry.program]
-
-
-def _run(target: Target, entry: ExpectedFailure) -> None:
-    """Replay ``entry`` against ``target`` built as the allocator type the entry records,
-    judged with the other entries' tolerated deviations."""
-    if target.allocator_type != entry.allocator_type:
-        target = load_target(target.spec, allocator_type=entry.allocator_type)
-    caps = tolerating(target.caps, tolerated_by(ENTRIES, entry))
-    run_program(target, Config(caps=caps, **entry.config), _program(entry))
-
-
-def _violation(target: Target, entry: ExpectedFailure) -> Violation:
-    with pytest.raises(Violation) as info:
-        _run(target, entry)
-    return info.value
-
-
 # --------------------------------------------------------------------------- the file itself
 
 
 def test_entries_are_well_formed() -> None:
-    ids = [e.id for e in ENTRIES]
-    assert len(ids) == len(set(ids)) and ids
-    for entry in ENTRIES:
-        raw = RAW[entry.id]
-        assert raw.get("class") in CLASSES, entry.id
-        assert 1 <= len(entry.program) <= 10, entry.id
-        assert len(entry.explanation) > 80, entry.id
-        assert entry.family is not Family.CRASH or entry.families or entry.after, entry.id
-        assert (SCRIPTS / f"{entry.id}.py").is_file(), f"render it: {entry.id}"
-        assert raw.get("allocator_type") in ("prefix_caching", "naive"), entry.id
+    xc.check_well_formed(FILE)
 
 
 # --------------------------------------------------------------------------- against vLLM
@@ -109,34 +74,22 @@ def test_entries_are_well_formed() -> None:
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
 def test_entry_reproduces_against_vllm(vllm: Target, entry: ExpectedFailure) -> None:
-    violation = _violation(vllm, entry)
-    history = _program(entry)[: (violation.step or 0) + 1]
-    assert violation.family is entry.family, str(violation)
-    assert entry.matches(violation, history), str(violation)
-    assert violation.step == len(entry.program) - 1, "the program should end at its violation"
+    xc.check_reproduces(FILE, vllm, entry)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
 def test_no_other_entry_covers_the_program(vllm: Target, entry: ExpectedFailure) -> None:
-    """Each entry documents its own deviation: a broad clause listed earlier in the file (the
-    first match wins) must not swallow another entry's reproducer."""
-    violation = _violation(vllm, entry)
-    history = _program(entry)[: (violation.step or 0) + 1]
-    assert [e.id for e in ENTRIES if e.matches(violation, history)] == [entry.id], str(violation)
+    xc.check_only_entry(FILE, vllm, entry)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
 def test_entry_passes_against_bundled(bundled: Target, entry: ExpectedFailure) -> None:
-    _run(bundled, entry)
+    xc.run(bundled, entry, FILE.entries)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
 def test_reproducer_script_prints_the_violation(vllm: Target, entry: ExpectedFailure) -> None:
-    result = subprocess.run([sys.executable, str(SCRIPTS / f"{entry.id}.py")],
-                            capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
-    assert "observed:" in result.stdout
-    assert f"violation: [{entry.family.value}]" in result.stdout, result.stdout
+    xc.check_script(FILE, entry)
 
 
 # --------------------------------------------------------------------------- evictor-stale-entry

@@ -23,6 +23,7 @@ from tests.zoo import device_mutants as dm
 from tests.zoo import engine_mutants as xm
 from tests.zoo import error_class_mutants as ecm  # error classes
 from tests.zoo import evictor_mutants as em
+from tests.zoo import hash_quality_mutants as qk  # weak keys
 from tests.zoo import hash_surface_mutants as sm
 from tests.zoo import hashing_mutants as hm
 from tests.zoo import query_mutants as qm
@@ -44,6 +45,11 @@ EVICTOR = "evictor"  # the evictor-level machine (the target's evictor driven di
 REFCOUNT = "refcount"  # the refcount-level machine (its RefCounter/CoW tracker, directly)
 #: A dedicated long-chain program (``run_program``), for bugs the tiny pools cannot show.
 LONG_CHAIN = "long_chain"
+#: The direct hash-quality check (``properties.hash_quality``), for keys too weak to collide
+#: within an example.
+HASH_QUALITY = "hash_quality"
+#: Checks that run once, whatever the budget.
+ONE_SHOT = (LONG_CHAIN, HASH_QUALITY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +225,11 @@ def _mutants() -> Iterable[Mutant]:
     yield m("int_like_tokens_keyed_apart",
             "the hash keys token ids by repr, so int-subclass ids hash apart from their ints",
             (F.HASH,), (BLOCK,), patches=sm.TEXT_KEY)
+
+    # -- weak keys: only the direct hash-quality check reaches these
+    yield m("key_truncated_16_bits",
+            "the block key is the digest truncated to 16 bits (collides past a few hundred blocks)",
+            (F.HASH,), (HASH_QUALITY,), patches=qk.KEY_TRUNCATED_16_BITS)
 
     # -- stale ids: stale id lists, swaps of shared ids, one-tracker edits reach these
     yield m("stale_mark_skips_evictor",

@@ -2,7 +2,9 @@
 
 A *check* is one of the suite's state machines (``block``, ``sequence``, ``evictor``,
 ``refcount``) run with ``run_state_machine_as_test`` under a fixed budget (examples x steps with
-a fixed seed), or the ``long_chain`` program replayed with ``properties.replay.run_program``.
+a fixed seed), the ``long_chain`` program replayed with ``properties.replay.run_program``, or
+the direct ``hash_quality`` check (``properties.hash_quality``; its two-allocation finding is the
+program).
 
 Determinism: the same seed must give the same examples whatever else the process imported.
 Hypothesis (6.1xx) also draws, now and then, integer constants collected from every local
@@ -32,6 +34,7 @@ from models import operations as ops
 from models.capabilities import Config
 from models.families import Family, Violation
 from models.operations import Op
+from properties import hash_quality
 from properties.determinism import fixed_constants
 from properties.machines.base import OracleMachine
 from properties.machines.block_level import BlockLevelMachine
@@ -42,7 +45,15 @@ from properties.replay import run_program
 from properties.selection import use
 from properties.shrink import quiet, shrink_with_pools
 from properties.targets import Target, load_target
-from tests.zoo.broken import BLOCK, EVICTOR, LONG_CHAIN, REFCOUNT, SEQUENCE
+from tests.zoo.broken import (
+    BLOCK,
+    EVICTOR,
+    HASH_QUALITY,
+    LONG_CHAIN,
+    ONE_SHOT,
+    REFCOUNT,
+    SEQUENCE,
+)
 
 MACHINES: dict[str, type[OracleMachine]] = {
     BLOCK: BlockLevelMachine,
@@ -88,7 +99,7 @@ def plan(checks: tuple[str, ...], budgets: Sequence[Budget] = BUDGETS,
     """Every check under the first schedule, then the machines under the others (the
     long-chain program has no budget and runs once)."""
     return [(check, budget) for index, budget in enumerate(budgets) for check in checks
-            if index == 0 or check != LONG_CHAIN]
+            if index == 0 or check not in ONE_SHOT]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +145,18 @@ def run_check(check: str, target: Target, budget: Budget) -> Catch | None:
                 run_program(target, config, program)
         except Violation as violation:
             seconds = time.perf_counter() - started
+            return _shrunk(check, target, violation, config, program, 1, seconds, seconds)
+        return None
+    if check == HASH_QUALITY:
+        try:
+            with quiet():
+                hash_quality.check(target)
+        except Violation as violation:
+            seconds = time.perf_counter() - started
+            shown = getattr(violation, "prefixcache_program", None)
+            if shown is None:  # a narrow key without a collision: nothing to replay
+                raise
+            config, program = shown
             return _shrunk(check, target, violation, config, program, 1, seconds, seconds)
         return None
     first = _searcher().submit(_search, check, target.spec, target.allocator_type,

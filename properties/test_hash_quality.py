@@ -1,0 +1,42 @@
+"""The selected target's block keys checked for collision resistance directly, at scale
+(``properties.hash_quality``): thousands of distinct contents, near-miss pairs and the keys'
+range. A finding is HASH with a two-allocation program; one matching an expected-failure
+entry (``--xfails-file``) is absorbed, as in the machines."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.families import Violation
+from properties import hash_quality, plugin
+from properties.reproducer import render_script
+from properties.runner import Runner
+from properties.selection import current_target
+
+
+def test_block_keys_resist_collisions(request: pytest.FixtureRequest) -> None:
+    target = current_target()
+    unobservable = hash_quality.observable(target)
+    if unobservable is not None:
+        pytest.skip(f"{unobservable}: no key to check")
+    try:
+        hash_quality.check(target)
+    except Violation as violation:
+        history = getattr(violation, "prefixcache_history", None)
+        entry = next((e for e in plugin.expected_entries(request.config)
+                      if e.matches(violation, history)), None)
+        if entry is not None:
+            plugin.record(entry, violation)
+            return
+        shown = getattr(violation, "prefixcache_program", None)
+        if shown is None:
+            raise
+        config, program = shown
+        runner = Runner(target, config)
+        for op in program:
+            runner.execute(op)
+        adapter = runner.adapter
+        violation.add_note("Replay it as a plain Python script:\n\n" + render_script(
+            target, config, runner.log, adapter.device_enum.__module__,
+            adapter.block_table_cls.__module__))
+        raise
