@@ -762,6 +762,34 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             blocks.append(prev_block)
         return blocks
 
+    def _allocate_table(
+        self, full: list[list[int]], tail: list[int], extra_hash: int | None
+    ) -> list[Block]:
+        """A new block table's blocks, all or nothing (``BlockTable.allocate`` checked the
+        arguments): a chain of full blocks for ``full`` (fresh lists of exactly
+        ``block_size`` ints; hits and misses recorded as ``allocate_immutable_blocks``
+        does), then a mutable block holding ``tail`` (a fresh list shorter than a block;
+        none if empty). :class:`NoFreeBlocksError` before any change unless the free count
+        covers the chain's exact need plus the tail's block."""
+        hash_fn = self._hash_function
+        hashes: list[PrefixHash] = []
+        prev_hash: PrefixHash | None = None
+        for tokens in full:
+            prev_hash = hash_fn(prev_hash is None, prev_hash, tokens, extra_hash)
+            hashes.append(prev_hash)
+        if self._count_needed(hashes) + bool(tail) > self.get_num_free_blocks():
+            raise NoFreeBlocksError()
+        blocks: list[Block] = []
+        prev_block: Block | None = None
+        for tokens, content_hash in zip(full, hashes, strict=True):
+            prev_block = self._allocate_immutable(prev_block, tokens, content_hash, extra_hash)
+            blocks.append(prev_block)
+        if tail:
+            blocks.append(
+                self._new_block(prev_block, tail, self._take_fresh_id(), extra_hash, owned=True)
+            )
+        return blocks
+
     def get_num_free_blocks_needed(
         self,
         prev_block: Block | None,
