@@ -103,7 +103,10 @@ class BlockTable:
         allocator = self._allocator
         if type(allocator) is CpuGpuBlockAllocator:
             device_allocator = allocator._allocator_for(device)
-            if type(device_allocator) is PrefixCachingBlockAllocator:
+            if (
+                type(device_allocator) is PrefixCachingBlockAllocator
+                and device_allocator._block_size == self._block_size
+            ):
                 # Checked once here; the bundled allocator hashes and counts once.
                 self.update(device_allocator._allocate_table(full, tail, extra_hash))
                 self._num_full_slots = len(tokens)

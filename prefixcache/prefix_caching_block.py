@@ -838,9 +838,15 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         prev: Block | None = None
         for block, block_id in zip(chain, ids, strict=True):
             refcounts[block_id] += 1  # a held id: known, positive count
-            new_block = self._new_block(prev, block.token_ids, block_id, block.extra_hash)
-            real = _real_block(block)
-            new_block._cached_content_hash = None if real is None else real._cached_content_hash
+            if type(block) is PrefixCachingBlock:
+                new_block = self._new_block(prev, block._token_ids, block_id, block._extra_hash)
+                new_block._cached_content_hash = block._cached_content_hash
+            else:
+                new_block = self._new_block(prev, block.token_ids, block_id, block.extra_hash)
+                real = _real_block(block)
+                new_block._cached_content_hash = (
+                    None if real is None else real._cached_content_hash
+                )
             forked.append(new_block)
             prev = new_block
         return forked
@@ -928,9 +934,29 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         An unknown or non-int id raises :class:`UnknownBlockIdError` (a ``KeyError``); a
         free id :class:`InvalidBlockError` (a ``ValueError``); both before any update.
         """
-        block_ids = checked_list(block_ids, "block_ids")
-        check_time(now)
+        if block_ids.__class__ is not list:
+            block_ids = checked_list(block_ids, "block_ids")
+        if now.__class__ is not float or now != now:  # a non-NaN float passes check_time
+            check_time(now)
         trackers = self._block_tracker
+        # The common case in one pass: every id a held plain int. The old stamps are kept
+        # and put back (newest first) at the first other id, which the checking pass below
+        # then accepts or refuses before any update.
+        olds: list[float] = []
+        save = olds.append
+        try:
+            for block_id in block_ids:
+                held = trackers[block_id]
+                if not held.active or block_id.__class__ is not int:
+                    break
+                save(held.last_accessed)
+                held.last_accessed = now
+            else:
+                return
+        except (KeyError, TypeError):  # unknown or unhashable: named below
+            pass
+        for index in range(len(olds) - 1, -1, -1):
+            trackers[block_ids[index]].last_accessed = olds[index]
         evictor = self.evictor
         active: list[BlockTracker] = []
         evictable: list[BlockId] = []
