@@ -410,7 +410,12 @@ class BlockTable:
         handles: Counter[int] = Counter(map(_block_id_of, blocks))
         if None in handles:
             raise DoubleFreeError("a block of the table was already freed")
-        refcount = self._allocator.get_block_refcount
+        allocator = self._allocator
+        refcount = (
+            allocator._refcount_of
+            if type(allocator) is CpuGpuBlockAllocator
+            else allocator.get_block_refcount
+        )
         for block_id, count in handles.items():
             if refcount(block_id) < count:
                 raise DoubleFreeError(f"block id {block_id} has fewer references than handles")

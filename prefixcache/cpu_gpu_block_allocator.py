@@ -275,6 +275,15 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
             raise ForkError("cannot fork a freed block")
         return self._allocator_of_id(block_id).fork(last_block)
 
+    def _refcount_of(self, block_id: int) -> int:
+        """``get_block_refcount`` without its layers for a plain int id of a bundled
+        prefix-caching device; anything else goes through it (and its typed errors)."""
+        if block_id.__class__ is int:
+            allocator = self._block_ids_to_allocator.get(block_id)
+            if type(allocator) is PrefixCachingBlockAllocator:
+                return allocator._refcounter._refcounts[block_id]
+        return self.get_block_refcount(block_id)
+
     def get_block_refcount(self, block_id: int) -> int:
         return self._allocator_of_id(block_id).get_block_refcount(block_id)
 
