@@ -1,8 +1,11 @@
 """``python -m benchmarks [--quick]``: allocator throughput and suite speed, in one run.
 
 1. Throughput: one serving trace (``benchmarks.serving_trace``) compiled for the bundled
-   allocator and for vLLM 0.8's v0 allocator (the ``vllm-block`` wheel), validated untimed,
-   then timed per operation kind; reported as vLLM time / ours.
+   allocator, vLLM 0.8's v0 allocator (the ``vllm-block`` wheel) and Aphrodite 0.6.5's (when
+   its source is available; the column is skipped with the reason otherwise), validated
+   untimed, then timed per operation kind; reported per unit of work (prompt block, token,
+   event) and as upstream time / ours. ``--sections ops`` reports the same table at two
+   scales (issue 22).
 2. Scaling: the bundled allocator's per-operation cost on pools of 1k to 64k blocks, as ratios
    to 1k (the micro-benchmark steps of ``bench_allocator_scaling``, and one trace replayed on
    every pool size).
@@ -36,12 +39,15 @@ from benchmarks import floor, pool_scaling, profiling, suite_speed, trace_speed,
 from benchmarks.bench_allocator_scaling import STEPS
 from benchmarks.compiled import CLOCK, CompiledProgram, compile_table_program
 from benchmarks.serving_trace import TraceConfig, generate
+from models import operations as ops
 from models.capabilities import Config
+from properties.adapters import Unsupported
 from properties.targets import DEFAULT_SPEC, Target, load_target
 
 __all__ = ["Mode", "main"]
 
 VLLM_SPEC = "properties.upstream:vllm_v0_allocator"
+APHRODITE_SPEC = "properties.upstream:aphrodite_allocator"
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
 #: The targets of issue #7.
@@ -79,6 +85,8 @@ class Mode:
     zoo_examples: int | None  # None: the zoo's own schedules (tests.zoo.harness.BUDGETS)
     zoo_only: tuple[str, ...] | None
     zoo_budget_s: float
+    ops_small: TraceConfig  # the ``ops`` section's scales: no LoRA extra keys (Aphrodite's
+    ops_large: TraceConfig  # allocator has none) of the ``ops`` section
 
 
 DEFAULT = Mode(
@@ -97,13 +105,18 @@ DEFAULT = Mode(
     zoo_examples=None,
     zoo_only=None,
     zoo_budget_s=900.0,
+    ops_small=TraceConfig(num_requests=400, lora=0.0),
+    ops_large=TraceConfig(num_requests=800, num_gpu_blocks=4096, num_cpu_blocks=8192,
+                          max_running=128, lora=0.0),
 )
+
+QUICK_TRACE = TraceConfig(num_requests=40, num_gpu_blocks=128, num_cpu_blocks=1024,
+                          max_running=24, arrivals_per_step=8, system_prompt_tokens=(32, 128),
+                          suffix_tokens=(4, 64), output_tokens=(4, 48))
 
 QUICK = Mode(
     name="quick",
-    trace=TraceConfig(num_requests=40, num_gpu_blocks=128, num_cpu_blocks=1024, max_running=24,
-                      arrivals_per_step=8, system_prompt_tokens=(32, 128),
-                      suffix_tokens=(4, 64), output_tokens=(4, 48)),
+    trace=QUICK_TRACE,
     repeats=1,
     scaling_sizes=(1024, 4096),
     scaling_ops=128,
@@ -118,6 +131,10 @@ QUICK = Mode(
     zoo_examples=5,
     zoo_only=("recursive_fork", "free_count_omits_evictor"),
     zoo_budget_s=10.0,
+    ops_small=replace(QUICK_TRACE, lora=0.0),
+    ops_large=TraceConfig(num_requests=80, num_gpu_blocks=256, num_cpu_blocks=2048,
+                          max_running=48, arrivals_per_step=8, system_prompt_tokens=(32, 128),
+                          suffix_tokens=(4, 64), output_tokens=(4, 48)),
 )
 
 
@@ -167,22 +184,34 @@ def _us(seconds: float, count: int) -> str:
 # --------------------------------------------------------------------------- targets
 
 
-def load_targets(fetch: bool) -> tuple[Target, Target | None, str]:
-    """The bundled allocator, and vLLM 0.8's (fetching the wheel once if allowed)."""
+def load_targets(fetch: bool) -> tuple[Target, dict[str, Target], dict[str, str]]:
+    """The bundled allocator, and the upstream v0 allocators that load (label -> target),
+    with the reason for each one that does not (label -> reason). vLLM 0.8's wheel is fetched
+    once if allowed; Aphrodite's source comes from ``$PREFIXCACHE_APHRODITE_SOURCE``, an
+    installed ``aphrodite`` or the cache (``python -m properties.upstream fetch aphrodite``)."""
     ours = load_target(DEFAULT_SPEC)
+    upstream: dict[str, Target] = {}
+    missing: dict[str, str] = {}
     try:
-        return ours, load_target(VLLM_SPEC), ""
+        upstream["vllm"] = load_target(VLLM_SPEC)
     except Exception as first:
         if not fetch:
-            return ours, None, f"vLLM 0.8 allocator unavailable: {first}"
-    try:
-        from properties.upstream import fetch_vllm_block
+            missing["vllm"] = f"vLLM 0.8 allocator unavailable: {first}"
+        else:
+            try:
+                from properties.upstream import fetch_vllm_block
 
-        fetch_vllm_block()
-        return ours, load_target(VLLM_SPEC), "fetched the vllm-block wheel"
+                fetch_vllm_block()
+                upstream["vllm"] = load_target(VLLM_SPEC)
+            except Exception as exc:
+                missing["vllm"] = (f"vLLM 0.8 allocator unavailable ({exc}); run "
+                                   "`python -m properties.upstream fetch`")
+    try:
+        upstream["aphrodite"] = load_target(APHRODITE_SPEC)
     except Exception as exc:
-        return ours, None, (f"vLLM 0.8 allocator unavailable ({exc}); run "
-                            "`python -m properties.upstream fetch`")
+        missing["aphrodite"] = (f"Aphrodite allocator unavailable ({type(exc).__name__}: "
+                                f"{exc})")
+    return ours, upstream, missing
 
 
 def _label(target: Target) -> str:
@@ -192,11 +221,31 @@ def _label(target: Target) -> str:
 # --------------------------------------------------------------------------- section 1
 
 
-def section_throughput(mode: Mode, ours: Target, theirs: Target | None, why: str,
-                       ) -> dict[str, Any]:
+def _units(trace: Any) -> dict[str, tuple[str, int]]:
+    """Units of work per operation kind: prompt blocks for allocations, tokens for appends,
+    events (operations) otherwise."""
+    bs = trace.config.block_size
+    totals: dict[str, int] = {}
+    names = {"table_allocate": "prompt block", "table_append": "token"}
+    for op in trace.program:
+        if isinstance(op, ops.TableAllocate):
+            n = -(-len(op.tokens) // bs)
+        elif isinstance(op, ops.TableAppend):
+            n = len(op.tokens)
+        else:
+            n = 1
+        totals[op.kind] = totals.get(op.kind, 0) + n
+    return {kind: (names.get(kind, "event"), n) for kind, n in totals.items()}
+
+
+def section_throughput(mode: Mode, ours: Target, upstream: dict[str, Target],
+                       missing: dict[str, str], trace_config: TraceConfig | None = None,
+                       profile: bool = True) -> dict[str, Any]:
+    trace_config = mode.trace if trace_config is None else trace_config
     _print(f"== 1. Throughput on a serving trace (thread CPU time, best of {mode.repeats})")
-    trace = generate(mode.trace)
+    trace = generate(trace_config)
     counts = dict(trace.op_counts())
+    units = _units(trace)
     c, s = trace.config, trace.stats
     _print(f"trace: {len(trace.program):,} operations in {s['steps']:,} scheduling steps; "
            f"{c.num_requests} requests ({s.get('follow_ups', 0)} follow-ups), "
@@ -206,12 +255,18 @@ def section_throughput(mode: Mode, ours: Target, theirs: Target | None, why: str
            f"{s.get('swap_outs', 0)} swap-outs, {s.get('swap_ins', 0)} swap-ins, "
            f"{s.get('recomputes', 0)} recompute preemptions, {s['running_at_end']} sequences "
            "running at the end")
-    targets = {"ours": ours}
-    if theirs is not None:
-        targets["vllm"] = theirs
-    else:
-        _print(f"SKIPPED vLLM comparison: {why}")
-    programs = trace_speed.compile_all(trace, targets)
+    targets = {"ours": ours, **upstream}
+    for label, why in missing.items():
+        _print(f"SKIPPED the {label} column: {why}")
+    programs: dict[str, CompiledProgram] = {}
+    for label, target in targets.items():
+        try:
+            programs.update(trace_speed.compile_all(trace, {label: target}))
+        except Unsupported as exc:
+            if label == "ours":
+                raise
+            missing = {**missing, label: f"the trace uses what it lacks ({exc})"}
+            _print(f"SKIPPED the {label} column: {missing[label]}")
     check, first = trace_speed.validate(trace, programs)
     if check.error:
         _print(f"validation FAILED: {check.error}")
@@ -228,56 +283,78 @@ def section_throughput(mode: Mode, ours: Target, theirs: Target | None, why: str
                f"checked; {bound} the generator's worst-case bound; final {final}")
     timings = trace_speed.compare(programs, mode.repeats, first)
     mine = timings["ours"]
-    other = timings.get("vllm")
+    others = {label: t for label, t in timings.items() if label != "ours"}
+    upstream = {label: t for label, t in upstream.items() if label in others}
     kinds = sorted(counts, key=lambda k: -mine.per_kind_s.get(k, 0.0))
-    ratio = trace_speed.ratios(other, mine, kinds) if other is not None else {}
-    header = ["operation", "count", "ours us/op"]
-    if other is not None:
-        header += ["vLLM us/op", "vLLM/ours"]
+    ratio = {label: trace_speed.ratios(t, mine, kinds) for label, t in others.items()}
+    header = ["operation", "unit", "units", "ours us/unit"]
+    for label in others:
+        header += [f"{label} us/unit", f"{label}/ours"]
     rows = []
     for kind in kinds:
-        row = [kind, f"{counts[kind]:,}", _us(mine.per_kind_s.get(kind, 0.0), counts[kind])]
-        if other is not None:
-            row += [_us(other.per_kind_s.get(kind, 0.0), counts[kind]), f"{ratio[kind]:.2f}"]
+        unit, n = units[kind]
+        row = [kind, unit, f"{n:,}", _us(mine.per_kind_s.get(kind, 0.0), n)]
+        for label, t in others.items():
+            row += [_us(t.per_kind_s.get(kind, 0.0), n), f"{ratio[label][kind]:.2f}"]
         rows.append(row)
-    total = ["total (plain run, s)", f"{len(trace.program):,}", f"{mine.total_s:.3f}"]
-    if other is not None:
-        total += [f"{other.total_s:.3f}", f"{ratio['total']:.2f}"]
+    total = ["total (plain run, s)", "operation", f"{len(trace.program):,}",
+             f"{mine.total_s:.3f}"]
+    for label, t in others.items():
+        total += [f"{t.total_s:.3f}", f"{ratio[label]['total']:.2f}"]
     rows.append(total)
     _table(header, rows)
+    _print("  (ratios: upstream time / ours, above 1 = ours faster)")
     floors = floor.measure(programs["ours"], mode.repeats)
     for name, seconds in floors.items():
         line = (f"floor ({name}; benchmarks/floor.py): {seconds:.3f} s; ours "
                 f"{mine.total_s / seconds:.1f}x the floor")
-        if other is not None:
-            line += (f"; vLLM {other.total_s / seconds:.1f}x (no allocator doing only this "
-                     "work could be faster than vLLM by more)")
+        for label, t in others.items():
+            line += f"; {label} {t.total_s / seconds:.1f}x"
         _print(line)
     result: dict[str, Any] = {
         "trace": {"config": asdict(trace.config), "operations": len(trace.program),
-                  "op_counts": counts, "stats": trace.stats},
+                  "op_counts": counts, "units": {k: list(v) for k, v in units.items()},
+                  "stats": trace.stats},
         "validation": check.as_dict(),
-        "targets": {"ours": _label(ours), "vllm": _label(theirs) if theirs else None},
+        "targets": {"ours": _label(ours),
+                    **{label: _label(t) if t else None for label, t in upstream.items()},
+                    **{label: None for label in missing}},
         "timings": {label: t.as_dict(counts) for label, t in timings.items()},
-        "ratio_vllm_over_ours": ratio,
+        "ratio_vllm_over_ours": ratio.get("vllm", {}),
+        "ratios_over_ours": ratio,
         "floors_s": floors,
-        "skipped": None if theirs is not None else why,
+        "skipped": missing.get("vllm"),
+        "skipped_columns": missing,
     }
-    if other is not None:
-        met = ratio["total"] >= WANT_SPEEDUP
-        _print(_verdict(met, f"ours >= {WANT_SPEEDUP:g}x faster than vLLM 0.8",
-                        f"{ratio['total']:.2f}x"))
-        result["target"] = {"want": f">= {WANT_SPEEDUP}", "value": ratio["total"], "met": met}
-        if not met:
-            ours_prog = programs["ours"]
-            vllm_prog = programs["vllm"]
+    if "vllm" in others:
+        value = ratio["vllm"]["total"]
+        met = value >= WANT_SPEEDUP
+        _print(_verdict(met, f"ours >= {WANT_SPEEDUP:g}x faster than vLLM 0.8", f"{value:.2f}x"))
+        result["target"] = {"want": f">= {WANT_SPEEDUP}", "value": value, "met": met}
+        slower = [k for k in kinds if any(r[k] < 1.0 for r in ratio.values())]
+        _print(_verdict(not slower, "every operation kind faster than every upstream column",
+                        "slower: " + (", ".join(slower) or "none")))
+        result["slower_kinds"] = slower
+        if not met and profile:
             result["profiles"] = [
                 _print_profile("bundled allocator on the trace (own time, prefixcache/)",
-                               profiling.profile(_exec_plain(ours_prog)), OURS_CODE),
+                               profiling.profile(_exec_plain(programs["ours"])), OURS_CODE),
                 _print_profile("vLLM 0.8 on the same trace, for contrast",
-                               profiling.profile(_exec_plain(vllm_prog)), VLLM_CODE, 5),
+                               profiling.profile(_exec_plain(programs["vllm"])), VLLM_CODE, 5),
             ]
     return result
+
+
+def section_ops(mode: Mode, ours: Target, upstream: dict[str, Target],
+                missing: dict[str, str]) -> dict[str, Any]:
+    """Issue 22's per-operation table at two scales (the throughput trace's shape, and twice
+    the requests on twice the pool; neither with LoRA keys, which Aphrodite lacks), every
+    available upstream column, no profiles."""
+    out: dict[str, Any] = {}
+    for name, config in (("small", mode.ops_small), ("large", mode.ops_large)):
+        _print(f"-- scale {name!r}")
+        out[name] = section_throughput(mode, ours, upstream, missing, config, profile=False)
+    return out
 
 
 def _exec_plain(program: CompiledProgram) -> Callable[[], None]:
@@ -523,8 +600,10 @@ def _finite(value: Any) -> Any:
     return value
 
 
-SECTIONS: dict[str, Callable[[Mode, Target, Target | None, str], dict[str, Any]]] = {
+SECTIONS: dict[str, Callable[[Mode, Target, dict[str, Target], dict[str, str]],
+                              dict[str, Any]]] = {
     "throughput": section_throughput,
+    "ops": section_ops,
     "scaling": lambda mode, ours, _theirs, _why: section_scaling(mode, ours),
     "suite": lambda mode, ours, _theirs, _why: section_suite(mode, ours),
 }
@@ -535,7 +614,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small budgets (< 30 s)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON file ({RESULTS})")
-    parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
+    parser.add_argument("--sections", nargs="+", default=["throughput", "scaling", "suite"],
+                        choices=list(SECTIONS),
+                        help="ops = issue 22's per-operation table at two scales")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply the throughput trace's request count")
     parser.add_argument("--repeats", type=int, default=None, help="timing repeats")
@@ -548,7 +629,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="do not download the vllm-block wheel when it is missing")
     args = parser.parse_args(argv)
     mode = QUICK if args.quick else DEFAULT
-    mode = replace(mode, trace=mode.trace.scaled(args.scale))
+    mode = replace(mode, trace=mode.trace.scaled(args.scale),
+                   ops_small=mode.ops_small.scaled(args.scale),
+                   ops_large=mode.ops_large.scaled(args.scale))
     if args.repeats is not None:
         mode = replace(mode, repeats=args.repeats, scaling_repeats=args.repeats)
     if args.zoo_examples is not None:
@@ -558,9 +641,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started, started_cpu = time.perf_counter(), time.process_time()
     load_before = os.getloadavg()
-    ours, theirs, why = load_targets(fetch=not args.no_fetch)
-    _print(f"prefixcache benchmarks ({mode.name} mode): ours = {_label(ours)}; vLLM = "
-           f"{_label(theirs) if theirs else 'unavailable'}; clock = {CLOCK.__name__}; "
+    ours, upstream, missing = load_targets(fetch=not args.no_fetch)
+    columns = ", ".join([*(f"{k} = {_label(t)}" for k, t in upstream.items()),
+                         *(f"{k} unavailable" for k in missing)])
+    _print(f"prefixcache benchmarks ({mode.name} mode): ours = {_label(ours)}; {columns}; "
+           f"clock = {CLOCK.__name__}; "
            f"load average {load_before[0]:.2f} on {os.cpu_count()} CPUs")
     if load_before[0] > (os.cpu_count() or 1):
         _print("WARNING: the machine is busy; CPU times still inflate through shared caches, so "
@@ -576,7 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in args.sections:
         wall, cpu = time.perf_counter(), time.process_time()
         with suite_speed.quiet():  # the allocator's warnings (refused resets) are noise here
-            results[name] = SECTIONS[name](mode, ours, theirs, why)
+            results[name] = SECTIONS[name](mode, ours, upstream, missing)
         spent = {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}
         results["meta"]["sections_s"][name] = spent
         _print(f"[{name}: {spent['wall']:.0f} s wall, {spent['cpu']:.0f} s CPU]")

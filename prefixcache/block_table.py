@@ -24,6 +24,7 @@ from prefixcache._validation import (
     checked_tokens,
 )
 from prefixcache.common import BlockList
+from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator
 from prefixcache.errors import (
     DoubleFreeError,
     ForkError,
@@ -33,7 +34,7 @@ from prefixcache.errors import (
 )
 from prefixcache.interfaces import Block, DeviceAwareBlockAllocator
 from prefixcache.naive_block import NaiveBlock
-from prefixcache.prefix_caching_block import PrefixCachingBlock
+from prefixcache.prefix_caching_block import PrefixCachingBlock, PrefixCachingBlockAllocator
 from prefixcache.utils import Device, cdiv, chunk_list
 
 __all__ = ["BlockTable"]
@@ -99,6 +100,17 @@ class BlockTable:
         if not tokens:
             raise InvalidArgumentError("cannot allocate a block table for no tokens")
         full, tail = self._split_full(tokens)
+        allocator = self._allocator
+        if type(allocator) is CpuGpuBlockAllocator:
+            device_allocator = allocator._allocator_for(device)
+            if (
+                type(device_allocator) is PrefixCachingBlockAllocator
+                and device_allocator._block_size == self._block_size
+            ):
+                # Checked once here; the bundled allocator hashes and counts once.
+                self.update(device_allocator._allocate_table(full, tail, extra_hash))
+                self._num_full_slots = len(tokens)
+                return
         needed = self._needed_for_immutable(full, device, extra_hash)
         if needed is not None and needed + bool(tail) > self._allocator.get_num_free_blocks(device):
             raise NoFreeBlocksError()
@@ -358,12 +370,12 @@ class BlockTable:
             for block in forked:  # a foreign chain that leaves the table: undo, refuse
                 self._allocator.free(block)
             raise ForkError("the block chain does not match the table's blocks")
-        table = BlockTable(
-            block_size=self._block_size,
-            block_allocator=self._allocator,
-            _blocks=head + forked if head else forked,
-            max_block_sliding_window=self._max_block_sliding_window,
-        )
+        # This table's own (checked) settings: no re-validation, no token recount.
+        table = BlockTable.__new__(BlockTable)
+        table._block_size = self._block_size
+        table._allocator = self._allocator
+        table._blocks = BlockList(head + forked if head else forked)
+        table._max_block_sliding_window = self._max_block_sliding_window
         table._num_full_slots = self._num_full_slots
         return table
 
@@ -374,15 +386,19 @@ class BlockTable:
         block already freed behind the table's back a :class:`DoubleFreeError`, both
         raised before any block is freed."""
         blocks = self._blocks.list()
-        null_block = self._allocator.null_block
-        real = [block for block in blocks if block is not null_block]
+        allocator = self._allocator
+        null_block = allocator.null_block
+        real = blocks if null_block is None else [b for b in blocks if b is not null_block]
         if len({id(block) for block in real}) != len(real):
             raise InvalidArgumentError("the table holds the same block object twice")
         # A third-party allocator without refcount queries frees unchecked (upstream).
         with contextlib.suppress(NotImplementedError):
             self._held_handles(real)
-        for block in blocks:
-            self._allocator.free(block)
+        if type(allocator) is CpuGpuBlockAllocator:
+            allocator._free_blocks(blocks)
+        else:
+            for block in blocks:
+                allocator.free(block)
         self._blocks.reset()
 
     def _held_handles(self, blocks: list[Block]) -> Counter[int]:
@@ -394,8 +410,14 @@ class BlockTable:
         handles: Counter[int] = Counter(map(_block_id_of, blocks))
         if None in handles:
             raise DoubleFreeError("a block of the table was already freed")
+        allocator = self._allocator
+        refcount = (
+            allocator._refcount_of
+            if type(allocator) is CpuGpuBlockAllocator
+            else allocator.get_block_refcount
+        )
         for block_id, count in handles.items():
-            if self._allocator.get_block_refcount(block_id) < count:
+            if refcount(block_id) < count:
                 raise DoubleFreeError(f"block id {block_id} has fewer references than handles")
         return handles
 

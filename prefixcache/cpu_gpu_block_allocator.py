@@ -244,6 +244,29 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
             raise InvalidBlockError("block was never allocated")
         self._allocator_of_id(block_id).free(block)
 
+    def _free_blocks(self, blocks: list[Block]) -> None:
+        """``free`` each of ``blocks`` in order (a block table's, null block excluded).
+
+        A block of exactly :class:`PrefixCachingBlock` whose id its owner still holds is
+        released directly, as ``free`` would after its checks; any other block goes through
+        ``free`` itself (and its typed errors)."""
+        owners = self._block_ids_to_allocator
+        for block in blocks:
+            if type(block) is PrefixCachingBlock:
+                block_id = block._block_id
+                owner = block._owner
+                if (
+                    block_id is not None
+                    and owners.get(block_id) is owner
+                    and type(owner) is PrefixCachingBlockAllocator
+                    and owner._refcounter._refcounts[block_id] > 0
+                ):
+                    owner._release(block_id, block)
+                    block._block_id = None
+                    owner._block_pool.free_block(block)
+                    continue
+            self.free(block)
+
     def fork(self, last_block: Block) -> list[Block]:
         if isinstance(check_block(last_block, "last_block"), NullBlock):
             raise ForkError("the null block cannot be forked")
@@ -251,6 +274,15 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
         if block_id is None:
             raise ForkError("cannot fork a freed block")
         return self._allocator_of_id(block_id).fork(last_block)
+
+    def _refcount_of(self, block_id: int) -> int:
+        """``get_block_refcount`` without its layers for a plain int id of a bundled
+        prefix-caching device; anything else goes through it (and its typed errors)."""
+        if block_id.__class__ is int:
+            allocator = self._block_ids_to_allocator.get(block_id)
+            if type(allocator) is PrefixCachingBlockAllocator:
+                return allocator._refcounter._refcounts[block_id]
+        return self.get_block_refcount(block_id)
 
     def get_block_refcount(self, block_id: int) -> int:
         return self._allocator_of_id(block_id).get_block_refcount(block_id)

@@ -119,15 +119,25 @@ _MAX_TOKENS = (1 << 63) - 1
 _LOW_MASK = (1 << 192) - 1  # every key field but the time
 
 
+_EXACT_INT = 1 << 53  # ints a float holds exactly
+_pack_d = struct.Struct("<d").pack
+_unpack_q = struct.Struct("<q").unpack
+
+
 def _time_field(last_accessed: float) -> int:
     """A non-negative 64-bit int that orders like ``last_accessed`` (IEEE-754 trick).
 
     Requires a value exactly representable as a float (any float, or an int of at most
     53 significant bits), so the order is exact.
     """
-    check_time(last_accessed)
+    kind: type = last_accessed.__class__
+    if not (
+        (kind is float and last_accessed == last_accessed)
+        or (kind is int and -_EXACT_INT <= last_accessed <= _EXACT_INT)
+    ):
+        check_time(last_accessed)  # non-NaN floats and ints up to 2**53 pass it
     as_float = float(last_accessed) + 0.0  # + 0.0 folds -0.0 into 0.0
-    bits: int = struct.unpack("<q", struct.pack("<d", as_float))[0]
+    bits: int = _unpack_q(_pack_d(as_float))[0]
     ordered = bits if bits >= 0 else -(bits & ~_SIGN_BIT & _FIELD_MASK) - 1
     return ordered + _SIGN_BIT
 
@@ -170,13 +180,16 @@ class LRUEvictor(Evictor):
     ) -> None:
         if block_id in self.free_table:
             raise InvalidArgumentError(f"block {block_id} is already an eviction candidate")
-        if (
+        # Plain in-range ints (every internal caller's) skip the isinstance chains.
+        if (block_id.__class__ is not int or not 0 <= block_id <= _FIELD_MASK) and (
             isinstance(block_id, bool)
             or not isinstance(block_id, int)
             or not (0 <= block_id <= _FIELD_MASK)
         ):
             raise InvalidArgumentError(f"block id {block_id!r} must be an int in [0, 2**64)")
         if (
+            num_hashed_tokens.__class__ is not int or not 0 <= num_hashed_tokens <= _MAX_TOKENS
+        ) and (
             isinstance(num_hashed_tokens, bool)
             or not isinstance(num_hashed_tokens, int)
             or not (0 <= num_hashed_tokens <= _MAX_TOKENS)

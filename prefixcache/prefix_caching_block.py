@@ -762,6 +762,34 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             blocks.append(prev_block)
         return blocks
 
+    def _allocate_table(
+        self, full: list[list[int]], tail: list[int], extra_hash: int | None
+    ) -> list[Block]:
+        """A new block table's blocks, all or nothing (``BlockTable.allocate`` checked the
+        arguments): a chain of full blocks for ``full`` (fresh lists of exactly
+        ``block_size`` ints; hits and misses recorded as ``allocate_immutable_blocks``
+        does), then a mutable block holding ``tail`` (a fresh list shorter than a block;
+        none if empty). :class:`NoFreeBlocksError` before any change unless the free count
+        covers the chain's exact need plus the tail's block."""
+        hash_fn = self._hash_function
+        hashes: list[PrefixHash] = []
+        prev_hash: PrefixHash | None = None
+        for tokens in full:
+            prev_hash = hash_fn(prev_hash is None, prev_hash, tokens, extra_hash)
+            hashes.append(prev_hash)
+        if self._count_needed(hashes) + bool(tail) > self.get_num_free_blocks():
+            raise NoFreeBlocksError()
+        blocks: list[Block] = []
+        prev_block: Block | None = None
+        for tokens, content_hash in zip(full, hashes, strict=True):
+            prev_block = self._allocate_immutable(prev_block, tokens, content_hash, extra_hash)
+            blocks.append(prev_block)
+        if tail:
+            blocks.append(
+                self._new_block(prev_block, tail, self._take_fresh_id(), extra_hash, owned=True)
+            )
+        return blocks
+
     def get_num_free_blocks_needed(
         self,
         prev_block: Block | None,
@@ -810,9 +838,15 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         prev: Block | None = None
         for block, block_id in zip(chain, ids, strict=True):
             refcounts[block_id] += 1  # a held id: known, positive count
-            new_block = self._new_block(prev, block.token_ids, block_id, block.extra_hash)
-            real = _real_block(block)
-            new_block._cached_content_hash = None if real is None else real._cached_content_hash
+            if type(block) is PrefixCachingBlock:
+                new_block = self._new_block(prev, block._token_ids, block_id, block._extra_hash)
+                new_block._cached_content_hash = block._cached_content_hash
+            else:
+                new_block = self._new_block(prev, block.token_ids, block_id, block.extra_hash)
+                real = _real_block(block)
+                new_block._cached_content_hash = (
+                    None if real is None else real._cached_content_hash
+                )
             forked.append(new_block)
             prev = new_block
         return forked
@@ -900,9 +934,29 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         An unknown or non-int id raises :class:`UnknownBlockIdError` (a ``KeyError``); a
         free id :class:`InvalidBlockError` (a ``ValueError``); both before any update.
         """
-        block_ids = checked_list(block_ids, "block_ids")
-        check_time(now)
+        if block_ids.__class__ is not list:
+            block_ids = checked_list(block_ids, "block_ids")
+        if now.__class__ is not float or now != now:  # a non-NaN float passes check_time
+            check_time(now)
         trackers = self._block_tracker
+        # The common case in one pass: every id a held plain int. The old stamps are kept
+        # and put back (newest first) at the first other id, which the checking pass below
+        # then accepts or refuses before any update.
+        olds: list[float] = []
+        save = olds.append
+        try:
+            for block_id in block_ids:
+                held = trackers[block_id]
+                if not held.active or block_id.__class__ is not int:
+                    break
+                save(held.last_accessed)
+                held.last_accessed = now
+            else:
+                return
+        except (KeyError, TypeError):  # unknown or unhashable: named below
+            pass
+        for index in range(len(olds) - 1, -1, -1):
+            trackers[block_ids[index]].last_accessed = olds[index]
         evictor = self.evictor
         active: list[BlockTracker] = []
         evictable: list[BlockId] = []
