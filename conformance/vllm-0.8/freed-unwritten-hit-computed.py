@@ -57,6 +57,6 @@ if __name__ == "__main__":
         {'op': 'cached_prefix', 'blocks': [1], 'device': 'gpu'},
     ]
     try:
-        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 2, 2, 0, program)
+        check_program('properties.upstream:vllm_v0_allocator', 'prefix_caching', 2, 2, 0, program, tolerate=['swap_in_queries'])
     except Violation as violation:
         print("violation:", violation)
