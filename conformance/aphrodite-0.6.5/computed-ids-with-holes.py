@@ -71,6 +71,6 @@ if __name__ == "__main__":
         {'op': 'computed_block_ids', 'blocks': [4, 5], 'skip_last': False},
     ]
     try:
-        check_program('properties.upstream:aphrodite_allocator', 'prefix_caching', 1, 3, 0, program)
+        check_program('properties.upstream:aphrodite_allocator', 'prefix_caching', 1, 3, 0, program, tolerate=['swap_in_queries'])
     except Violation as violation:
         print("violation:", violation)

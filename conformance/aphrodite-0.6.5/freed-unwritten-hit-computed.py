@@ -53,6 +53,6 @@ if __name__ == "__main__":
         {'op': 'computed_block_ids', 'blocks': [1], 'skip_last': False},
     ]
     try:
-        check_program('properties.upstream:aphrodite_allocator', 'prefix_caching', 2, 2, 0, program)
+        check_program('properties.upstream:aphrodite_allocator', 'prefix_caching', 2, 2, 0, program, tolerate=['swap_in_queries'])
     except Violation as violation:
         print("violation:", violation)

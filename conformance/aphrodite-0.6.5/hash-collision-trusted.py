@@ -47,6 +47,6 @@ if __name__ == "__main__":
         {'op': 'allocate_immutable', 'prev': None, 'tokens': [2, 3, 0], 'device': 'gpu', 'extra_hash': None},
     ]
     try:
-        check_program('properties.upstream:aphrodite_allocator', 'prefix_caching', 3, 2, 0, program)
+        check_program('properties.upstream:aphrodite_allocator', 'prefix_caching', 3, 2, 0, program, tolerate=['swap_in_queries'])
     except Violation as violation:
         print("violation:", violation)

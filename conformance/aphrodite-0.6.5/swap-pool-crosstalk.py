@@ -55,6 +55,6 @@ if __name__ == "__main__":
         {'op': 'allocate_mutable', 'prev': None, 'device': 'gpu'},
     ]
     try:
-        check_program('properties.upstream:aphrodite_allocator', 'prefix_caching', 2, 4, 2, program)
+        check_program('properties.upstream:aphrodite_allocator', 'prefix_caching', 2, 4, 2, program, tolerate=['swap_in_queries'])
     except Violation as violation:
         print("violation:", violation)
