@@ -3,7 +3,7 @@
 A query is an admission: one full block allocated by content (``allocate_immutable_block``,
 a table's ``allocate``). A swap-in, fork, copy-on-write or promotion re-registers blocks the
 engine already holds and is no query (upstream counts swap-ins: a defect the contract departs
-from, ``docs/contract-windows.md``).
+from, ``docs/CONTRACT.md``).
 
 Queries are grouped in windows of ``WINDOW``; a window completes on its ``WINDOW``-th query.
 The fields a target shows (upstream's names): ``num_completed_blocks`` (windows completed),
