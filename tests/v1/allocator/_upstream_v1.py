@@ -23,10 +23,9 @@ from typing import Any
 
 from prefixcache.v1 import kv_events
 from prefixcache.v1.core import kv_cache_utils as bundled_utils
+from properties.v1.upstream import cached_wheel
 
 WHEEL_ENV = "PREFIXCACHE_VLLM_V1_WHEEL"
-WHEEL_DIRS = ("/work/vllm_wheel",)
-WHEEL_GLOB = "vllm-0.33.0-*.whl"
 REAL = (
     "vllm/utils/hashing.py",
     "vllm/utils/math_utils.py",
@@ -37,15 +36,12 @@ REAL = (
 
 
 def find_wheel() -> Path | None:
-    """``$PREFIXCACHE_VLLM_V1_WHEEL``, else a vllm 0.33.0 wheel in a known download folder."""
+    """``$PREFIXCACHE_VLLM_V1_WHEEL``, else the vllm 0.33.0 wheel the v1 loader fetched
+    (``python -m properties.v1.upstream fetch``)."""
     explicit = os.environ.get(WHEEL_ENV)
     if explicit:
         return Path(explicit) if Path(explicit).is_file() else None
-    for folder in WHEEL_DIRS:
-        found = sorted(Path(folder).glob(WHEEL_GLOB))
-        if found:
-            return found[0]
-    return None
+    return cached_wheel("0.33.0")
 
 
 def _module(name: str, package: bool = False, **attrs: Any) -> ModuleType:
