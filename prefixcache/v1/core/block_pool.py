@@ -338,11 +338,30 @@ class BlockPool:
             extra_keys.append(keys)
             if lookahead is not None:
                 lookahead.append(self._lookahead_token_ids(request, (i + 1) * block_size))
+        parent = maybe_convert_block_hash(hashes[first - 1]) if first else None
+        return self._block_stored(request, block_hashes, parent, first * block_size,
+                                  stop * block_size, block_size, extra_keys, lookahead,
+                                  kv_cache_group_id)
+
+    def _block_stored(
+        self,
+        request: Any,
+        block_hashes: list[ExternalBlockHash],
+        parent: ExternalBlockHash | None,
+        start: int,
+        end: int,
+        block_size: int,
+        extra_keys: list[tuple[Any, ...] | None],
+        lookahead: list[list[int]] | None,
+        kv_cache_group_id: int,
+    ) -> KVCacheEvent:
+        """The ``BlockStored`` of ``block_hashes``, each naming ``block_size`` of the request's
+        tokens ``[start, end)``, under ``parent``."""
         lora = request.lora_request
         event: KVCacheEvent = self.kv_event_classes.BlockStored(
             block_hashes=block_hashes,
-            parent_block_hash=maybe_convert_block_hash(hashes[first - 1]) if first else None,
-            token_ids=list(request.all_token_ids[first * block_size : stop * block_size]),
+            parent_block_hash=parent,
+            token_ids=list(request.all_token_ids[start:end]),
             block_size=block_size,
             lora_id=lora.lora_int_id if lora else None,
             medium=self.medium,
@@ -370,24 +389,12 @@ class BlockPool:
         if start and request.mm_features:
             mm_idx, _ = get_mm_features_in_window(request.mm_features, start, num_tokens)
         keys, _ = self._generate_event_extra_keys(request, start, num_tokens, mm_idx)
-        lora = request.lora_request
-        event: KVCacheEvent = self.kv_event_classes.BlockStored(
-            block_hashes=[maybe_convert_block_hash(hashes[num_tokens // hbs - 1])],
-            parent_block_hash=maybe_convert_block_hash(hashes[start // hbs - 1]) if start else None,
-            token_ids=list(request.all_token_ids[start:num_tokens]),
-            block_size=num_tokens - start,
-            lora_id=lora.lora_int_id if lora else None,
-            medium=self.medium,
-            lora_name=lora.lora_name if lora else None,
-            extra_keys=to_event_extra_keys([keys]),
-            group_idx=kv_cache_group_id,
-            session_id=getattr(request, "session_id", None),
-            lookahead_token_ids=(
-                [self._lookahead_token_ids(request, num_tokens)]
-                if self.num_hash_lookahead_tokens else None
-            ),
-        )
-        return event
+        parent = maybe_convert_block_hash(hashes[start // hbs - 1]) if start else None
+        lookahead = ([self._lookahead_token_ids(request, num_tokens)]
+                     if self.num_hash_lookahead_tokens else None)
+        key = maybe_convert_block_hash(hashes[num_tokens // hbs - 1])
+        return self._block_stored(request, [key], parent, start, num_tokens, num_tokens - start,
+                                  [keys], lookahead, kv_cache_group_id)
 
     def _check_block_size(self, block_size: object) -> int:
         if type(block_size) is not int or block_size <= 0 or block_size % self.hash_block_size != 0:
@@ -732,9 +739,7 @@ class BlockPool:
         than it is held is a ``DoubleFreeError``."""
         listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
         pool_blocks = self.blocks
-        caching = self.enable_caching
-        evict_first: list[KVCacheBlock] = []
-        evict_last: list[KVCacheBlock] = []
+        zeroed: list[KVCacheBlock] = []
         # Fast path, one pass: decrement as we go, undo the prefix if an entry is refused.
         for index, block in enumerate(listed):
             try:
@@ -749,14 +754,8 @@ class BlockPool:
                 continue
             block.ref_cnt -= 1
             if block.ref_cnt == 0:
-                if block._block_hash is None or not caching:
-                    evict_first.append(block)
-                else:
-                    evict_last.append(block)
-        if evict_first:
-            self.free_block_queue._prepend_unchecked(evict_first)
-        if evict_last:
-            self.free_block_queue._append_unchecked(evict_last)
+                zeroed.append(block)
+        self._queue_released(zeroed)
 
     def _undo_free(self, blocks: list[KVCacheBlock]) -> None:
         for block in blocks:
@@ -781,16 +780,18 @@ class BlockPool:
 
     def _release(self, blocks: list[KVCacheBlock]) -> None:
         """Drop one reference per (checked) entry and queue the blocks that reach zero."""
-        evict_first: list[KVCacheBlock] = []
-        evict_last: list[KVCacheBlock] = []
-        caching = self.enable_caching
+        zeroed: list[KVCacheBlock] = []
         for block in blocks:
             block.ref_cnt -= 1
             if block.ref_cnt == 0:
-                if block._block_hash is None or not caching:
-                    evict_first.append(block)
-                else:
-                    evict_last.append(block)
+                zeroed.append(block)
+        self._queue_released(zeroed)
+
+    def _queue_released(self, blocks: list[KVCacheBlock]) -> None:
+        """Queue ``blocks`` whose last reference went, by the rule of :meth:`free_blocks`."""
+        caching = self.enable_caching
+        evict_first = [b for b in blocks if b._block_hash is None or not caching]
+        evict_last = [b for b in blocks if b._block_hash is not None and caching]
         if evict_first:
             self.free_block_queue._prepend_unchecked(evict_first)
         if evict_last:
