@@ -122,6 +122,17 @@ class SequenceLevelMachine(OracleMachine):
         if t in self.oracle.live_tables() and self.oracle.table_device(t) is Dev.GPU:
             self.do(ops.TableFork(t))
 
+    def _tracked_prompt(self, data: st.DataObject) -> tuple[ops.Tokens, ops.Extra]:
+        """A request's prompt of at least one full block and its extra hash, the trackers
+        started (``recompute`` and ``aborted_prefill`` follow one request through them)."""
+        if not self.oracle.model.seqs.started:
+            self.do(ops.TrackerStart())
+        request = self._request(data)
+        bs = self.config.block_size
+        short = max(0, bs - len(request.tokens))
+        padding = data.draw(tokens(short, short + bs), label="padding")
+        return request.tokens + padding, request.extra_hash
+
     def _windowed(self) -> list[int]:
         tables = self.oracle.model.tables
         return [t for t in self._tables_on(Dev.GPU) if tables[t].window is not None]
@@ -503,12 +514,7 @@ class SequenceLevelMachine(OracleMachine):
         from the evictor (computed, as a cache hit is) and the new sequence is asked at once."""
         o = self.oracle
         bs = self.config.block_size
-        if not o.model.seqs.started:
-            self.do(ops.TrackerStart())
-        request = self._request(data)
-        short = max(0, bs - len(request.tokens))
-        prompt = request.tokens + data.draw(tokens(short, short + bs), label="padding")
-        extra = request.extra_hash
+        prompt, extra = self._tracked_prompt(data)
         t = self._new_table(ops.TableAllocate(prompt, Dev.GPU, extra))
         if t is None:
             return
@@ -542,14 +548,7 @@ class SequenceLevelMachine(OracleMachine):
         after it; the prompt comes back as a new table, is tracked and asked what is
         computed (a hit on a block nobody wrote must not count), and often asked again once
         its own prefill's mark came."""
-        o = self.oracle
-        bs = self.config.block_size
-        if not o.model.seqs.started:
-            self.do(ops.TrackerStart())
-        request = self._request(data)
-        short = max(0, bs - len(request.tokens))
-        prompt = request.tokens + data.draw(tokens(short, short + bs), label="padding")
-        extra = request.extra_hash
+        prompt, extra = self._tracked_prompt(data)
         tables: list[int] = []
         for _ in range(data.draw(st.integers(1, 2), label="requests")):
             t = self._new_table(ops.TableAllocate(prompt, Dev.GPU, extra))
