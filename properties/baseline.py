@@ -16,12 +16,16 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models.capabilities import Config
 from models.families import Violation
 from models.operations import Op, op_to_json
 from properties.signature import Signature, message_regex, signature
+
+if TYPE_CHECKING:
+    from properties.runner import Step
+    from properties.targets import Target
 
 #: Set on a violation by the machines and the corpus replay: how to replay it.
 FOUND_ATTR = "prefixcache_found"
@@ -46,6 +50,27 @@ def attach(violation: Violation, config: Config, program: Sequence[Op], allocato
                 "num_cpu_blocks": config.num_cpu_blocks}
     setattr(violation, FOUND_ATTR, Found(geometry, [op_to_json(op) for op in program],
                                          allocator_type, script, shown or violation))
+
+
+def shrink_and_attach(target: Target, config: Config, log: list[Step], violation: Violation
+                      ) -> tuple[Config, list[Step]] | None:
+    """Shrink ``violation``'s executed program ``log`` to the shortest one with the same
+    signature, render its reproducer and :func:`attach` it; return the shrunk pool and steps,
+    or None when no shorter program fails that way (the program attached is then ``log``)."""
+    from properties.reproducer import render_script  # the machines import this module
+    from properties.shrink import shrunk_log
+
+    sig = signature(violation, target.allocator_type)
+    small = shrunk_log(target, config, log, violation,
+                       keep=lambda v: signature(v, target.allocator_type) == sig)
+    shown = violation
+    if small is not None:
+        config, log, shown = small
+    adapter = target.adapter(config)
+    script = render_script(target, config, log, adapter.device_enum.__module__,
+                           adapter.block_table_cls.__module__, shown)
+    attach(violation, config, [step.op for step in log], target.allocator_type, script, shown)
+    return None if small is None else (config, log)
 
 
 def found_of(violation: Violation) -> Found | None:

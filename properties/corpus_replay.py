@@ -22,9 +22,8 @@ from fuzz.listing import format_program
 from models.capabilities import Config
 from models.families import Violation
 from models.operations import Op
-from properties.baseline import attach
-from properties.reproducer import render_script
-from properties.shrink import executed, shrunk_log
+from properties import baseline
+from properties.shrink import executed
 from properties.signature import Signature, signature
 from properties.targets import Target
 
@@ -75,20 +74,13 @@ def shrink_and_attach(target: Target, config: Config, history: list[Op],
                       violation: Violation) -> None:
     """Shrink ``violation``'s program (keeping its signature), note the shorter one and attach
     it as its replayable program."""
-    log = executed(target, config, history)
-    sig = signature(violation, target.allocator_type)
-    small = shrunk_log(target, config, log, violation,
-                       keep=lambda v: signature(v, target.allocator_type) == sig)
-    shown = violation
+    small = baseline.shrink_and_attach(target, config, executed(target, config, history),
+                                       violation)
     if small is not None:
-        config, log, shown = small
+        config, log = small
         plural = "" if len(log) == 1 else "s"
         violation.add_note(f"shrunk to {len(log)} step{plural}:\n" + format_program(
             config, [s.op for s in log], [s.outcome for s in log]))
-    adapter = target.adapter(config)
-    script = render_script(target, config, log, adapter.device_enum.__module__,
-                           adapter.block_table_cls.__module__, shown)
-    attach(violation, config, [s.op for s in log], target.allocator_type, script, shown)
 
 
 def group(violations: Sequence[Violation], allocator_type: str

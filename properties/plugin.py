@@ -327,21 +327,7 @@ def _raised_by_target(exc: BaseException, alloc: object) -> bool:
 def _shrink_new(machine: Any, violation: Violation) -> None:
     """Under ``--all``, a deviation met for the first time: shrink the machine's program to
     the shortest one with the same signature and attach it (``properties.baseline``)."""
-    from properties.reproducer import render_script
-    from properties.shrink import shrunk_log
-
-    target, config, log = machine.target, machine.config, machine.runner.log
-    sig = signature(violation, target.allocator_type)
-    small = shrunk_log(target, config, log, violation,
-                       keep=lambda v: signature(v, target.allocator_type) == sig)
-    shown = violation
-    if small is not None:
-        config, log, shown = small
-    adapter = machine.runner.adapter
-    script = render_script(target, config, log, adapter.device_enum.__module__,
-                           adapter.block_table_cls.__module__, shown)
-    baseline.attach(violation, config, [step.op for step in log], target.allocator_type,
-                    script, shown)
+    baseline.shrink_and_attach(machine.target, machine.config, machine.runner.log, violation)
 
 
 def _install_wrapper() -> Any:
