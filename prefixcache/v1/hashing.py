@@ -19,23 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 from prefixcache.errors import InvalidArgumentError
+from prefixcache.hashing import _varint  # the v0 key's length prefix: one LEB128 encoder
 
 __all__ = ["canonical_bytes", "get_hash_fn_by_name", "sha256", "sha256_cbor"]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-
-
-def _varint(n: int) -> bytes:
-    """Unsigned LEB128 of a non-negative length."""
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def _encode(value: Any, out: bytearray) -> None:
