@@ -803,28 +803,32 @@ class _Runner(Protocol):
     def __call__(self, args: list[str], *, check: bool) -> object: ...
 
 
-def _pip_download(requirement: str, wheel: Path, extra: Sequence[str],
+def _pip_download(requirement: str, dest: Path, wheel: str, extra: Sequence[str],
                   runner: _Runner | None) -> Path:
-    """``pip download --no-deps`` of ``requirement`` next to ``wheel``; return ``wheel``.
+    """``pip download --no-deps`` of ``requirement`` into ``dest``; return the wheel there whose
+    name matches the glob ``wheel`` (an exact file name, or a pattern where the platform tag
+    varies by release).
 
-    An existing wheel is kept. Raises ``UpstreamSourceMissing`` if pip fails or the wheel is
-    not there afterwards.
+    An existing wheel is kept. Raises ``UpstreamSourceMissing`` if pip fails or no such wheel
+    is there afterwards.
     """
-    if wheel.is_file():
-        return wheel
-    wheel.parent.mkdir(parents=True, exist_ok=True)
+    found = sorted(dest.glob(wheel))
+    if found:
+        return found[0]
+    dest.mkdir(parents=True, exist_ok=True)
     run: _Runner = subprocess.run if runner is None else runner
     command = [sys.executable, "-m", "pip", "download", "--no-deps", *extra,
-               "--dest", str(wheel.parent), requirement]
+               "--dest", str(dest), requirement]
     try:
         run(command, check=True)
     except subprocess.CalledProcessError as exc:
         raise UpstreamSourceMissing(
             f"`{' '.join(command)}` failed with exit code {exc.returncode}"
         ) from exc
-    if not wheel.is_file():
-        raise UpstreamSourceMissing(f"pip finished but {wheel} does not exist")
-    return wheel
+    found = sorted(dest.glob(wheel))
+    if not found:
+        raise UpstreamSourceMissing(f"pip finished but no {wheel} is in {dest}")
+    return found[0]
 
 
 def fetch_vllm_block(dest: Path | None = None, runner: _Runner | None = None) -> Path:
@@ -834,7 +838,7 @@ def fetch_vllm_block(dest: Path | None = None, runner: _Runner | None = None) ->
     wheel is not there afterwards.
     """
     target_dir = cache_dir() if dest is None else dest
-    return _pip_download(VLLM_BLOCK_REQUIREMENT, target_dir / VLLM_BLOCK_WHEEL, (), runner)
+    return _pip_download(VLLM_BLOCK_REQUIREMENT, target_dir, VLLM_BLOCK_WHEEL, (), runner)
 
 
 def fetch_aphrodite(dest: Path | None = None, runner: _Runner | None = None) -> Path:
@@ -844,7 +848,7 @@ def fetch_aphrodite(dest: Path | None = None, runner: _Runner | None = None) -> 
     same file is fetched on any host. Nothing is installed.
     """
     target_dir = cache_dir() if dest is None else dest
-    return _pip_download(APHRODITE_REQUIREMENT, target_dir / APHRODITE_WHEEL,
+    return _pip_download(APHRODITE_REQUIREMENT, target_dir, APHRODITE_WHEEL,
                          ("--only-binary=:all:", "--platform", "manylinux1_x86_64"), runner)
 
 

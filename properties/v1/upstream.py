@@ -33,7 +33,6 @@ import importlib
 import importlib.util
 import inspect
 import os
-import subprocess
 import sys
 import threading
 import zipfile
@@ -49,6 +48,7 @@ from properties.upstream import (
     UpstreamSourceMissing,
     _Entry,
     _parse_metadata,
+    _pip_download,
     _PlanFinder,
     _PlanLoader,
     _Runner,
@@ -318,22 +318,8 @@ def hash_function(mods: V1Modules) -> Any:
 def fetch(version: str = DEFAULT_VERSION, dest: Path | None = None,
           runner: _Runner | None = None) -> Path:
     """Download the vllm ``version`` wheel (no dependencies) into ``dest`` (default: the cache)."""
-    target = cache_dir() if dest is None else dest
-    found = sorted(target.glob(f"vllm-{version}-*.whl"))
-    if found:
-        return found[0]
-    target.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-               "--dest", str(target), f"vllm=={version}"]
-    run: _Runner = subprocess.run if runner is None else runner
-    try:
-        run(command, check=True)
-    except subprocess.CalledProcessError as exc:
-        raise UpstreamSourceMissing(f"`{' '.join(command)}` failed: exit {exc.returncode}") from exc
-    found = sorted(target.glob(f"vllm-{version}-*.whl"))
-    if not found:
-        raise UpstreamSourceMissing(f"pip finished but no vllm-{version}-*.whl is in {target}")
-    return found[0]
+    return _pip_download(f"vllm=={version}", cache_dir() if dest is None else dest,
+                         f"vllm-{version}-*.whl", ("--only-binary", ":all:"), runner)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
