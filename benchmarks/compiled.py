@@ -25,13 +25,13 @@ from itertools import pairwise
 from types import CodeType
 from typing import Any
 
-from models import operations as ops
-from models.capabilities import Config
-from models.operations import Op
-from properties.adapters import FamilyAdapter
-from properties.calls import Name, Stmt, render
-from properties.runner import Step
-from properties.targets import Target
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import Op
+from properties.core.calls import Name, Stmt, render
+from properties.core.targets import Target
+from properties.families.v0.adapter import FamilyAdapter
+from properties.families.v0.runner import Step
 
 __all__ = [
     "CHUNK",

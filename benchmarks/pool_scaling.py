@@ -23,7 +23,7 @@ from typing import Any
 from benchmarks.bench_allocator_scaling import MAX_POOL_SHARE, STEPS
 from benchmarks.compiled import CLOCK, CompiledProgram, clock_overhead_ns, merge_min, no_gc
 from benchmarks.memory_baseline import BASELINES
-from models.capabilities import Config
+from models.families.v0.capabilities import Config
 
 __all__ = ["MAX_POOL_SHARE", "ScalingResult", "measure_steps", "trace_scaling"]
 

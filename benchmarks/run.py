@@ -39,10 +39,10 @@ from benchmarks import floor, pool_scaling, profiling, suite_speed, trace_speed,
 from benchmarks.bench_allocator_scaling import STEPS
 from benchmarks.compiled import CLOCK, CompiledProgram, compile_table_program
 from benchmarks.serving_trace import TraceConfig, generate
-from models import operations as ops
-from models.capabilities import Config
-from properties.adapters import Unsupported
-from properties.targets import DEFAULT_SPEC, Target, load_target
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from properties.core.targets import DEFAULT_SPEC, Target, load_target
+from properties.families.v0.adapter import Unsupported
 
 __all__ = ["Mode", "main"]
 
@@ -199,7 +199,7 @@ def load_targets(fetch: bool) -> tuple[Target, dict[str, Target], dict[str, str]
             missing["vllm"] = f"vLLM 0.8 allocator unavailable: {first}"
         else:
             try:
-                from properties.upstream import fetch_vllm_block
+                from properties.families.v0.upstream import fetch_vllm_block
 
                 fetch_vllm_block()
                 upstream["vllm"] = load_target(VLLM_SPEC)

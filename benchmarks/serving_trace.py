@@ -35,8 +35,8 @@ import random
 from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 
-from models import operations as ops
-from models.operations import Dev, Op
+from models.families.v0 import operations as ops
+from models.families.v0.operations import Dev, Op
 
 __all__ = ["Trace", "TraceConfig", "TraceError", "generate"]
 

@@ -26,15 +26,15 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from benchmarks.compiled import CLOCK, compile_log, no_gc
-from models.capabilities import Config
-from models.operations import Op, Outcome, Snapshot
-from models.oracle import Oracle, OutOfContract
-from properties import selection
-from properties.machines.base import OracleMachine
-from properties.machines.block_level import BlockLevelMachine
-from properties.machines.sequence_level import SequenceLevelMachine
-from properties.runner import Runner, Step
-from properties.targets import Target
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import Op, Outcome, Snapshot
+from models.families.v0.oracle import Oracle, OutOfContract
+from properties.core import selection
+from properties.core.machine import OracleMachine
+from properties.core.targets import Target
+from properties.families.v0.machines.block_level import BlockLevelMachine
+from properties.families.v0.machines.sequence_level import SequenceLevelMachine
+from properties.families.v0.runner import Runner, Step
 
 __all__ = [
     "MACHINES",

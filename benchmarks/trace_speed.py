@@ -25,8 +25,8 @@ from benchmarks.compiled import (
     merge_min,
 )
 from benchmarks.serving_trace import Trace
-from models.capabilities import Config
-from properties.targets import Target
+from models.families.v0.capabilities import Config
+from properties.core.targets import Target
 
 __all__ = ["TargetTiming", "Validation", "compare", "validate"]
 

@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from properties.targets import load_target
+from properties.core.targets import load_target
 
 __all__ = ["ZOO_MODULE", "Catch", "ZooMissing", "catch_all", "catch_one", "load_zoo"]
 
-ZOO_MODULE = "tests.zoo.broken"
+ZOO_MODULE = "tests.zoo.v0.broken"
 HARNESS_MODULE = "tests.zoo.harness"
 
 

@@ -6,12 +6,11 @@ without ``.xfails.json``, e.g. ``conformance/aphrodite-0.6.5/``; the allocator i
 target the file's name starts with, vLLM's wheel or Aphrodite's).
 
 Each entry's program is executed once against the target by the suite's runner; the calls it
-made are printed by the suite's reproducer (``properties.reproducer.render_script``), followed by
-the entry's ``observe`` expressions (printed with their values: the wrong observation) and an
-oracle re-check of the same program that prints the violation. Long programs (a chain of a
-thousand blocks) are compacted without changing what runs: a list or tuple of one repeated item
-is written as a repetition, and a long unpacking of block handles binds only the handles the
-script uses.
+made are printed by the suite's reproducer (``properties.core.reproducer.render_script``), followed
+by the entry's ``observe`` expressions (printed with their values: the wrong observation) and an
+oracle re-check of the same program that prints the violation. Long programs (a chain of a thousand
+blocks) are compacted without changing what runs: a list or tuple of one repeated item is written as
+a repetition, and a long unpacking of block handles binds only the handles the script uses.
 """
 
 from __future__ import annotations
@@ -30,12 +29,12 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from models.capabilities import Config, tolerating  # noqa: E402
-from models.operations import op_from_json  # noqa: E402
-from properties.plugin import load_expected, tolerated_by  # noqa: E402
-from properties.reproducer import render_script  # noqa: E402
-from properties.runner import Runner  # noqa: E402
-from properties.targets import Target, load_target  # noqa: E402
+from models.families.v0.capabilities import Config, tolerating  # noqa: E402
+from models.families.v0.operations import op_from_json  # noqa: E402
+from properties.core.plugin import load_expected, tolerated_by  # noqa: E402
+from properties.core.reproducer import render_script  # noqa: E402
+from properties.core.targets import Target, load_target  # noqa: E402
+from properties.families.v0.runner import Runner  # noqa: E402
 
 VLLM = "properties.upstream:vllm_v0_allocator"
 APHRODITE = "properties.upstream:aphrodite_allocator"
@@ -54,7 +53,7 @@ logging.disable(logging.WARNING)  # upstream logs a warning per failed reset
 
 # The reproducer imports Device and BlockTable by their upstream names, which exist only once
 # the loader has registered the wheel's modules.
-_REGISTER = """from properties.upstream import {loader}
+_REGISTER = """from properties.families.v0.upstream import {loader}
 
 {loader}()
 """
@@ -64,8 +63,8 @@ if __name__ == "__main__":
     print("observed:")
 {observe}
     # The same program under the suite's oracle: prints the violation it raises.
-    from models.families import Violation
-    from properties.replay import check_program
+    from models.core.invariants import Violation
+    from properties.core.replay import check_program
 
     program = [
 {program}
@@ -124,7 +123,7 @@ def compact(script: str) -> str:
 def render(target: Target, entry: dict[str, Any], tolerated: frozenset[str] = frozenset(),
            out: str = "conformance/vllm-0.8") -> str:
     """The reproducer script of one entry; ``tolerated``: the other entries' tolerated
-    deviations, which its oracle re-check follows (``properties.plugin.tolerated_by``);
+    deviations, which its oracle re-check follows (``properties.core.plugin.tolerated_by``);
     ``out``: its directory, relative to the root."""
     cfg = entry["config"]
     config = Config(cfg["block_size"], cfg["num_gpu_blocks"], cfg["num_cpu_blocks"],

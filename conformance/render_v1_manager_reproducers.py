@@ -10,9 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-from models.v1 import request_ops as ops
-from properties.v1.request.reproducer import render
-from properties.v1.request.target import ManagerConfig, vllm_v1_manager
+from models.families.v1 import request_ops as ops
+from properties.families.v1.request.reproducer import render
+from properties.families.v1.request.target import ManagerConfig, vllm_v1_manager
 
 
 def main(argv: list[str]) -> int:

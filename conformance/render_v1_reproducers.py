@@ -9,9 +9,9 @@ import json
 import sys
 from pathlib import Path
 
-from models.v1 import ops
-from properties.v1.reproducer import render
-from properties.v1.test_expected_failures import config_of
+from models.families.v1 import ops
+from properties.families.v1.reproducer import render
+from properties.families.v1.test_expected_failures import config_of
 
 
 def main(argv: list[str]) -> int:

@@ -8,7 +8,8 @@ measure the zoo, regenerate seed corpora and traces.
                             [--block-size N --gpu N --cpu N] [--out-dir DIR] [--minimize]
     python -m fuzz replay TRACE.jsonl [--allocator SPEC]
     python -m fuzz zoo [--seconds 60] [--seed N] [--only NAME ...]
-    python -m fuzz corpus | traces      (regenerate fuzz/corpus, arc_corpus, *.dict | fuzz/traces)
+    python -m fuzz corpus | traces      (regenerate fuzz/families/v0/corpus, arc_corpus, *.dict |
+    fuzz/families/v0/traces)
 """
 
 from __future__ import annotations
@@ -21,23 +22,24 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from fuzz.decoder import Level
-from fuzz.engine import Engine, Failure, minimize
-from fuzz.harness import (
+from fuzz.core.engine import Engine, Failure, minimize
+from fuzz.core.harness import (
     ARTIFACTS_VAR,
     HASH_MODE_VAR,
     Harness,
     harness_for,
     quiet_target_logs,
 )
-from fuzz.instrumentation import atheris_module
-from fuzz.listing import format_program
-from fuzz.progress import Progress
-from fuzz.regress import Regression
-from properties.targets import ENV_VAR, Target, load_target
+from fuzz.core.instrumentation import atheris_module
+from fuzz.core.listing import format_program
+from fuzz.core.progress import Progress
+from fuzz.core.regress import Regression
+from fuzz.families.v0.decoder import Level
+from properties.core.targets import ENV_VAR, Target, load_target
 
-FUZZ_DIR = Path(__file__).resolve().parent
-REPO_DIR = FUZZ_DIR.parent
+#: The v0 family's harnesses, seed corpora, dictionaries and traces.
+FUZZ_DIR = Path(__file__).resolve().parent / "families" / "v0"
+REPO_DIR = Path(__file__).resolve().parents[1]
 HARNESS_NAMES = [level.value for level in Level]
 
 
@@ -152,7 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_regress(args: argparse.Namespace) -> int:
-    from fuzz.regress import harness_from_name, load, write_test
+    from fuzz.core.regress import harness_from_name, load, write_test
 
     quiet_target_logs()
     target = load_target(args.allocator)
@@ -164,7 +166,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
         reg = _minimized(path, target, harness_from_name(path, args.harness or "block_level"),
                          reg)
     cfg = reg.config
-    from models.capabilities import Config
+    from models.families.v0.capabilities import Config
 
     print(format_program(Config(cfg["block_size"], cfg["num_gpu_blocks"], cfg["num_cpu_blocks"]),
                          reg.program, reg.outcomes))
@@ -199,7 +201,7 @@ def _minimized(path: Path, target: Target, name: str, reg: Regression) -> Regres
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from fuzz.trace import read_trace, replay
+    from fuzz.families.v0.trace import read_trace, replay
 
     quiet_target_logs()
     target = load_target(args.allocator)
@@ -221,14 +223,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:
-    from fuzz.zoo_bench import run_zoo
+    from fuzz.families.v0.zoo_bench import run_zoo
 
     quiet_target_logs()
     return run_zoo(seconds=args.seconds, seed=args.seed, only=args.only, harness=args.harness)
 
 
 def cmd_corpus(args: argparse.Namespace) -> int:
-    from fuzz.corpus_gen import regenerate
+    from fuzz.families.v0.corpus_gen import regenerate
 
     quiet_target_logs()
     regenerate(FUZZ_DIR, seed=args.seed)
@@ -236,8 +238,8 @@ def cmd_corpus(args: argparse.Namespace) -> int:
 
 
 def cmd_traces(args: argparse.Namespace) -> int:
-    from fuzz.trace import write_trace
-    from fuzz.workloads import WORKLOADS, record
+    from fuzz.families.v0.trace import write_trace
+    from fuzz.families.v0.workloads import WORKLOADS, record
 
     quiet_target_logs()
     out = FUZZ_DIR / "traces"

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from properties import selection
+from properties.core import selection
 
 
 @pytest.fixture

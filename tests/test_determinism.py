@@ -1,11 +1,11 @@
 """The local-constants pool of Hypothesis is empty inside ``fixed_constants`` and restored
-after it (see ``properties.determinism``)."""
+after it (see ``properties.core.determinism``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from properties.determinism import fixed_constants
+from properties.core.determinism import fixed_constants
 
 providers = pytest.importorskip(
     "hypothesis.internal.conjecture.providers",
@@ -32,10 +32,10 @@ def test_configs_follow_the_target_selected_when_the_example_starts(
     from hypothesis import HealthCheck, settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from properties import selection
-    from properties.machines.block_level import BlockLevelMachine
-    from properties.machines.sequence_level import SequenceLevelMachine
-    from properties.targets import load_target
+    from properties.core import selection
+    from properties.core.targets import load_target
+    from properties.families.v0.machines.block_level import BlockLevelMachine
+    from properties.families.v0.machines.sequence_level import SequenceLevelMachine
 
     base = BlockLevelMachine if machine == "block" else SequenceLevelMachine
     seen: list[object] = []

@@ -1,5 +1,5 @@
 """The self-test zoo: the conformance suite must catch every deliberately broken allocator
-of ``tests.zoo.broken.ZOO``, each with a violation of a family that legitimately describes its
+of ``tests.zoo.v0.broken.ZOO``, each with a violation of a family that legitimately describes its
 bug, while the bundled allocator passes the same budget.
 
 Each mutant runs through its checks in order (the block- and sequence-level state machines, or
@@ -21,15 +21,16 @@ from dataclasses import dataclass
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config
-from models.families import Family, Violation
-from models.operations import Dev
-from properties.adapters import FamilyAdapter
-from properties.replay import run_program
-from properties.shrink import shrink, shrink_with_pools
-from properties.targets import DEFAULT_SPEC, load_target
-from tests.zoo.broken import (
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import Dev
+from properties.core.replay import run_program
+from properties.core.shrink import shrink, shrink_with_pools
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0.adapter import FamilyAdapter
+from tests.zoo.harness import BUDGETS, MACHINES, Budget, Catch, plan, run_check
+from tests.zoo.v0.broken import (
     HASH_QUALITY,
     LONG_CHAIN,
     UNTYPED_CRASH,
@@ -37,14 +38,14 @@ from tests.zoo.broken import (
     ZOO,
     Mutant,
 )
-from tests.zoo.harness import BUDGETS, MACHINES, Budget, Catch, plan, run_check
 
 F = Family
 
 #: WORKAROUND (reported to the lead): families the oracle reports for a mutant although they are
 #: not what its bug breaks. Each entry names the oracle behaviour responsible.
 _VICTIM_CASCADE = (
-    "when a step evicts a victim the LRU rule does not permit, models.fresh_ids flags LRU and "
+    "when a step evicts a victim the LRU rule does not permit, models.families.v0.fresh_ids "
+    "flags LRU and "
     "then evicts its own choice (min(permitted)) instead of the target's; later checks of the "
     "same step then see the model and the target disagree (a later block 'holds other live "
     "content': CONTENT; the swap mapping differs: SWAP), and those outrank the LRU root cause"
@@ -131,8 +132,8 @@ def test_registry_covers_the_bug_classes() -> None:
     for name, mutant in ZOO.items():
         assert isinstance(mutant, Mutant) and mutant.name == name
         assert mutant.bug and "\n" not in mutant.bug
-        # CRASH explains nothing, except for an error of the wrong class (models.error_classes)
-        # or an untyped error where a typed refusal is due
+        # CRASH explains nothing, except for an error of the wrong class
+        # (models.families.v0.error_classes) or an untyped error where a typed refusal is due
         assert mutant.families and (mutant.families <= set(Family) - {F.CRASH}
                                     or name in WRONG_ERROR_CLASS | UNTYPED_CRASH)
         assert mutant.checks and set(mutant.checks) <= {*MACHINES, LONG_CHAIN, HASH_QUALITY}

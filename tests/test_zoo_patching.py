@@ -8,8 +8,9 @@ import pytest
 
 import prefixcache
 from prefixcache import errors, prefix_caching_block
-from tests.zoo import argument_mutants, broken, patching
+from tests.zoo import patching
 from tests.zoo.patching import Patch, PatchError, apply
+from tests.zoo.v0 import argument_mutants, broken
 
 _SOURCE = (patching._SOURCE / "prefix_caching_block.py").read_text()
 _COW = "PrefixCachingBlockAllocator.cow_block_if_not_appendable"

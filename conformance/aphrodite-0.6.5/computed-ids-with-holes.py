@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 logging.disable(logging.WARNING)  # upstream logs a warning per failed reset
-from properties.upstream import load_aphrodite
+from properties.families.v0.upstream import load_aphrodite
 
 load_aphrodite()
-from properties.upstream import aphrodite_allocator
+from properties.families.v0.upstream import aphrodite_allocator
 
 alloc = aphrodite_allocator('prefix_caching', 3, 0, 1)
 from aphrodite.common.utils import Device  # noqa: E402, F401
@@ -55,8 +55,8 @@ if __name__ == "__main__":
     print('[b4.block_id, b5.block_id]', '=', [b4.block_id, b5.block_id])
     print('alloc.get_computed_block_ids([], [b4.block_id, b5.block_id], skip_last_block_id=False)', '=', alloc.get_computed_block_ids([], [b4.block_id, b5.block_id], skip_last_block_id=False))
     # The same program under the suite's oracle: prints the violation it raises.
-    from models.families import Violation
-    from properties.replay import check_program
+    from models.core.invariants import Violation
+    from properties.core.replay import check_program
 
     program = [
         {'op': 'allocate_immutable_chain', 'prev': None, 'chunks': [[1], [2]], 'device': 'gpu', 'extra_hash': None},

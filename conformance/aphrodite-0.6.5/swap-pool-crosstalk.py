@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 logging.disable(logging.WARNING)  # upstream logs a warning per failed reset
-from properties.upstream import load_aphrodite
+from properties.families.v0.upstream import load_aphrodite
 
 load_aphrodite()
-from properties.upstream import aphrodite_allocator
+from properties.families.v0.upstream import aphrodite_allocator
 
 alloc = aphrodite_allocator('prefix_caching', 4, 2, 2)
 from aphrodite.common.utils import Device  # noqa: E402, F401
@@ -44,8 +44,8 @@ if __name__ == "__main__":
     print('b1 is b2', '=', b1 is b2)
     print('b1.block_id', '=', b1.block_id)
     # The same program under the suite's oracle: prints the violation it raises.
-    from models.families import Violation
-    from properties.replay import check_program
+    from models.core.invariants import Violation
+    from properties.core.replay import check_program
 
     program = [
         {'op': 'allocate_mutable', 'prev': None, 'device': 'cpu'},

@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 logging.disable(logging.WARNING)  # upstream logs a warning per failed reset
-from properties.upstream import load_aphrodite
+from properties.families.v0.upstream import load_aphrodite
 
 load_aphrodite()
-from properties.upstream import aphrodite_allocator
+from properties.families.v0.upstream import aphrodite_allocator
 
 alloc = aphrodite_allocator('prefix_caching', 6, 0, 2)
 from aphrodite.common.utils import Device  # noqa: E402, F401
@@ -49,8 +49,8 @@ if __name__ == "__main__":
     print('t0.blocks[1].prev_block is t0.blocks[0]', '=', t0.blocks[1].prev_block is t0.blocks[0])
     print('t0.blocks[1].prev_block.block_id', '=', t0.blocks[1].prev_block.block_id)
     # The same program under the suite's oracle: prints the violation it raises.
-    from models.families import Violation
-    from properties.replay import check_program
+    from models.core.invariants import Violation
+    from properties.core.replay import check_program
 
     program = [
         {'op': 'table_allocate', 'tokens': [1, 2, 3, 4, 5], 'device': 'gpu', 'extra_hash': None, 'window': 1},

@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 logging.disable(logging.WARNING)  # upstream logs a warning per failed reset
-from properties.upstream import load_aphrodite
+from properties.families.v0.upstream import load_aphrodite
 
 load_aphrodite()
-from properties.upstream import aphrodite_allocator
+from properties.families.v0.upstream import aphrodite_allocator
 
 alloc = aphrodite_allocator('prefix_caching', 6, 6, 2)
 from aphrodite.common.utils import Device  # noqa: E402, F401
@@ -50,8 +50,8 @@ if __name__ == "__main__":
     print('[type(b).__name__ for b in t0.blocks]', '=', [type(b).__name__ for b in t0.blocks])
     print('[b.block_id for b in t0.blocks]', '=', [b.block_id for b in t0.blocks])
     # The same program under the suite's oracle: prints the violation it raises.
-    from models.families import Violation
-    from properties.replay import check_program
+    from models.core.invariants import Violation
+    from properties.core.replay import check_program
 
     program = [
         {'op': 'table_allocate', 'tokens': [1, 2, 3, 4, 5], 'device': 'gpu', 'extra_hash': None, 'window': 1},

@@ -1,7 +1,7 @@
 """removed-per-copy (design deviation, CACHE): vLLM 0.11.0."""
 
-from properties.v1.stand_ins import StandInRequest
-from properties.v1.upstream import hash_function, load_vllm_v1
+from properties.families.v1.stand_ins import StandInRequest
+from properties.families.v1.upstream import hash_function, load_vllm_v1
 
 m = load_vllm_v1(version='0.11.0')
 pool = m.block_pool.BlockPool(8, True, enable_kv_cache_events=True)

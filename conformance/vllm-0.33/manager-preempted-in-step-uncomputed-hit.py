@@ -6,9 +6,9 @@ The suite reports:
 computed KV at step 2: Preempt(req=0)
 """
 
-from properties.v1.request.stand_ins import ManagerRequest, RequestStatus
-from properties.v1.request.target import ManagerConfig, vllm_v1_manager
-from properties.v1.stand_ins import LoraRef  # noqa: F401  (requests with an adapter)
+from properties.families.v1.request.stand_ins import ManagerRequest, RequestStatus
+from properties.families.v1.request.target import ManagerConfig, vllm_v1_manager
+from properties.families.v1.stand_ins import LoraRef  # noqa: F401  (requests with an adapter)
 
 target = vllm_v1_manager()  # vLLM 0.33.0
 config = ManagerConfig(

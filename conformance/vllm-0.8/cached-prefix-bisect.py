@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 logging.disable(logging.WARNING)  # upstream logs a warning per failed reset
-from properties.upstream import load_vllm_v0
+from properties.families.v0.upstream import load_vllm_v0
 
 load_vllm_v0()
-from properties.upstream import vllm_v0_allocator
+from properties.families.v0.upstream import vllm_v0_allocator
 
 alloc = vllm_v0_allocator('prefix_caching', 4, 0, 1)
 from vllm.utils import Device  # noqa: E402, F401
@@ -49,8 +49,8 @@ if __name__ == "__main__":
     print('len(alloc.find_cached_blocks_prefix([b.content_hash for b in (b0, b5, b6, b7)]))', '=', len(alloc.find_cached_blocks_prefix([b.content_hash for b in (b0, b5, b6, b7)])))
     print('[alloc._allocators[Device.GPU].block_is_computed(b.block_id) for b in (b0, b5, b6, b7)]', '=', [alloc._allocators[Device.GPU].block_is_computed(b.block_id) for b in (b0, b5, b6, b7)])
     # The same program under the suite's oracle: prints the violation it raises.
-    from models.families import Violation
-    from properties.replay import check_program
+    from models.core.invariants import Violation
+    from properties.core.replay import check_program
 
     program = [
         {'op': 'allocate_immutable_chain', 'prev': None, 'chunks': [[1], [2], [3], [4]], 'device': 'gpu', 'extra_hash': None},

@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 logging.disable(logging.WARNING)  # upstream logs a warning per failed reset
-from properties.upstream import load_vllm_v0
+from properties.families.v0.upstream import load_vllm_v0
 
 load_vllm_v0()
-from properties.upstream import vllm_v0_allocator
+from properties.families.v0.upstream import vllm_v0_allocator
 
 alloc = vllm_v0_allocator('prefix_caching', 1, 0, 1)
 from vllm.utils import Device  # noqa: E402, F401
@@ -38,8 +38,8 @@ if __name__ == "__main__":
     print("observed:")
     pass
     # The same program under the suite's oracle: prints the violation it raises.
-    from models.families import Violation
-    from properties.replay import check_program
+    from models.core.invariants import Violation
+    from properties.core.replay import check_program
 
     program = [
         {'op': 'evictor_add', 'block_id': 0, 'content_hash': 10, 'num_hashed_tokens': 0, 'last_accessed': 1.0},

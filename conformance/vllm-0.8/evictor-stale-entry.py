@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 logging.disable(logging.WARNING)  # upstream logs a warning per failed reset
-from properties.upstream import load_vllm_v0
+from properties.families.v0.upstream import load_vllm_v0
 
 load_vllm_v0()
-from properties.upstream import vllm_v0_allocator
+from properties.families.v0.upstream import vllm_v0_allocator
 
 alloc = vllm_v0_allocator('prefix_caching', 2, 0, 1)
 from vllm.utils import Device  # noqa: E402, F401
@@ -57,8 +57,8 @@ if __name__ == "__main__":
     print('sorted((t, n, i) for t, n, i, _ in alloc._allocators[Device.GPU].evictor.priority_queue)', '=', sorted((t, n, i) for t, n, i, _ in alloc._allocators[Device.GPU].evictor.priority_queue))
     print('(alloc._allocators[Device.GPU].evictor.num_blocks, alloc.get_num_free_blocks(Device.GPU))', '=', (alloc._allocators[Device.GPU].evictor.num_blocks, alloc.get_num_free_blocks(Device.GPU)))
     # The same program under the suite's oracle: prints the violation it raises.
-    from models.families import Violation
-    from properties.replay import check_program
+    from models.core.invariants import Violation
+    from properties.core.replay import check_program
 
     program = [
         {'op': 'allocate_immutable_chain', 'prev': None, 'chunks': [[1], [2]], 'device': 'gpu', 'extra_hash': None},

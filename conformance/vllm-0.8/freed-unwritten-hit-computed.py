@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 logging.disable(logging.WARNING)  # upstream logs a warning per failed reset
-from properties.upstream import load_vllm_v0
+from properties.families.v0.upstream import load_vllm_v0
 
 load_vllm_v0()
-from properties.upstream import vllm_v0_allocator
+from properties.families.v0.upstream import vllm_v0_allocator
 
 alloc = vllm_v0_allocator('prefix_caching', 2, 0, 2)
 from vllm.utils import Device  # noqa: E402, F401
@@ -47,8 +47,8 @@ if __name__ == "__main__":
     print('alloc._allocators[Device.GPU].block_is_computed(b1.block_id)', '=', alloc._allocators[Device.GPU].block_is_computed(b1.block_id))
     print('alloc.find_cached_blocks_prefix([b1.content_hash]) == [b1.content_hash]', '=', alloc.find_cached_blocks_prefix([b1.content_hash]) == [b1.content_hash])
     # The same program under the suite's oracle: prints the violation it raises.
-    from models.families import Violation
-    from properties.replay import check_program
+    from models.core.invariants import Violation
+    from properties.core.replay import check_program
 
     program = [
         {'op': 'allocate_immutable', 'prev': None, 'tokens': [1, 2], 'device': 'gpu', 'extra_hash': None},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 logging.disable(logging.WARNING)
-from properties.upstream import load_vllm_v0  # noqa: E402
+from properties.families.v0.upstream import load_vllm_v0  # noqa: E402
 
 vllm = load_vllm_v0()
 Device = vllm.utils.Device

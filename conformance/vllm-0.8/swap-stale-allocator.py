@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 logging.disable(logging.WARNING)  # upstream logs a warning per failed reset
-from properties.upstream import load_vllm_v0
+from properties.families.v0.upstream import load_vllm_v0
 
 load_vllm_v0()
-from properties.upstream import vllm_v0_allocator
+from properties.families.v0.upstream import vllm_v0_allocator
 
 alloc = vllm_v0_allocator('prefix_caching', 1, 1, 1)
 from vllm.utils import Device  # noqa: E402, F401
@@ -40,8 +40,8 @@ if __name__ == "__main__":
     print('b0._allocator is alloc._allocators[Device.CPU]', '=', b0._allocator is alloc._allocators[Device.CPU])
     print('b0.block_id', '=', b0.block_id)
     # The same program under the suite's oracle: prints the violation it raises.
-    from models.families import Violation
-    from properties.replay import check_program
+    from models.core.invariants import Violation
+    from properties.core.replay import check_program
 
     program = [
         {'op': 'allocate_mutable', 'prev': None, 'device': 'cpu'},

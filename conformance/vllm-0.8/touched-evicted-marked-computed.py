@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 logging.disable(logging.WARNING)  # upstream logs a warning per failed reset
-from properties.upstream import load_vllm_v0
+from properties.families.v0.upstream import load_vllm_v0
 
 load_vllm_v0()
-from properties.upstream import vllm_v0_allocator
+from properties.families.v0.upstream import vllm_v0_allocator
 
 alloc = vllm_v0_allocator('prefix_caching', 1, 0, 2)
 from vllm.utils import Device  # noqa: E402, F401
@@ -56,15 +56,15 @@ alloc.mark_blocks_as_computed([])
 # step 6: TableAppend(table=1, tokens=(4,), lookahead=0, computed=None)
 t1.append_token_ids([4], num_lookahead_slots=0)
 # step 7: SeqCachedTokens(table=1, prefill=False)
-computed_tracker.get_num_cached_tokens(__import__('properties.adapters', fromlist=['_']).EngineSeq(1, t1._get_all_token_ids(), None, False))
+computed_tracker.get_num_cached_tokens(__import__('properties.families.v0.adapter', fromlist=['_']).EngineSeq(1, t1._get_all_token_ids(), None, False))
 
 if __name__ == "__main__":
     print("observed:")
     print('computed_tracker._seq_id_to_num_tokens_computed', '=', computed_tracker._seq_id_to_num_tokens_computed)
     print('(t1.physical_block_ids, alloc._allocators[Device.GPU]._touched_blocks, alloc._allocators[Device.GPU].block_is_computed(t1.physical_block_ids[0]))', '=', (t1.physical_block_ids, alloc._allocators[Device.GPU]._touched_blocks, alloc._allocators[Device.GPU].block_is_computed(t1.physical_block_ids[0])))
     # The same program under the suite's oracle: prints the violation it raises.
-    from models.families import Violation
-    from properties.replay import check_program
+    from models.core.invariants import Violation
+    from properties.core.replay import check_program
 
     program = [
         {'op': 'tracker_start'},

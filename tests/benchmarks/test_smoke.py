@@ -17,11 +17,11 @@ import pytest
 from benchmarks import floor, run, trace_speed
 from benchmarks.compiled import clock_overhead_ns, compile_table_program
 from benchmarks.serving_trace import Trace, TraceConfig, generate
-from models import operations as ops
-from models.capabilities import Config, tolerating
-from properties.plugin import load_expected, tolerated_by
-from properties.replay import run_program
-from properties.targets import Target, load_target
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config, tolerating
+from properties.core.plugin import load_expected, tolerated_by
+from properties.core.replay import run_program
+from properties.core.targets import Target, load_target
 
 SMALL = replace(run.SMALL_TRACE, num_requests=14)
 

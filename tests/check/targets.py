@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefixcache import PREFIXCACHE_CLAIMS
-from tests.zoo.broken import ZOO
+from tests.zoo.v0.broken import ZOO
 
 
 def hit_twice(allocator_type: str, num_gpu_blocks: int, num_cpu_blocks: int,
@@ -35,7 +35,7 @@ def vllm_hit_rate_halved(allocator_type: str, num_gpu_blocks: int, num_cpu_block
                          block_size: int) -> Any:
     """vLLM 0.8's allocator whose ``get_prefix_cache_hit_rate`` reports half the true rate
     (a HIT deviation vLLM itself does not have)."""
-    from properties.upstream import vllm_v0_allocator
+    from properties.families.v0.upstream import vllm_v0_allocator
 
     alloc = vllm_v0_allocator(allocator_type, num_gpu_blocks, num_cpu_blocks, block_size)
     real = alloc.get_prefix_cache_hit_rate
@@ -44,10 +44,9 @@ def vllm_hit_rate_halved(allocator_type: str, num_gpu_blocks: int, num_cpu_block
 
 
 def prefixcache_claims(factory: Any) -> dict[str, Any]:
-    """What the wrapped allocator claims (read by ``properties.targets.load_target``)."""
+    """What the wrapped allocator claims (read by ``properties.core.targets.load_target``)."""
     if factory is vllm_hit_rate_halved:
-        from properties import upstream
-
+        from properties.families.v0 import upstream
         return {**upstream.prefixcache_claims(upstream.vllm_v0_allocator),
                 "name": "check/vllm_hit_rate_halved"}
     return {**PREFIXCACHE_CLAIMS, "name": f"check/{factory.__name__}", "version": "test"}

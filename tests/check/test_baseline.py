@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.decoder import Level
-from models.capabilities import Config
-from models.families import Family, Violation
-from models.operations import op_from_json
-from properties.baseline import Deviation, attach, deviation, merge, write_xfails
-from properties.corpus_replay import replay, seeds
-from properties.plugin import load_expected
-from properties.replay import run_program
-from properties.signature import Signature, signature
-from properties.targets import Target, load_target
+from fuzz.families.v0.decoder import Level
+from models.core.invariants import Family, Violation
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import op_from_json
+from properties.core.baseline import Deviation, attach, deviation, merge, write_xfails
+from properties.core.plugin import load_expected
+from properties.core.replay import run_program
+from properties.core.signature import Signature, signature
+from properties.core.targets import Target, load_target
+from properties.families.v0.corpus_replay import replay, seeds
 
-SWAP_REVERSED = "tests.zoo.broken:swap_mapping_reversed"
+SWAP_REVERSED = "tests.zoo.v0.broken:swap_mapping_reversed"
 
 
 def _dev(op: str, count: int, program_len: int, test: str) -> Deviation:

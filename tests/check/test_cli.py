@@ -24,7 +24,7 @@ INJECTED = "tests.check.targets:hit_twice_swap_reversed"
 def check(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "properties.cli", "check", "--report-dir",
+    proc = subprocess.run([sys.executable, "-m", "properties.core.cli", "check", "--report-dir",
                            str(out), *args], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300, check=False)
     report = out / "conformance.json"
@@ -102,5 +102,11 @@ def test_all_lists_each_distinct_deviation_once_then_the_baseline_ratchets(
                             "--xfails-file", str(baseline))
     assert code == 1, out
     new = _signatures(data)
-    assert new and all(s.split(" | ")[0] != "HIT" for s in new), new
+    # The adopted HIT deviation is absorbed. With the swap bug injected the machines can reach
+    # the same HIT signature after other operations (another mechanism, a new entry by design,
+    # properties.core.signature); no HIT of a signature the adoption run did not list appears.
+    adopted = {s.rsplit(" | ", 1)[0] for s in found}
+    assert new and all(s.split(" | ")[0] != "HIT" or s.rsplit(" | ", 1)[0] in adopted
+                       for s in new), "\n".join(new)
+    assert any(s.split(" | ")[0] == "SWAP" for s in new), "\n".join(new)
     assert data["families"]["SWAP"].startswith("FAIL"), data["families"]

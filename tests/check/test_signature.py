@@ -8,9 +8,9 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.families import Family, Violation
-from models.operations import Append, Free
-from properties.signature import Signature, message_regex, signature, template
+from models.core.invariants import Family, Violation
+from models.families.v0.operations import Append, Free
+from properties.core.signature import Signature, message_regex, signature, template
 
 
 def test_numbers_lists_and_addresses_are_placeholders() -> None:

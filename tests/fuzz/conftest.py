@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from properties.targets import DEFAULT_SPEC, Target, load_target
+from properties.core.targets import DEFAULT_SPEC, Target, load_target
 
 #: A zoo mutant the block-level harness finds within a few executions.
-MUTANT_SPEC = "tests.zoo.broken:cow_not_recorded"
+MUTANT_SPEC = "tests.zoo.v0.broken:cow_not_recorded"
 
 
 @pytest.fixture(autouse=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fuzz.decoder import Decoder, Level
-from properties.targets import Target
+from fuzz.families.v0.decoder import Decoder, Level
+from properties.core.targets import Target
 
 
 def extension_bytes(config: bytes, level: Level, target: Target, production: str,

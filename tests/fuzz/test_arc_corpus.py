@@ -1,5 +1,6 @@
-"""The arc-cover corpora (``fuzz/arc_corpus/<harness>/``, ``fuzz.corpus_gen``): the tracer
-measures arcs, the greedy cover is deterministic, and the shipped corpora reach arcs of the
+"""The arc-cover corpora (``fuzz/families/v0/arc_corpus/<harness>/``,
+``fuzz.families.v0.corpus_gen``): the tracer measures arcs, the greedy cover is deterministic, and
+the shipped corpora reach arcs of the
 bundled allocator and free-count boundaries the seed corpora do not."""
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import corpus_gen
 from fuzz.cli import FUZZ_DIR
-from fuzz.decoder import Level
-from fuzz.harness import Harness
-from properties import corpus_replay
-from properties.targets import Target
+from fuzz.core.harness import Harness
+from fuzz.families.v0 import corpus_gen
+from fuzz.families.v0.decoder import Level
+from properties.core.targets import Target
+from properties.families.v0 import corpus_replay
 
 
 def _paths(level: Level, corpus: str) -> list[Path]:

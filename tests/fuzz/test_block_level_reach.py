@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from fuzz.decoder import (
+from fuzz.core.execution import execute
+from fuzz.core.listing import format_program
+from fuzz.families.v0.decoder import (
     LEVEL_KINDS,
     LONG_CHAIN_BLOCKS,
     LONG_POOL_BYTE,
@@ -20,14 +22,12 @@ from fuzz.decoder import (
     Decoder,
     Level,
 )
-from fuzz.execution import execute
-from fuzz.listing import format_program
-from models import operations as ops
-from models.capabilities import Capabilities
-from models.families import Family, Violation
-from models.operations import Op, Outcome, Snapshot
-from properties.runner import Runner
-from properties.targets import Target, load_target
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Capabilities
+from models.families.v0.operations import Op, Outcome, Snapshot
+from properties.core.targets import Target, load_target
+from properties.families.v0.runner import Runner
 
 LONG_CONFIG = bytes([0, LONG_POOL_BYTE, 0])  # block size 1, long pool, no CPU pool
 TINY_CONFIG = bytes([3, MAX_GPU_BLOCKS - 1, 0])  # block size 4, 12 GPU blocks, no CPU pool
@@ -40,7 +40,7 @@ def _opcode(config: bytes, caps: Capabilities, generator: str) -> int:
 
 
 def test_long_pool_is_block_level_only() -> None:
-    caps = load_target("tests.zoo.broken:recursive_fork").caps
+    caps = load_target("tests.zoo.v0.broken:recursive_fork").caps
     block = Decoder(LONG_CONFIG, Level.BLOCK, caps)
     assert block.config.num_gpu_blocks == LONG_POOL_GPU_BLOCKS
     assert block.max_ops == LONG_POOL_MAX_OPS
@@ -77,7 +77,7 @@ def test_a_chain_past_the_recursion_limit_is_built_and_forked(bundled: Target) -
 
 
 def test_recursive_fork_fails_on_the_long_chain() -> None:
-    target = load_target("tests.zoo.broken:recursive_fork")
+    target = load_target("tests.zoo.v0.broken:recursive_fork")
     result = execute(_long_chain_input(target.caps), target, Level.BLOCK)
     assert result.violation is not None
     assert result.violation.family is Family.TABLE
@@ -109,7 +109,7 @@ def test_a_table_grows_by_two_blocks_at_block_level(bundled: Target) -> None:
 
 
 def test_table_holds_block_twice_fails_at_block_level() -> None:
-    target = load_target("tests.zoo.broken:table_holds_block_twice")
+    target = load_target("tests.zoo.v0.broken:table_holds_block_twice")
     result = execute(_table_growth_input(target.caps), target, Level.BLOCK)
     assert result.violation is not None
     assert result.violation.family in {Family.RC, Family.LEAK, Family.TABLE, Family.COW}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fuzz.cli import REPO_DIR, main
-from fuzz.instrumentation import atheris_module, instrumented
+from fuzz.core.instrumentation import atheris_module, instrumented
 from tests.fuzz.conftest import MUTANT_SPEC
 
 

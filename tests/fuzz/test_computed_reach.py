@@ -10,10 +10,10 @@ import random
 
 import pytest
 
-from fuzz.decoder import Decoder, Level
-from fuzz.execution import Execution, adapter_features, execute
-from models.families import Family
-from properties.targets import Target, load_target
+from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.families.v0.decoder import Decoder, Level
+from models.core.invariants import Family
+from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
 
 #: Block size 2, 6 GPU blocks, no CPU blocks.
@@ -61,7 +61,7 @@ def test_the_production_emits_the_interleaving_and_the_bundled_allocator_passes(
 
 @pytest.mark.parametrize("mutant", ["freed_unwritten_computed", "computed_ids_with_holes"])
 def test_seeded_inputs_catch_the_computed_mutants(mutant: str) -> None:
-    target = load_target(f"tests.zoo.broken:{mutant}")
+    target = load_target(f"tests.zoo.v0.broken:{mutant}")
     caught = [r.violation for r in (_run(_inputs(target, seed), target) for seed in range(30))
               if r.violation is not None]
     assert caught, f"{mutant} not caught"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import random
 
-from fuzz.decoder import Decoder, Level
-from models import construction
-from models import operations as ops
-from models.capabilities import Config
-from models.oracle import Oracle
-from properties.targets import load_target
+from fuzz.families.v0.decoder import Decoder, Level
+from models.families.v0 import construction
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.oracle import Oracle
+from properties.core.targets import load_target
 from tests.model.judged import run_judged
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks.

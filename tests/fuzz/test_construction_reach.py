@@ -1,19 +1,20 @@
 """What the decoder's construction production reaches: an allocator built beside the program's
 over explicit ids (``Construct``), alone or as both devices, and (for targets that take misuse)
-with one constructor argument malformed, judged by ``models.construction``. Each reach is shown
-by a hand-built input that the bundled allocator passes and the zoo mutant it is for fails; vLLM
+with one constructor argument malformed, judged by ``models.families.v0.construction``. Each reach
+is shown by a hand-built input that the bundled allocator passes and the zoo mutant it is for fails;
+vLLM
 0.8 builds its own classes the same way."""
 
 from __future__ import annotations
 
 import pytest
 
-from fuzz.decoder import CONSTRUCT_IDS, MAX_GPU_BLOCKS, Level
-from fuzz.execution import Execution, adapter_features, execute
-from models import operations as ops
-from models.families import Family
-from models.operations import ErrorKind
-from properties.targets import Target, load_target
+from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.families.v0.decoder import CONSTRUCT_IDS, MAX_GPU_BLOCKS, Level
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.operations import ErrorKind
+from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks.
@@ -77,7 +78,7 @@ def test_vllm_builds_its_own_classes_the_same_way() -> None:
 
 
 def test_ids_assumed_contiguous_fails() -> None:
-    target = load_target("tests.zoo.broken:block_ids_assumed_contiguous")
+    target = load_target("tests.zoo.v0.broken:block_ids_assumed_contiguous")
     result = _run(_permuted(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.LEAK, 0)
@@ -101,7 +102,7 @@ def test_a_malformed_constructor_argument_is_refused(bundled: Target, argument: 
     assert result.violation is None, str(result.violation)
     assert result.program == [op]
     assert result.outcomes[0].error is ErrorKind.MISUSE
-    target = load_target(f"tests.zoo.broken:{mutant}")
+    target = load_target(f"tests.zoo.v0.broken:{mutant}")
     result = _run(data(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.ATOMIC, 0)

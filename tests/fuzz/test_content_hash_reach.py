@@ -11,19 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import execution as fuzz_execution
-from fuzz.decoder import MAX_GPU_BLOCKS, Decoder, Level
-from fuzz.execution import Execution, execute
-from fuzz.trace import RecordingAllocator, read_trace, replay, write_trace
-from models import operations as ops
-from models.families import Family
-from models.operations import ErrorKind, op_to_json
+from fuzz.core import execution as fuzz_execution
+from fuzz.core.execution import Execution, execute
+from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, Decoder, Level
+from fuzz.families.v0.trace import RecordingAllocator, read_trace, replay, write_trace
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.operations import ErrorKind, op_to_json
 from prefixcache import PrefixCacheError
 from prefixcache.block_table import BlockTable
 from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator
 from prefixcache.utils import Device
-from properties.strategies import int_like
-from properties.targets import Target, load_target
+from properties.core.targets import Target, load_target
+from properties.families.v0.strategies import int_like
 from tests.fuzz.reach import extension_bytes
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks.
@@ -148,7 +148,7 @@ def _int_like(t: Target) -> bytes:
 ])
 def test_the_content_hash_mutants_fail(mutant: str, make: Callable[[Target], bytes],
                                        family: Family, step: int) -> None:
-    target = load_target(f"tests.zoo.broken:{mutant}")
+    target = load_target(f"tests.zoo.v0.broken:{mutant}")
     result = _run(make(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (family, step)

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuzz.bytesource import ByteSource
-from fuzz.decoder import MAX_OPS, Decoder, Level
-from fuzz.execution import execute
-from models.operations import op_to_json
-from properties.targets import DEFAULT_SPEC, Target, load_target
+from fuzz.core.bytesource import ByteSource
+from fuzz.core.execution import execute
+from fuzz.families.v0.decoder import MAX_OPS, Decoder, Level
+from models.families.v0.operations import op_to_json
+from properties.core.targets import DEFAULT_SPEC, Target, load_target
 
 LEVELS = list(Level)
 FAST = settings(max_examples=25, deadline=None, database=None)

@@ -1,16 +1,22 @@
 """What the decoder's device-call production reaches: one device's own allocator called
-directly (``DeviceSwap`` and the device-level misuse, ``models.device_calls``). Each reach is
-shown by a hand-built input that the bundled allocator passes and the zoo mutant it is for
+directly (``DeviceSwap`` and the device-level misuse, ``models.families.v0.device_calls``). Each
+reach is shown by a hand-built input that the bundled allocator passes and the zoo mutant it is for
 fails."""
 
 from __future__ import annotations
 
-from fuzz.decoder import DEVICE_KINDS, DEVICE_MISUSE_KINDS, MAX_GPU_BLOCKS, Decoder, Level
-from fuzz.execution import Execution, adapter_features, execute
-from models import operations as ops
-from models.families import Family
-from models.operations import Dev, ErrorKind
-from properties.targets import Target, load_target
+from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.families.v0.decoder import (
+    DEVICE_KINDS,
+    DEVICE_MISUSE_KINDS,
+    MAX_GPU_BLOCKS,
+    Decoder,
+    Level,
+)
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.operations import Dev, ErrorKind
+from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks.
@@ -74,7 +80,7 @@ def test_a_swap_in_of_a_held_block_is_refused(bundled: Target) -> None:
 
 
 def test_a_swap_in_that_takes_held_blocks_fails() -> None:
-    target = load_target("tests.zoo.broken:swap_in_takes_held_blocks")
+    target = load_target("tests.zoo.v0.broken:swap_in_takes_held_blocks")
     result = _run(_held_input(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.SWAP, 1)

@@ -12,14 +12,14 @@ from dataclasses import replace
 import pytest
 
 from fuzz.cli import corpus_dir, dict_path, read_corpus, read_dict
-from fuzz.decoder import EVICTOR_KINDS, MAX_GPU_BLOCKS, Decoder, Level
-from fuzz.engine import Engine
-from fuzz.execution import Execution, adapter_features, execute
-from fuzz.harness import Harness
-from models import operations as ops
-from models.families import Family
-from models.operations import ErrorKind
-from properties.targets import Target, load_target
+from fuzz.core.engine import Engine
+from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.core.harness import Harness
+from fuzz.families.v0.decoder import EVICTOR_KINDS, MAX_GPU_BLOCKS, Decoder, Level
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.operations import ErrorKind
+from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks.
@@ -67,7 +67,7 @@ def test_an_evict_takes_the_deepest_of_a_tie(bundled: Target) -> None:
 
 
 def test_evictor_ties_to_shallowest_fails() -> None:
-    target = load_target("tests.zoo.broken:evictor_ties_to_shallowest")
+    target = load_target("tests.zoo.v0.broken:evictor_ties_to_shallowest")
     result = _run(_tie_input(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.LRU, 2)
@@ -89,7 +89,7 @@ def test_remove_of_a_non_candidate_is_refused(bundled: Target) -> None:
 
 
 def test_evictor_remove_absent_silent_fails() -> None:
-    target = load_target("tests.zoo.broken:evictor_remove_absent_silent")
+    target = load_target("tests.zoo.v0.broken:evictor_remove_absent_silent")
     result = _run(_absent_remove_input(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.LEAK, 1)
@@ -128,7 +128,7 @@ def test_misuse_stays_out_for_targets_that_cannot_take_it(bundled: Target) -> No
 def test_a_short_seeded_fuzz_run_finds_an_evictor_mutant(mutant: str) -> None:
     """The block-level harness, from its seed corpus and dictionary, finds the mutant through
     an evictor operation (not an allocator-level symptom) within a small budget."""
-    harness = Harness(Level.BLOCK).bind(load_target(f"tests.zoo.broken:{mutant}"))
+    harness = Harness(Level.BLOCK).bind(load_target(f"tests.zoo.v0.broken:{mutant}"))
     level = Level.BLOCK.value
     engine = Engine(harness.run, read_corpus(corpus_dir(level)), seed=4,
                     dictionary=read_dict(dict_path(level)))

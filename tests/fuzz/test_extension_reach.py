@@ -10,13 +10,13 @@ from dataclasses import replace
 
 import pytest
 
-from fuzz.decoder import MAX_GPU_BLOCKS, TRACKER_KINDS, Decoder, Level, extras_for
-from fuzz.execution import Execution, execute
-from models import operations as ops
-from models.families import Family
-from models.operations import Dev, ErrorKind
-from properties.adapters import FamilyAdapter
-from properties.targets import Target, load_target
+from fuzz.core.execution import Execution, execute
+from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, TRACKER_KINDS, Decoder, Level, extras_for
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.operations import Dev, ErrorKind
+from properties.core.targets import Target, load_target
+from properties.families.v0.adapter import FamilyAdapter
 from tests.fuzz.reach import extension_bytes
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks (ids 12..14).
@@ -71,7 +71,7 @@ def test_the_swap_log_is_read_and_reset(bundled: Target) -> None:
 
 
 def test_swap_log_not_reset_fails() -> None:
-    target = load_target("tests.zoo.broken:swap_log_not_reset")
+    target = load_target("tests.zoo.v0.broken:swap_log_not_reset")
     result = _run(_swap_log_input(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.SWAP, 3)
@@ -90,7 +90,7 @@ def test_physical_ids_are_device_positions(bundled: Target) -> None:
 
 
 def test_physical_id_not_offset_fails() -> None:
-    target = load_target("tests.zoo.broken:physical_id_not_offset")
+    target = load_target("tests.zoo.v0.broken:physical_id_not_offset")
     result = _run(_id_space_input(target), target)
     assert result.violation is not None
     assert result.violation.family is Family.SWAP
@@ -111,7 +111,7 @@ def test_common_computed_ids_of_a_batch(bundled: Target) -> None:
 
 
 def test_common_computed_shortest_fails() -> None:
-    target = load_target("tests.zoo.broken:common_computed_shortest")
+    target = load_target("tests.zoo.v0.broken:common_computed_shortest")
     result = _run(_common_computed_input(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.COMPUTED, 2)
@@ -132,7 +132,7 @@ def test_a_hit_burst_past_the_window_then_the_rate(bundled: Target) -> None:
 
 
 def test_hit_rate_window_forgets_fails() -> None:
-    target = load_target("tests.zoo.broken:hit_rate_window_forgets")
+    target = load_target("tests.zoo.v0.broken:hit_rate_window_forgets")
     result = _run(_hit_burst_input(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.HIT, 2)
@@ -159,7 +159,7 @@ def test_a_sliding_window_drops_a_block(bundled: Target) -> None:
 
 
 def test_null_block_freed_fails() -> None:
-    target = load_target("tests.zoo.broken:null_block_freed")
+    target = load_target("tests.zoo.v0.broken:null_block_freed")
     result = _run(_window_input(target), target, Level.SEQUENCE)
     assert result.violation is not None
     assert result.violation.family in {Family.FREE, Family.LEAK, Family.RC}
@@ -206,7 +206,7 @@ def test_a_malformed_argument_is_refused(bundled: Target) -> None:
 
 
 def test_coerced_tokens_fail() -> None:
-    target = load_target("tests.zoo.argument_mutants:tokens_coerced")
+    target = load_target("tests.zoo.v0.argument_mutants:tokens_coerced")
     result = _run(_malformed_input(target), target)
     assert result.violation is not None
     assert result.violation.family is Family.ATOMIC
@@ -231,7 +231,7 @@ def test_block_info_counts_every_holder(bundled: Target) -> None:
 
 
 def test_refcount_caps_at_one_fails() -> None:
-    target = load_target("tests.zoo.broken:refcount_caps_at_one")
+    target = load_target("tests.zoo.v0.broken:refcount_caps_at_one")
     result = _run(_block_info_input(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.RC, 2)
@@ -258,7 +258,7 @@ def test_a_write_to_the_null_block_is_refused(bundled: Target) -> None:
 
 
 def test_null_block_writable_fails() -> None:
-    target = load_target("tests.zoo.broken:null_block_writable")
+    target = load_target("tests.zoo.v0.broken:null_block_writable")
     result = _run(_null_write_input(target), target, Level.SEQUENCE)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.TABLE, 2)
@@ -310,7 +310,7 @@ def test_different_salts_never_share_a_block(bundled: Target) -> None:
 
 
 def test_extra_key_ignores_salt_fails() -> None:
-    target = load_target("tests.zoo.broken:extra_key_ignores_salt")
+    target = load_target("tests.zoo.v0.broken:extra_key_ignores_salt")
     result = _run(_salted_input(target), target)
     assert result.violation is not None
     assert result.violation.step == 1
@@ -352,7 +352,7 @@ def test_a_stale_mark_moves_a_freed_id_in_the_lru_order(bundled: Target) -> None
 
 
 def test_stale_mark_skips_evictor_fails() -> None:
-    target = load_target("tests.zoo.broken:stale_mark_skips_evictor")
+    target = load_target("tests.zoo.v0.broken:stale_mark_skips_evictor")
     result = _run(_stale_mark_input(target), target)
     assert result.violation is not None
     assert result.violation.family is Family.LRU
@@ -377,7 +377,7 @@ def test_handles_sharing_an_id_are_swapped_in_one_call(bundled: Target) -> None:
 
 
 def test_swap_splits_shared_ids_fails() -> None:
-    target = load_target("tests.zoo.broken:swap_splits_shared_ids")
+    target = load_target("tests.zoo.v0.broken:swap_splits_shared_ids")
     result = _run(_shared_swap_input(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.SWAP, 3)
@@ -402,7 +402,7 @@ def test_a_tracker_refuses_a_sequence_it_holds(bundled: Target) -> None:
 
 
 def test_computed_tracker_readds_fails() -> None:
-    target = load_target("tests.zoo.broken:computed_tracker_readds")
+    target = load_target("tests.zoo.v0.broken:computed_tracker_readds")
     result = _run(_tracker_edit_input(target), target, Level.SEQUENCE)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.COMPUTED, 3)

@@ -5,12 +5,12 @@ the zoo mutant it is for fails."""
 
 from __future__ import annotations
 
-from fuzz.decoder import MAX_GPU_BLOCKS, Decoder, Level
-from fuzz.execution import Execution, execute
-from models import operations as ops
-from models.families import Family
-from models.operations import ErrorKind
-from properties.targets import Target, load_target
+from fuzz.core.execution import Execution, execute
+from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, Decoder, Level
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.operations import ErrorKind
+from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
 
 #: Sequence level: block size 1, 12 GPU blocks, no CPU pool, one system prompt ``(1,)``.
@@ -80,7 +80,7 @@ def test_a_sequence_that_lost_blocks_is_refused(bundled: Target) -> None:
 
 
 def test_tracker_keeps_lost_blocks_fails() -> None:
-    target = load_target("tests.zoo.broken:tracker_keeps_lost_blocks")
+    target = load_target("tests.zoo.v0.broken:tracker_keeps_lost_blocks")
     result = _run(_lost_blocks_input(target), target)
     assert result.violation is not None
     assert result.violation.family is Family.COMPUTED

@@ -1,17 +1,18 @@
 """What the decoder's injected-hash production reaches (``InjectedHash``,
-``models.injected_hash``): an allocator built by ``create`` with an order-blind hash, judged on
-both devices. Shown by a hand-built input that the bundled allocator passes, and that fails when
+``models.families.v0.injected_hash``): an allocator built by ``create`` with an order-blind hash,
+judged on both devices. Shown by a hand-built input that the bundled allocator passes, and that
+fails when
 ``create`` drops the hash for one device; vLLM 0.8's ``create`` takes none (not offered)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fuzz.decoder import MAX_GPU_BLOCKS, Decoder, Level
-from fuzz.execution import Execution, adapter_features, execute
-from models import operations as ops
-from models.families import Family
-from properties.targets import Target, load_target
+from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, Decoder, Level
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks.

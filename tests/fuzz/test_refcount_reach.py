@@ -12,12 +12,12 @@ from dataclasses import replace
 
 import pytest
 
-from fuzz.decoder import MAX_GPU_BLOCKS, REFCOUNT_KINDS, Decoder, Level
-from fuzz.execution import Execution, adapter_features, execute
-from models import operations as ops
-from models.families import Family
-from models.operations import ErrorKind
-from properties.targets import Target, load_target
+from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, REFCOUNT_KINDS, Decoder, Level
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.operations import ErrorKind
+from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks.
@@ -66,7 +66,7 @@ def test_a_block_shared_by_two_is_not_appendable(bundled: Target) -> None:
 
 
 def test_cow_appendable_shared_by_two_fails() -> None:
-    target = load_target("tests.zoo.broken:cow_appendable_shared_by_two")
+    target = load_target("tests.zoo.v0.broken:cow_appendable_shared_by_two")
     result = _run(_shared_input(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.COW, 3)
@@ -95,7 +95,7 @@ def test_decr_at_zero_is_refused(bundled: Target) -> None:
 
 
 def test_refcount_decr_clamps_at_zero_fails() -> None:
-    target = load_target("tests.zoo.broken:refcount_decr_clamps_at_zero")
+    target = load_target("tests.zoo.v0.broken:refcount_decr_clamps_at_zero")
     result = _run(_decr_at_zero_input(target), target)
     assert result.violation is not None
     assert (result.violation.family, result.violation.step) == (Family.RC, 1)
@@ -137,7 +137,7 @@ def test_misuse_stays_out_for_targets_that_cannot_take_it(bundled: Target) -> No
 def test_seeded_inputs_find_a_refcount_mutant(mutant: str, bundled: Target) -> None:
     """Random choices through the production find the mutant within a few dozen inputs,
     through a refcount operation; the bundled allocator passes the inputs tried."""
-    target = load_target(f"tests.zoo.broken:{mutant}")
+    target = load_target(f"tests.zoo.v0.broken:{mutant}")
     found = None
     for data in _random_inputs(target, 4, 60):
         assert _run(data, bundled).violation is None

@@ -12,12 +12,12 @@ from types import ModuleType
 import pytest
 
 from fuzz.cli import corpus_dir, main, read_corpus
-from fuzz.decoder import Level
-from fuzz.engine import Engine
-from fuzz.harness import Harness
-from models.families import Violation
-from properties import selection
-from properties.targets import Target
+from fuzz.core.engine import Engine
+from fuzz.core.harness import Harness
+from fuzz.families.v0.decoder import Level
+from models.core.invariants import Violation
+from properties.core import selection
+from properties.core.targets import Target
 from tests.fuzz.conftest import MUTANT_SPEC
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz.decoder import MAX_GPU_BLOCKS, Decoder, Level, extras_for
-from fuzz.execution import Execution, adapter_features, execute
-from models import operations as ops
-from models.families import Family
-from models.operations import Dev, ErrorKind, ExtraKey
-from models.request_keys import KEY_ARGUMENTS, bad_values
-from properties.targets import Target, load_target
+from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, Decoder, Level, extras_for
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.operations import Dev, ErrorKind, ExtraKey
+from models.families.v0.request_keys import KEY_ARGUMENTS, bad_values
+from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
 
 #: Block size 4, 12 GPU blocks, 3 CPU blocks.
@@ -62,7 +62,7 @@ def test_a_malformed_key_argument_is_refused(bundled: Target, argument: str,
 
 
 def test_a_key_builder_taking_a_bool_lora_fails() -> None:
-    target = load_target("tests.zoo.broken:key_builder_bool_lora")
+    target = load_target("tests.zoo.v0.broken:key_builder_bool_lora")
     result = _run(_malformed_key_input(target, ExtraKey(lora_id=1), LORA, True), target)
     assert result.violation is not None and result.violation.family is Family.ATOMIC
 
@@ -107,7 +107,7 @@ def test_a_respelled_salt_hits(bundled: Target) -> None:
 
 
 def test_a_key_builder_keeping_bytes_salts_apart_fails() -> None:
-    target = load_target("tests.zoo.broken:key_builder_bytes_salt_apart")
+    target = load_target("tests.zoo.v0.broken:key_builder_bytes_salt_apart")
     result = _run(_respelled_input(target), target)
     assert result.violation is not None and result.violation.step == 1
     assert result.violation.family in (Family.HASH, Family.CACHE)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import fuzz_block_level, fuzz_hashing, fuzz_sequence_level
 from fuzz.cli import corpus_dir, dict_path, read_dict
-from fuzz.corpus_gen import RARE_KINDS
-from fuzz.decoder import Level
-from fuzz.execution import decodable_kinds
-from fuzz.harness import Harness
-from properties.targets import Target
+from fuzz.core.execution import decodable_kinds
+from fuzz.core.harness import Harness
+from fuzz.families.v0 import fuzz_block_level, fuzz_hashing, fuzz_sequence_level
+from fuzz.families.v0.corpus_gen import RARE_KINDS
+from fuzz.families.v0.decoder import Level
+from properties.core.targets import Target
 
 ENTRY_POINTS = {
     Level.BLOCK: fuzz_block_level.TestOneInput,

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from fuzz.cli import FUZZ_DIR, main
-from fuzz.trace import RecordingAllocator, TraceError, read_trace, replay, write_trace
-from fuzz.workloads import WORKLOADS, Workload, record
-from models.operations import op_to_json, outcome_to_json
+from fuzz.families.v0.trace import RecordingAllocator, TraceError, read_trace, replay, write_trace
+from fuzz.families.v0.workloads import WORKLOADS, Workload, record
+from models.families.v0.operations import op_to_json, outcome_to_json
 from prefixcache import PrefixCacheError
 from prefixcache.block_table import BlockTable
 from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator
 from prefixcache.utils import Device
-from properties.selection import current_target
-from properties.targets import Target
+from properties.core.selection import current_target
+from properties.core.targets import Target
 
 SMALL = Workload("small", 5, 2, 10, 6, 18, arrival=0.7, fork_rate=0.5)
 TRACES = sorted((FUZZ_DIR / "traces").glob("*.jsonl"))
@@ -118,5 +118,5 @@ def test_unrepresentable_calls_are_refused() -> None:
 
 def test_replay_command_reports_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = FUZZ_DIR / "traces" / "parallel_sampling_cow.jsonl"
-    assert main(["replay", str(path), "--allocator", "tests.zoo.broken:cow_not_recorded"]) == 1
+    assert main(["replay", str(path), "--allocator", "tests.zoo.v0.broken:cow_not_recorded"]) == 1
     assert "FAILED" in capsys.readouterr().out

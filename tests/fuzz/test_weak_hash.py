@@ -5,13 +5,13 @@ violation, and the very same inputs pass with the default hash."""
 from __future__ import annotations
 
 from fuzz.cli import corpus_dir, read_corpus
-from fuzz.decoder import Level
-from fuzz.engine import Engine
-from fuzz.harness import Harness, harness_for
-from fuzz.weak_hash import weak_hash
-from models.families import Family
+from fuzz.core.engine import Engine
+from fuzz.core.harness import Harness, harness_for
+from fuzz.families.v0.decoder import Level
+from fuzz.families.v0.weak_hash import weak_hash
+from models.core.invariants import Family
 from prefixcache.hashing import default_hash_function
-from properties.targets import Target
+from properties.core.targets import Target
 
 MERSENNE_61 = 2**61 - 1
 

@@ -1,7 +1,7 @@
 """The state machines catch allocators with argument-validation bugs through their ``misuse``
-rules (malformed arguments, ``models.operations.Malformed``, and swaps to the same device):
-each mutant of ``tests.zoo.argument_mutants`` either accepts a malformed argument or changes
-state before refusing one, and is reported as ATOMIC with a shrunk program ending in that
+rules (malformed arguments, ``models.families.v0.operations.Malformed``, and swaps to the same
+device): each mutant of ``tests.zoo.v0.argument_mutants`` either accepts a malformed argument or
+changes state before refusing one, and is reported as ATOMIC with a shrunk program ending in that
 call, whose reproducer shows the malformed argument."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config
-from models.families import Family, Violation
-from properties.replay import run_program
-from properties.reproducer import render_script
-from properties.runner import Runner
-from properties.targets import load_target
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from properties.core.replay import run_program
+from properties.core.reproducer import render_script
+from properties.core.targets import load_target
+from properties.families.v0.runner import Runner
 from tests.zoo.harness import Budget, Catch, run_check
 
 #: mutant -> (the checks that may catch it, in order; what its last call must be)
@@ -36,7 +36,7 @@ BUDGETS = (Budget(max_examples=100, steps=40, seed=0), Budget(max_examples=100, 
 
 
 def _catch(name: str, checks: tuple[str, ...]) -> Catch:
-    target = load_target(f"tests.zoo.argument_mutants:{name}")
+    target = load_target(f"tests.zoo.v0.argument_mutants:{name}")
     assert target.caps.typed_errors and target.caps.atomic
     for budget in BUDGETS:
         for check in checks:
@@ -58,7 +58,7 @@ def test_an_argument_validation_bug_is_caught_as_atomic(name: str) -> None:
     if not isinstance(last, ops.Malformed):  # the swap to the same device
         assert isinstance(last, ops.Swap | ops.TableSwap) and last.src is last.dst, last
     # The shrunk program replays to the same violation, and its script names the argument.
-    target = load_target(f"tests.zoo.argument_mutants:{name}")
+    target = load_target(f"tests.zoo.v0.argument_mutants:{name}")
     with pytest.raises(Violation) as info:
         run_program(target, catch.config, catch.program)
     assert info.value.family is Family.ATOMIC

@@ -23,15 +23,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from models import operations as ops
-from models.capabilities import Config
-from models.families import Family, Violation
-from models.operations import Dev, Op
-from properties import selection
-from properties.machines.block_level import BlockLevelMachine
-from properties.replay import run_program
-from properties.runner import MISBEHAVED, Runner
-from properties.targets import (
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import Dev, Op
+from properties.core import selection
+from properties.core.replay import run_program
+from properties.core.targets import (
     DEFAULT_STEP_TIMEOUT,
     TIMEOUT_ENV_VAR,
     Target,
@@ -39,6 +37,8 @@ from properties.targets import (
     load_target,
     step_timeout_setting,
 )
+from properties.families.v0.machines.block_level import BlockLevelMachine
+from properties.families.v0.runner import MISBEHAVED, Runner
 from tests.hardening.misbehaving.targets import FAULTS, HANG_SECONDS
 
 MODULE = "tests.hardening.misbehaving.targets"
@@ -306,7 +306,7 @@ def check(name: str, tmp_path: Path, *extra: str) -> tuple[int, dict[str, object
     env.pop(TIMEOUT_ENV_VAR, None)
     out = tmp_path / "report"
     proc = subprocess.run(
-        [sys.executable, "-m", "properties.cli", "check", "--allocator", f"{MODULE}:{name}",
+        [sys.executable, "-m", "properties.core.cli", "check", "--allocator", f"{MODULE}:{name}",
          "--report-dir", str(out), "--profile", "mutation", "--max-examples", "15",
          "--max-steps", "10", *extra],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)

@@ -1,7 +1,7 @@
-"""The direct hash-quality check (``properties.hash_quality``): a strong key passes, and weak
-keys that no state-machine example reaches are reported as HASH, each by the part of the search
-that exists for it: a near-miss pair (Python's tuple ``hash``), the birthday search (a 16-bit
-key), the range (a key too narrow to be collision resistant, yet without a collision in
+"""The direct hash-quality check (``properties.families.v0.hash_quality``): a strong key passes, and
+weak keys that no state-machine example reaches are reported as HASH, each by the part of the search
+that exists for it: a near-miss pair (Python's tuple ``hash``), the birthday search (a 16-bit key),
+the range (a key too narrow to be collision resistant, yet without a collision in
 reach)."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from dataclasses import replace
 
 import pytest
 
-from fuzz.weak_hash import weak_hash
-from models.families import Family, Violation
+from fuzz.families.v0.weak_hash import weak_hash
+from models.core.invariants import Family, Violation
 from prefixcache.hashing import default_hash_function
-from properties import hash_quality
-from properties.hash_quality import Collision, near_misses, spread_bits
-from properties.replay import run_program
-from properties.targets import DEFAULT_SPEC, Target, load_target
+from properties.core.replay import run_program
+from properties.core.targets import DEFAULT_SPEC, Target, load_target
+from properties.families.v0 import hash_quality
+from properties.families.v0.hash_quality import Collision, near_misses, spread_bits
 
-ZOO_16_BITS = "tests.zoo.broken:key_truncated_16_bits"
+ZOO_16_BITS = "tests.zoo.v0.broken:key_truncated_16_bits"
 
 
 def _with_hash(bits: int | None = None, function: object = None) -> Target:

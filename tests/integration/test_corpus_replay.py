@@ -1,15 +1,16 @@
-"""The seed-corpus replay (``properties.corpus_replay``) judges every seed: silent on the
+"""The seed-corpus replay (``properties.families.v0.corpus_replay``) judges every seed: silent on
+the
 bundled allocator, and it reports broken allocators with the seed and program that show it."""
 
 from __future__ import annotations
 
 import pytest
 
-from fuzz.decoder import Level
-from models.families import Family, Violation
-from models.operations import Op
-from properties import corpus_replay
-from properties.targets import load_target
+from fuzz.families.v0.decoder import Level
+from models.core.invariants import Family, Violation
+from models.families.v0.operations import Op
+from properties.core.targets import load_target
+from properties.families.v0 import corpus_replay
 
 
 def _replay_all(spec: str) -> list[Violation]:
@@ -33,7 +34,7 @@ def test_the_bundled_allocator_passes_every_seed() -> None:
     ("no_free_blocks_not_value_error", Family.CRASH),
 ])
 def test_broken_allocators_fail_seeds_with_a_program(mutant: str, family: Family) -> None:
-    found = _replay_all(f"tests.zoo.broken:{mutant}")
+    found = _replay_all(f"tests.zoo.v0.broken:{mutant}")
     assert found, f"{mutant} passes every seed"
     assert family in {v.family for v in found}
     first = found[0]
@@ -50,7 +51,7 @@ def test_broken_allocators_fail_seeds_with_a_program(mutant: str, family: Family
 
 
 def test_absorbed_violations_are_not_reported() -> None:
-    target = load_target("tests.zoo.broken:cow_not_recorded")
+    target = load_target("tests.zoo.v0.broken:cow_not_recorded")
     level = Level.BLOCK
     paths = corpus_replay.seeds(level)
     assert paths

@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, run_state_machine_as_test
 
-from models.capabilities import Config
-from properties import selection
-from properties.machines.block_level import BlockLevelMachine
-from properties.machines.sequence_level import SequenceLevelMachine
-from properties.strategies import tokens
+from models.families.v0.capabilities import Config
+from properties.core import selection
+from properties.families.v0.machines.block_level import BlockLevelMachine
+from properties.families.v0.machines.sequence_level import SequenceLevelMachine
+from properties.families.v0.strategies import tokens
 
 SHAPES = [(1, 3, 2), (2, 6, 0), (3, 5, 3), (4, 8, 4), (8, 4, 2), (16, 12, 6)]
 STEPS = 300

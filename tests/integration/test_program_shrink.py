@@ -1,7 +1,7 @@
 """The reported counterexample is shrunk operation by operation, not only rule by rule.
 
 The block-level machine's once-per-example ``malformed_sweep`` runs every malformed call in one
-rule, so Hypothesis alone reports the whole sweep; :mod:`properties.shrink` cuts the reported
+rule, so Hypothesis alone reports the whole sweep; :mod:`properties.core.shrink` cuts the reported
 program down to what the failure needs, and the script it prints replays to the same family.
 """
 
@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from models.families import Family, Violation
-from properties import selection
-from properties.determinism import fixed_constants
-from properties.machines.block_level import BlockLevelMachine
-from properties.replay import check_program
-from properties.targets import load_target
+from models.core.invariants import Family, Violation
+from properties.core import selection
+from properties.core.determinism import fixed_constants
+from properties.core.replay import check_program
+from properties.core.targets import load_target
+from properties.families.v0.machines.block_level import BlockLevelMachine
 
-SPEC = "tests.zoo.broken:hash_arguments_unchecked"
+SPEC = "tests.zoo.v0.broken:hash_arguments_unchecked"
 BUDGET = settings(max_examples=50, stateful_step_count=20, derandomize=True, database=None,
                   deadline=None, report_multiple_bugs=False,
                   phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],

@@ -10,11 +10,11 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import operations as ops
-from models.capabilities import Config
-from properties.replay import run_program
-from properties.reproducer import fold_repeats, render_script
-from properties.targets import load_target
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from properties.core.replay import run_program
+from properties.core.reproducer import fold_repeats, render_script
+from properties.core.targets import load_target
 
 
 def _trace(code: list[str]) -> list[int]:

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from models.capabilities import Config
-from models.operations import ErrorKind, Op
-from models.oracle import Oracle
-from properties.runner import Runner
-from properties.targets import DEFAULT_SPEC, load_target
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import ErrorKind, Op
+from models.families.v0.oracle import Oracle
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0.runner import Runner
 
 
 def run_judged(program: Sequence[Op], spec: str = DEFAULT_SPEC,

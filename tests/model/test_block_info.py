@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config
-from models.families import Family, Violation
-from models.operations import Dev, ErrorKind, Op
-from properties.adapters import Unsupported
-from properties.runner import Runner
-from properties.targets import DEFAULT_SPEC, load_target
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import Dev, ErrorKind, Op
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0.adapter import Unsupported
+from properties.families.v0.runner import Runner
 from tests.model.judged import run_judged
 
 F = Family
@@ -61,7 +61,8 @@ def test_query_of_a_freed_handle_is_refused() -> None:
 def test_capability_is_detected() -> None:
     """The bundled allocator has both queries; vLLM 0.8 has neither, so the adapter has no
     plan for them (the machines then never ask)."""
-    for spec, has in ((DEFAULT_SPEC, True), ("properties.upstream:vllm_v0_allocator", False)):
+    for spec, has in ((DEFAULT_SPEC, True), ("properties.upstream:vllm_v0_allocator",
+    False)):
         target = load_target(spec)
         adapter = Runner(target, Config(2, 2, 2, target.caps)).adapter
         assert adapter.has_block_info is has

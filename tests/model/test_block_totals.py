@@ -1,12 +1,12 @@
 """``num_tokens_total`` of every live prefix-caching block is the token count of its chain up
-to and including it (API.md 3), checked after every step (``models.checks``)."""
+to and including it (API.md 3), checked after every step (``models.families.v0.checks``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from models import operations as ops
-from models.families import Family, Violation
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
 from tests.model.judged import run_judged
 
 #: A full block (handle 0), a block chained to it that decodes one token at a time (1), and a
@@ -22,7 +22,7 @@ def test_the_bundled_allocator_shows_chain_totals() -> None:
 
 def test_a_total_that_leaves_out_the_predecessors_is_caught() -> None:
     with pytest.raises(Violation) as found:
-        run_judged(PROGRAM, "tests.zoo.broken:tokens_total_not_chained", shape=(2, 4, 2))
+        run_judged(PROGRAM, "tests.zoo.v0.broken:tokens_total_not_chained", shape=(2, 4, 2))
     assert found.value.family is Family.TABLE
     # the chained block, as soon as it exists: 2 tokens before it, none of its own
     assert "block 1: num_tokens_total" in str(found.value)

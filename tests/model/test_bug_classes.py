@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from models.families import Family
-from models.operations import (
+from models.core.invariants import Family
+from models.families.v0.operations import (
     AllocateImmutable,
     AllocateImmutableChain,
     AllocateMutable,

@@ -1,7 +1,7 @@
-"""The construction contract (``Construct``, ``models.construction``): valid constructions over
-explicit ids read back as the model says (each read-out, when wrong, flagged with its family),
-malformed constructor arguments refused with a typed error by the bundled allocator and left
-out of contract for targets without typed errors, the classes found per target (vLLM 0.8 has
+"""The construction contract (``Construct``, ``models.families.v0.construction``): valid
+constructions over explicit ids read back as the model says (each read-out, when wrong, flagged with
+its family), malformed constructor arguments refused with a typed error by the bundled allocator and
+left out of contract for targets without typed errors, the classes found per target (vLLM 0.8 has
 them all but the hash-function extension), and the JSON round trip."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from dataclasses import replace
 
 import pytest
 
-from models import construction
-from models import operations as ops
-from models.capabilities import Config
-from models.contract import OutOfContract
-from models.families import Family, Violation
-from models.operations import ErrorKind, Op
-from models.oracle import Oracle
-from properties.adapters import Unsupported
-from properties.runner import Runner
-from properties.targets import DEFAULT_SPEC, load_target
+from models.core.invariants import Family, Violation
+from models.families.v0 import construction
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.contract import OutOfContract
+from models.families.v0.operations import ErrorKind, Op
+from models.families.v0.oracle import Oracle
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0.adapter import Unsupported
+from properties.families.v0.runner import Runner
 from tests.model.judged import run_judged
 
 F = Family

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from models import construction
-from models import operations as ops
-from models.families import Family, Violation
-from models.operations import Op
+from models.core.invariants import Family, Violation
+from models.families.v0 import construction
+from models.families.v0 import operations as ops
+from models.families.v0.operations import Op
 from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator
-from properties.targets import DEFAULT_SPEC
+from properties.core.targets import DEFAULT_SPEC
 from tests.model.judged import run_judged
 
 F = Family

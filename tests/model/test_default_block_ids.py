@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config
-from models.families import Family, Violation
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
 from prefixcache.naive_block import NaiveBlockAllocator
 from prefixcache.prefix_caching_block import PrefixCachingBlockAllocator
-from properties.calls import Call
-from properties.runner import Runner
-from properties.targets import DEFAULT_SPEC, load_target
+from properties.core.calls import Call
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0.runner import Runner
 from tests.model.judged import run_judged
 
 VLLM = "properties.upstream:vllm_v0_allocator"

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from models import operations as ops
-from models.families import Violation
-from models.operations import Dev, ErrorKind
+from models.core.invariants import Violation
+from models.families.v0 import operations as ops
+from models.families.v0.operations import Dev, ErrorKind
 from prefixcache import naive_block, prefix_caching_block
-from properties.targets import DEFAULT_SPEC
+from properties.core.targets import DEFAULT_SPEC
 from tests.model.judged import run_judged
 
 ACTIONS = ("device_argument", "device_argument_immutable", "device_argument_chain")

@@ -1,5 +1,5 @@
-"""Device-level calls (``DEVICE_OPS``, ``models.device_calls``): one device's own allocator
-called directly, judged by the model against the bundled allocator, vLLM 0.8 and the zoo
+"""Device-level calls (``DEVICE_OPS``, ``models.families.v0.device_calls``): one device's own
+allocator called directly, judged by the model against the bundled allocator, vLLM 0.8 and the zoo
 mutants that break one rule each."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from functools import partial
 
 import pytest
 
-from models import operations as ops
-from models.families import Family, Violation
-from models.operations import Dev, ErrorKind, Op
-from models.oracle import OutOfContract
-from properties.targets import DEFAULT_SPEC
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.operations import Dev, ErrorKind, Op
+from models.families.v0.oracle import OutOfContract
+from properties.core.targets import DEFAULT_SPEC
 from tests.model.judged import run_judged
 
 F = Family
@@ -24,7 +24,7 @@ _run = partial(run_judged, shape=(2, 4, 2))
 
 
 def _zoo(name: str) -> str:
-    return f"tests.zoo.broken:{name}"
+    return f"tests.zoo.v0.broken:{name}"
 
 
 #: A cached chain of two full blocks (handles 0, 1; ids 0, 1) and a partial block after it

@@ -9,13 +9,13 @@ from dataclasses import replace
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config
-from models.families import Family, Violation
-from models.operations import Dev, Op
-from models.oracle import Oracle, OutOfContract
-from properties.runner import Runner
-from properties.targets import DEFAULT_SPEC, load_target
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import Dev, Op
+from models.families.v0.oracle import Oracle, OutOfContract
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0.runner import Runner
 
 F = Family
 

@@ -1,12 +1,12 @@
-"""The builtin error classes API.md pins (``models.error_classes``)."""
+"""The builtin error classes API.md pins (``models.families.v0.error_classes``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from models import operations as ops
-from models.error_classes import builtin_classes, pinned_class, wrong_class
-from models.operations import ErrorKind, Outcome
+from models.families.v0 import operations as ops
+from models.families.v0.error_classes import builtin_classes, pinned_class, wrong_class
+from models.families.v0.operations import ErrorKind, Outcome
 from prefixcache.errors import (
     DoubleFreeError,
     InvalidArgumentError,

@@ -1,4 +1,4 @@
-"""The evictor-level semantics (``models.evictor_model``): each rule judged directly on
+"""The evictor-level semantics (``models.families.v0.evictor_model``): each rule judged directly on
 hand-made outcomes and evictor states (so a wrong model rule fails here), then end to end on
 the bundled allocator's evictor, the capability detection, and JSON round trips."""
 
@@ -8,14 +8,14 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Capabilities, Config
-from models.contract import OutOfContract
-from models.evictor_model import EvictorModel, Meta
-from models.families import Family, Violation
-from models.operations import ErrorKind, EvictorState, Op, Outcome
-from properties.replay import run_program
-from properties.targets import DEFAULT_SPEC, load_target
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Capabilities, Config
+from models.families.v0.contract import OutOfContract
+from models.families.v0.evictor_model import EvictorModel, Meta
+from models.families.v0.operations import ErrorKind, EvictorState, Op, Outcome
+from properties.core.replay import run_program
+from properties.core.targets import DEFAULT_SPEC, load_target
 
 F = Family
 TYPED = Capabilities()
@@ -230,7 +230,7 @@ def test_the_adapter_finds_the_evictor_factory() -> None:
     target = load_target(DEFAULT_SPEC)
     adapter = target.adapter(Config(1, 1, 0, target.caps))
     assert adapter.evictor_factory() == ("prefixcache.evictor", "make_evictor")
-    zoo = load_target("tests.zoo.broken:evictor_remove_keeps_count")
+    zoo = load_target("tests.zoo.v0.broken:evictor_remove_keeps_count")
     adapter = zoo.adapter(Config(1, 1, 0, zoo.caps))
     assert adapter.evictor_factory() == ("prefixcache_zoo.evictor_remove_keeps_count.evictor",
                                          "make_evictor")  # the patched copy's

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import operations as ops
-from models.capabilities import Capabilities, Config
-from models.families import Family
-from models.operations import AllocateImmutable, Dev, ExtraKey, TableAllocate
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Capabilities, Config
+from models.families.v0.operations import AllocateImmutable, Dev, ExtraKey, TableAllocate
 from prefixcache.hashing import make_extra_hash
-from properties.calls import eval_expr, render_expr
-from properties.replay import run_program
-from properties.strategies import EXTRA_KEYS, extra_hashes, near_misses
-from properties.targets import load_target
+from properties.core.calls import eval_expr, render_expr
+from properties.core.replay import run_program
+from properties.core.targets import load_target
+from properties.families.v0.strategies import EXTRA_KEYS, extra_hashes, near_misses
 from tests.model.trace import Trace
 
 F = Family

@@ -9,13 +9,13 @@ from functools import partial
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config
-from models.families import Family, Violation
-from models.operations import Dev, ErrorKind, Op
-from models.oracle import Oracle, OutOfContract
-from properties.runner import Runner
-from properties.targets import DEFAULT_SPEC, load_target
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import Dev, ErrorKind, Op
+from models.families.v0.oracle import Oracle, OutOfContract
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0.runner import Runner
 from tests.model.judged import run_judged
 
 F = Family
@@ -104,7 +104,7 @@ def test_once_the_freed_object_may_be_reused_the_table_is_out_of_contract() -> N
 def test_a_table_free_that_frees_before_it_checks_is_atomic_violation() -> None:
     with pytest.raises(Violation) as caught:
         _run([TABLE, ops.TableFreeBlock(0, 2), ops.TableFree(0)],
-             "tests.zoo.broken:table_free_before_check")
+             "tests.zoo.v0.broken:table_free_before_check")
     assert caught.value.family is F.ATOMIC
 
 
@@ -133,7 +133,7 @@ def test_a_sequence_that_lost_blocks_is_refused() -> None:
 
 def test_a_tracker_that_keeps_the_lost_blocks_is_caught() -> None:
     with pytest.raises(Violation) as caught:
-        _run([*TRACKED, ops.SeqLostBlocks(0, 1)], "tests.zoo.broken:tracker_keeps_lost_blocks")
+        _run([*TRACKED, ops.SeqLostBlocks(0, 1)], "tests.zoo.v0.broken:tracker_keeps_lost_blocks")
     assert caught.value.family is F.COMPUTED
 
 

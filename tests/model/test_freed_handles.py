@@ -9,14 +9,14 @@ from dataclasses import replace
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config
-from models.error_classes import wrong_class
-from models.families import Family, Violation
-from models.operations import Dev, ErrorKind, Outcome
-from models.oracle import Oracle
-from properties.runner import Runner
-from properties.targets import DEFAULT_SPEC, load_target
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.error_classes import wrong_class
+from models.families.v0.operations import Dev, ErrorKind, Outcome
+from models.families.v0.oracle import Oracle
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0.runner import Runner
 from tests.model.judged import run_judged
 
 F = Family

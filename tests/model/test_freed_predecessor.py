@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config
-from models.contract import misuse_or_out
-from models.operations import Dev, Op
-from models.oracle import Oracle, OutOfContract
-from properties import upstream
-from properties.runner import Runner
-from properties.targets import DEFAULT_SPEC, load_target
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.contract import misuse_or_out
+from models.families.v0.operations import Dev, Op
+from models.families.v0.oracle import Oracle, OutOfContract
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0 import upstream
+from properties.families.v0.runner import Runner
 
 CHAIN = ops.AllocateImmutableChain(None, ((1, 1), (2, 2)))
 OUT, IN = ops.Swap((1,), Dev.GPU, Dev.CPU), ops.Swap((1,), Dev.CPU, Dev.GPU)

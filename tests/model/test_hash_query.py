@@ -1,5 +1,5 @@
-"""The content-hash operations (``models.hash_query``): ``HashRecompute`` judged against the
-model (CACHE when ``content_hash`` is None where it must not be or the reverse, HASH when it
+"""The content-hash operations (``models.families.v0.hash_query``): ``HashRecompute`` judged against
+the model (CACHE when ``content_hash`` is None where it must not be or the reverse, HASH when it
 differs from the recomputed hash), its contract, the malformed ``hash_block_tokens`` calls,
 int-subclass token ids (``AllocateImmutableIntLike``: the same hit as plain ints), the JSON
 codec, and the adapter's capability detection and plans on the bundled allocator and vLLM 0.8."""
@@ -12,17 +12,17 @@ from types import ModuleType
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config, Generation
-from models.families import Family
-from models.malformed import ARGUMENTS, bad_values
-from models.operations import ErrorKind, Malformed, Op, op_from_json, op_to_json
-from properties.adapters import FamilyAdapter, Unsupported
-from properties.calls import render
-from properties.replay import run_program
-from properties.runner import Runner
-from properties.strategies import TokenId, int_like
-from properties.targets import DEFAULT_SPEC, load_target
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config, Generation
+from models.families.v0.malformed import ARGUMENTS, bad_values
+from models.families.v0.operations import ErrorKind, Malformed, Op, op_from_json, op_to_json
+from properties.core.calls import render
+from properties.core.replay import run_program
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0.adapter import FamilyAdapter, Unsupported
+from properties.families.v0.runner import Runner
+from properties.families.v0.strategies import TokenId, int_like
 
 from .trace import Trace
 

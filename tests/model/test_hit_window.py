@@ -1,4 +1,4 @@
-"""The hit-rate windows (``models.hit_window``): the model's fields follow a per-query
+"""The hit-rate windows (``models.families.v0.hit_window``): the model's fields follow a per-query
 recomputation for any burst split, match the bundled allocator's ``metric_data`` across
 completed windows, and a wrong field the target shows is flagged HIT."""
 
@@ -10,15 +10,15 @@ from dataclasses import replace
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config, tolerating
-from models.families import Family, Violation
-from models.hit_window import FIELDS, WINDOW, HitWindow
-from models.operations import Dev, Op, Snapshot
-from models.oracle import Oracle
-from properties.replay import run_program
-from properties.runner import Runner
-from properties.targets import DEFAULT_SPEC, load_target
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config, tolerating
+from models.families.v0.hit_window import FIELDS, WINDOW, HitWindow
+from models.families.v0.operations import Dev, Op, Snapshot
+from models.families.v0.oracle import Oracle
+from properties.core.replay import run_program
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0.runner import Runner
 
 F = Family
 
@@ -121,8 +121,8 @@ def test_a_swap_in_counted_as_a_query_is_flagged_hit() -> None:
 
 @pytest.mark.parametrize(("spec", "tolerated", "flagged"), [
     (DEFAULT_SPEC, frozenset(), False), (DEFAULT_SPEC, frozenset({"swap_in_queries"}), False),
-    ("tests.zoo.broken:swap_in_counts_queries", frozenset(), True),
-    ("tests.zoo.broken:swap_in_counts_queries", frozenset({"swap_in_queries"}), False)])
+    ("tests.zoo.v0.broken:swap_in_counts_queries", frozenset(), True),
+    ("tests.zoo.v0.broken:swap_in_counts_queries", frozenset({"swap_in_queries"}), False)])
 def test_a_tolerated_swap_in_count_is_accepted_not_required(
         spec: str, tolerated: frozenset[str], flagged: bool) -> None:
     """An xfails entry's ``tolerate`` (``swap_in_queries``) lets upstream's counting pass so

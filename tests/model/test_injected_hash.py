@@ -1,4 +1,4 @@
-"""The injected hash function (``InjectedHash``, ``models.injected_hash``): the bundled
+"""The injected hash function (``InjectedHash``, ``models.families.v0.injected_hash``): the bundled
 allocator keys both devices' blocks by it (values and hits as the model says, each read-out,
 when wrong, flagged with its family), vLLM 0.8's ``create`` takes none (the op is unsupported
 there)."""
@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
-from models import operations as ops
-from models.contract import OutOfContract
-from models.families import Family, Violation
-from models.injected_hash import injected_hash
-from models.operations import Dev
-from properties.adapters import Unsupported
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.contract import OutOfContract
+from models.families.v0.injected_hash import injected_hash
+from models.families.v0.operations import Dev
+from properties.families.v0.adapter import Unsupported
 from tests.model.judged import run_judged
 
 F = Family
@@ -32,7 +32,8 @@ def test_function_is_order_blind_and_deterministic() -> None:
     """A permutation collides; the flag, predecessor, extra hash and multiset do not."""
     base = injected_hash(True, None, [5, 7, 9])
     assert base == injected_hash(True, None, [9, 5, 7])
-    code = "from models.injected_hash import injected_hash as f; print(f(True, None, [5, 7, 9]))"
+    code = ("from models.families.v0.injected_hash import injected_hash as f; "
+            "print(f(True, None, [5, 7, 9]))")
     for seed in ("1", "2"):  # str and None hashing vary per process; the function must not
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              check=True, env={**os.environ, "PYTHONHASHSEED": seed})

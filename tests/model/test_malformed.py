@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config
-from models.families import Family
-from models.malformed import ARGUMENTS, Arg, bad_values, well_formed
-from models.operations import ErrorKind, Malformed, Op, op_from_json, op_to_json
-from models.oracle import OutOfContract
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.malformed import ARGUMENTS, Arg, bad_values, well_formed
+from models.families.v0.operations import ErrorKind, Malformed, Op, op_from_json, op_to_json
+from models.families.v0.oracle import OutOfContract
 
 from .trace import CPU, GPU, Trace
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from models.capabilities import Generation
-from models.families import Family, Violation
-from models.operations import (
+from models.core.invariants import Family, Violation
+from models.families.v0.capabilities import Generation
+from models.families.v0.operations import (
     AllocateImmutable,
     AllocateImmutableChain,
     AllocateMutable,
@@ -33,7 +33,7 @@ from models.operations import (
     TableMarkAccessed,
     TableSwap,
 )
-from models.oracle import Inconclusive, OutOfContract
+from models.families.v0.oracle import Inconclusive, OutOfContract
 
 from .trace import CPU, GPU, Trace
 

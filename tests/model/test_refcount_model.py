@@ -1,6 +1,6 @@
-"""The refcount-level semantics (``models.refcount_model``): each rule judged directly on
-hand-made outcomes and counter states (so a wrong model rule fails here), then end to end on
-the bundled allocator's classes and vLLM 0.8's, the capability detection, and JSON round
+"""The refcount-level semantics (``models.families.v0.refcount_model``): each rule judged directly
+on hand-made outcomes and counter states (so a wrong model rule fails here), then end to end on the
+bundled allocator's classes and vLLM 0.8's, the capability detection, and JSON round
 trips."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Capabilities, Config
-from models.contract import OutOfContract
-from models.families import Family, Violation
-from models.operations import ErrorKind, Op, Outcome, RefcountState
-from models.refcount_model import RefcountModel
-from properties.replay import run_program
-from properties.targets import DEFAULT_SPEC, load_target
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Capabilities, Config
+from models.families.v0.contract import OutOfContract
+from models.families.v0.operations import ErrorKind, Op, Outcome, RefcountState
+from models.families.v0.refcount_model import RefcountModel
+from properties.core.replay import run_program
+from properties.core.targets import DEFAULT_SPEC, load_target
 
 F = Family
 TYPED = Capabilities()
@@ -234,7 +234,7 @@ def test_the_adapter_finds_the_counter_and_tracker_classes() -> None:
                                           ("prefixcache.common", "CopyOnWriteTracker"))
     naive = load_target(DEFAULT_SPEC, allocator_type="naive")
     assert naive.adapter(Config(1, 1, 0, naive.caps)).has_refcount
-    zoo = load_target("tests.zoo.broken:cow_clear_keeps_pairs")
+    zoo = load_target("tests.zoo.v0.broken:cow_clear_keeps_pairs")
     assert zoo.adapter(Config(1, 1, 0, zoo.caps)).refcount_classes() == (
         ("prefixcache_zoo.cow_clear_keeps_pairs.common", "RefCounter"),  # the patched copy's
         ("prefixcache_zoo.cow_clear_keeps_pairs.common", "CopyOnWriteTracker"))

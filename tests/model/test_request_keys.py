@@ -1,6 +1,6 @@
 """Request keys given as bytes, the empty key, and malformed key builder arguments
-(``models.request_keys``): key identity, the JSON form of bytes, the model's sharing rule
-(a ``str`` salt is its UTF-8 bytes and shares with them; a bytes multimodal hash never shares
+(``models.families.v0.request_keys``): key identity, the JSON form of bytes, the model's sharing
+rule (a ``str`` salt is its UTF-8 bytes and shares with them; a bytes multimodal hash never shares
 with its text), the misuse classification, and the adapter's rendering of a malformed key."""
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import operations as ops
-from models.capabilities import Capabilities, Config
-from models.families import Family
-from models.operations import AllocateImmutable, Dev, ErrorKind, ExtraKey, Malformed
-from models.oracle import OutOfContract
-from models.request_keys import KEY_ARGUMENTS, KeyArg, bad_values, well_formed
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Capabilities, Config
+from models.families.v0.operations import AllocateImmutable, Dev, ErrorKind, ExtraKey, Malformed
+from models.families.v0.oracle import OutOfContract
+from models.families.v0.request_keys import KEY_ARGUMENTS, KeyArg, bad_values, well_formed
 from prefixcache.hashing import make_extra_hash
-from properties.calls import render
-from properties.replay import run_program
-from properties.strategies import EXTRA_KEYS, near_misses, same_keys
-from properties.targets import load_target
+from properties.core.calls import render
+from properties.core.replay import run_program
+from properties.core.targets import load_target
+from properties.families.v0.strategies import EXTRA_KEYS, near_misses, same_keys
 from tests.model.trace import Trace
 
 F = Family

@@ -9,14 +9,14 @@ from functools import partial
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config
-from models.contract import misuse_or_out
-from models.families import Family, Violation
-from models.operations import Dev, ErrorKind, Op
-from models.oracle import Oracle, OutOfContract
-from properties.runner import Runner
-from properties.targets import DEFAULT_SPEC, load_target
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.contract import misuse_or_out
+from models.families.v0.operations import Dev, ErrorKind, Op
+from models.families.v0.oracle import Oracle, OutOfContract
+from properties.core.targets import DEFAULT_SPEC, load_target
+from properties.families.v0.runner import Runner
 from tests.model.judged import run_judged
 
 F = Family
@@ -28,7 +28,7 @@ _run = partial(run_judged, shape=(1, 3, 2))
 
 
 def _zoo(name: str) -> str:
-    return f"tests.zoo.broken:{name}"
+    return f"tests.zoo.v0.broken:{name}"
 
 
 #: Two one-token cached blocks chained (handles 0, 1), both freed first block first: ids 0, 1

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from models import operations as ops
-from models.contract import OutOfContract
-from models.operations import ErrorKind, Malformed
+from models.families.v0 import operations as ops
+from models.families.v0.contract import OutOfContract
+from models.families.v0.operations import ErrorKind, Malformed
 from tests.model.judged import run_judged
 
 #: A table of 3 tokens at block size 2: one empty slot, so neither call below allocates.

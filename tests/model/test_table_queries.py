@@ -1,13 +1,14 @@
 """The model's semantics for sliding-window tables, a table's slot read-outs, the id space and
-the swap log (``models.window``, ``models.table_queries``): honest traces pass, each broken
+the swap log (``models.families.v0.window``, ``models.families.v0.table_queries``): honest traces
+pass, each broken
 read-out is rejected with its family."""
 
 from __future__ import annotations
 
 import pytest
 
-from models.families import Family, Violation
-from models.operations import (
+from models.core.invariants import Family, Violation
+from models.families.v0.operations import (
     ErrorKind,
     IdSpace,
     NullBlockMisuse,
@@ -141,7 +142,7 @@ def test_swap_log_since_the_last_reset() -> None:
 
 
 def test_new_fields_and_ops_round_trip_through_json() -> None:
-    from models.operations import Dev, op_from_json, op_to_json
+    from models.families.v0.operations import Dev, op_from_json, op_to_json
 
     for op in (TableAllocate((1, 2), window=2), TableAppend(0, (1,), 2, 5),
                TableSlots(0, (1, 2), 3), IdSpace(Dev.CPU, (3, 4)), SwapLog(),
@@ -252,5 +253,5 @@ def test_the_gpu_allocator_refuses_to_free_or_fork_the_null_block(allocator_type
 def test_a_gpu_allocator_that_reads_a_missing_owner_is_caught() -> None:
     with pytest.raises(Violation) as found:
         run_judged([*_NULL_TAKEN, NullBlockMisuse("device_free")], shape=(2, 5, 2),
-                   spec="tests.zoo.broken:owner_read_without_default")
+                   spec="tests.zoo.v0.broken:owner_read_without_default")
     assert found.value.family is F.CRASH

@@ -3,13 +3,13 @@ chooser and the shadow memory."""
 
 from __future__ import annotations
 
-from models.choice import Chooser
-from models.content import ROOT, ContentTrie
-from models.families import Family
-from models.lru import LruIndex
-from models.operations import Dev
-from models.pool import NEVER, Pool
-from models.shadow_memory import ShadowMemory
+from models.core.choice import Chooser
+from models.core.invariants import Family
+from models.core.shadow_memory import ShadowMemory
+from models.families.v0.content import ROOT, ContentTrie
+from models.families.v0.lru import LruIndex
+from models.families.v0.operations import Dev
+from models.families.v0.pool import NEVER, Pool
 
 
 def test_content_keys_are_exact_prefixes() -> None:

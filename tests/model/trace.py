@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Capabilities, Config
-from models.families import Family, Violation
-from models.operations import Dev, ErrorKind, Op, Outcome, Snapshot
-from models.oracle import Oracle
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Capabilities, Config
+from models.families.v0.operations import Dev, ErrorKind, Op, Outcome, Snapshot
+from models.families.v0.oracle import Oracle
 
 GPU, CPU = Dev.GPU, Dev.CPU
 

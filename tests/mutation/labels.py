@@ -54,7 +54,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "B-TIES": (
         "b",
         "Insertion-order tie-break of the evictor (equal time and depth): outside the "
-        "contract the suite checks (models/lru.py permits the whole minimal bucket, "
+        "contract the suite checks (models/families/v0/lru.py permits the whole minimal bucket, "
         "since vLLM breaks such ties by id and Aphrodite by insertion order). The "
         "evictor's own docstring promises insertion order; tests/allocator/"
         "test_evictor.py checks it.",

@@ -26,7 +26,7 @@ def main() -> None:
     import pytest  # imported after the path change so children share warm imports
 
     import prefixcache.cpu_gpu_block_allocator  # noqa: F401
-    import properties.plugin  # noqa: F401
+    import properties.core.plugin  # noqa: F401
 
     done = {line.split("\t")[0] for line in out.read_text().splitlines()} if out.exists() else set()
     for name in (n for n in names_path.read_text().split() if n not in done):

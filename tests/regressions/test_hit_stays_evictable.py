@@ -1,7 +1,7 @@
 """Regression hit_stays_evictable.
 
 From crash-block_level-1ea042aaa86074ed (harness block_level, target
-      tests.zoo.broken:hit_stays_evictable), minimized to 25 bytes.
+      tests.zoo.v0.broken:hit_stays_evictable), minimized to 25 bytes.
 
 Violation when recorded:
 
@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import pytest
 
-from models.capabilities import Config
-from models.operations import op_from_json
-from models.oracle import OutOfContract
-from properties.replay import run_program
-from properties.selection import current_target
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import op_from_json
+from models.families.v0.oracle import OutOfContract
+from properties.core.replay import run_program
+from properties.core.selection import current_target
 
 CONFIG = {'block_size': 1, 'num_gpu_blocks': 1, 'num_cpu_blocks': 4}
 PROGRAM = [

@@ -11,15 +11,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from models import operations as ops
-from models.capabilities import Config
-from models.families import Family, Violation
-from models.oracle import Oracle, OutOfContract
-from properties import hash_quality
-from properties.plugin import ExpectedFailure
-from properties.runner import Runner
-from properties.targets import Target, load_target
-from properties.upstream import APHRODITE_FETCH_COMMAND, load_aphrodite
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.oracle import Oracle, OutOfContract
+from properties.core.plugin import ExpectedFailure
+from properties.core.targets import Target, load_target
+from properties.families.v0 import hash_quality
+from properties.families.v0.runner import Runner
+from properties.families.v0.upstream import APHRODITE_FETCH_COMMAND, load_aphrodite
 from tests.thirdparty import xfails_conformance as xc
 
 FILE = xc.XfailsFile("aphrodite-0.6.5", "properties.upstream:aphrodite_allocator",

@@ -1,4 +1,4 @@
-"""``properties.upstream``: real upstream allocators loaded without their engines.
+"""``properties.families.v0.upstream``: real upstream allocators loaded without their engines.
 
 Two halves: the vLLM v0 code from the vllm-block wheel (skipped, with the fetch
 command, when the wheel is not cached), exercised through its real
@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from properties import upstream
-from properties.upstream import (
+from properties.families.v0 import upstream
+from properties.families.v0.upstream import (
     APHRODITE_FETCH_COMMAND,
     APHRODITE_REQUIREMENT,
     APHRODITE_SOURCE_ENV,
@@ -455,7 +455,7 @@ def test_fresh_process_registers_names_without_importing_torch() -> None:
     """In a clean interpreter: names registered, idempotent, no engine, no torch."""
     script = """
         import importlib, sys
-        from properties.upstream import UpstreamSourceMissing, load_vllm_v0
+        from properties.families.v0.upstream import UpstreamSourceMissing, load_vllm_v0
         try:
             mods = load_vllm_v0()
         except UpstreamSourceMissing:
@@ -494,7 +494,7 @@ def test_a_real_vllm_package_is_left_alone(vllm: UpstreamModules, tmp_path: Path
     script = """
         import sys
         import vllm
-        from properties.upstream import load_vllm_v0
+        from properties.families.v0.upstream import load_vllm_v0
         mods = load_vllm_v0()
         assert not mods.registered
         assert sys.modules["vllm"] is vllm and vllm.REAL == "yes"

@@ -28,13 +28,13 @@ from typing import Any
 
 import pytest
 
-from models.capabilities import Config
-from models.families import Family, Violation
-from models.operations import Dev, Op, op_from_json
-from properties.plugin import ExpectedFailure, matching
-from properties.replay import run_program
-from properties.targets import Target, load_target
-from properties.upstream import FETCH_COMMAND, load_vllm_v0
+from models.core.invariants import Family, Violation
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import Dev, Op, op_from_json
+from properties.core.plugin import ExpectedFailure, matching
+from properties.core.replay import run_program
+from properties.core.targets import Target, load_target
+from properties.families.v0.upstream import FETCH_COMMAND, load_vllm_v0
 from tests.thirdparty import xfails_conformance as xc
 
 ROOT = xc.ROOT
@@ -464,7 +464,7 @@ def _replay_session(tmp_path: Path, entries: list[dict[str, Any]], spec: str) ->
     path = tmp_path / "xfails.json"
     path.write_text(json.dumps(entries), encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", str(ROOT / "properties" / "test_expected_failures.py"),
+        [sys.executable, "-m", "pytest", str(ROOT / "properties" / "families" / "v0" / "test_expected_failures.py"),
          "-p", "no:cacheprovider", "-q", "-rxXfE", f"--allocator={spec}",
          f"--xfails-file={path}", "--rootdir", str(ROOT)],
         capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)

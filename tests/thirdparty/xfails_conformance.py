@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from models.capabilities import Config, tolerating
-from models.families import Family, Violation
-from models.operations import Op, op_from_json
-from properties.plugin import ExpectedFailure, load_expected, tolerated_by
-from properties.replay import run_program
-from properties.targets import Target, load_target
-from properties.upstream import UpstreamSourceMissing
+from models.core.invariants import Family, Violation
+from models.families.v0.capabilities import Config, tolerating
+from models.families.v0.operations import Op, op_from_json
+from properties.core.plugin import ExpectedFailure, load_expected, tolerated_by
+from properties.core.replay import run_program
+from properties.core.targets import Target, load_target
+from properties.families.v0.upstream import UpstreamSourceMissing
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = "prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create"

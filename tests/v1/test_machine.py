@@ -6,14 +6,14 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from models.families import Family, Violation
-from models.v1 import ops
-from models.v1.pool_model import PoolConfig
-from properties.determinism import fixed_constants
-from properties.v1 import upstream
-from properties.v1.executor import Executor, run_program
-from properties.v1.machine import FINDINGS, bind
-from properties.v1.targets import PoolTarget, vllm_v1_block_pool
+from models.core.invariants import Family, Violation
+from models.families.v1 import ops
+from models.families.v1.pool_model import PoolConfig
+from properties.core.determinism import fixed_constants
+from properties.families.v1 import upstream
+from properties.families.v1.executor import Executor, run_program
+from properties.families.v1.machine import FINDINGS, bind
+from properties.families.v1.targets import PoolTarget, vllm_v1_block_pool
 
 pytestmark = pytest.mark.skipif(upstream.cached_wheel() is None,
                                 reason=f"vllm 0.33.0 wheel not cached: `{upstream.FETCH_COMMAND}`")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from models.families import Family, Violation
-from models.v1 import ops
-from models.v1.events import Replay
-from models.v1.keys import check_keys
-from models.v1.pool_model import ModelCaps, Observed, PoolConfig, PoolModel
+from models.core.invariants import Family, Violation
+from models.families.v1 import ops
+from models.families.v1.events import Replay
+from models.families.v1.keys import check_keys
+from models.families.v1.pool_model import ModelCaps, Observed, PoolConfig, PoolModel
 
 H = [bytes([i]) * 4 for i in range(8)]  # hash-block hashes of one request
 

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from models.families import Family, Violation
-from models.v1 import request_ops as ops
-from models.v1.request_model import Geometry, Identities, KVShadow, ReqState, check_hit, check_reads
+from models.core.invariants import Family, Violation
+from models.families.v1 import request_ops as ops
+from models.families.v1.request_model import (
+    Geometry,
+    Identities,
+    KVShadow,
+    ReqState,
+    check_hit,
+    check_reads,
+)
 
 FULL = Geometry((4,), (None,))
 WINDOW = Geometry((4,), (3,))

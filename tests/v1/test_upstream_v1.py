@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from properties.upstream import UpstreamSourceInvalid, UpstreamSourceMissing
-from properties.v1 import upstream as v1
+from properties.families.v0.upstream import UpstreamSourceInvalid, UpstreamSourceMissing
+from properties.families.v1 import upstream as v1
 
 RELEASES = [v for v in v1.SUPPORTED_VERSIONS if v1.cached_wheel(v) is not None]
 needs_wheel = pytest.mark.skipif(
@@ -26,7 +26,7 @@ def test_loads_real_code_without_torch_and_restores_sys_modules(mods: v1.V1Modul
     # Other tests of this process may have imported torch (the request level) or registered
     # vLLM 0.8's block modules as ``vllm`` (the v0 loader): the load itself is checked in a
     # fresh interpreter, which must end with no torch and no vllm module at all.
-    script = ("import sys; from properties.v1 import upstream as v1; "
+    script = ("import sys; from properties.families.v1 import upstream as v1; "
               f"v1.load_vllm_v1(version={mods.version.split()[1]!r}); "
               "sys.exit('torch' in sys.modules or any(n == 'vllm' or n.startswith('vllm.') "
               "for n in sys.modules))")
@@ -102,8 +102,7 @@ def test_tree_without_v1_core_is_refused(tmp_path: Path) -> None:
 
 
 def test_v0_registration_survives_a_v1_load(mods: v1.V1Modules) -> None:
-    from properties import upstream as v0
-
+    from properties.families.v0 import upstream as v0
     if not v0.cached_vllm_wheel().is_file():
         pytest.skip(f"vllm-block wheel not cached: `{v0.FETCH_COMMAND}`")
     v0.load_vllm_v0()

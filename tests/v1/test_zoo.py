@@ -16,14 +16,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from models.families import Violation
-from models.v1.pool_model import PoolConfig
-from properties.determinism import fixed_constants
-from properties.v1 import upstream
-from properties.v1.executor import run_program
-from properties.v1.machine import FINDINGS, bind
-from properties.v1.targets import patched_vllm_pool, vllm_v1_block_pool
-from tests.v1.zoo import VARIANTS, Variant
+from models.core.invariants import Violation
+from models.families.v1.pool_model import PoolConfig
+from properties.core.determinism import fixed_constants
+from properties.families.v1 import upstream
+from properties.families.v1.executor import run_program
+from properties.families.v1.machine import FINDINGS, bind
+from properties.families.v1.targets import patched_vllm_pool, vllm_v1_block_pool
+from tests.zoo.v1.upstream import VARIANTS, Variant
 
 pytestmark = pytest.mark.skipif(upstream.cached_wheel() is None,
                                 reason=f"vllm 0.33.0 wheel not cached: `{upstream.FETCH_COMMAND}`")

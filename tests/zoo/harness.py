@@ -2,9 +2,9 @@
 
 A *check* is one of the suite's state machines (``block``, ``sequence``, ``evictor``,
 ``refcount``) run with ``run_state_machine_as_test`` under a fixed budget (examples x steps with
-a fixed seed), the ``long_chain`` program replayed with ``properties.replay.run_program``, or
-the direct ``hash_quality`` check (``properties.hash_quality``; its two-allocation finding is the
-program).
+a fixed seed), the ``long_chain`` program replayed with ``properties.core.replay.run_program``, or
+the direct ``hash_quality`` check (``properties.families.v0.hash_quality``; its two-allocation
+finding is the program).
 
 Determinism: the same seed must give the same examples whatever else the process imported.
 Hypothesis (6.1xx) also draws, now and then, integer constants collected from every local
@@ -15,7 +15,7 @@ another). Checks therefore run with that pool empty (:func:`fixed_constants`).
 The machines run without Hypothesis's shrink phase (like the suite's ``mutation`` profile):
 Hypothesis re-validates the machines' per-step strategies on every replay, so shrinking costs
 10-100 s per mutant. Instead the failing program (the runner log at the first violation) is
-shrunk by :mod:`properties.shrink` (the suite's own program-level shrinker); the shrunk
+shrunk by :mod:`properties.core.shrink` (the suite's own program-level shrinker); the shrunk
 program's length is the reported step count.
 """
 
@@ -30,22 +30,22 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from models import operations as ops
-from models.capabilities import Config
-from models.families import Family, Violation
-from models.operations import Op
-from properties import hash_quality
-from properties.determinism import fixed_constants
-from properties.machines.base import OracleMachine
-from properties.machines.block_level import BlockLevelMachine
-from properties.machines.evictor_level import EvictorLevelMachine
-from properties.machines.refcount_level import RefcountLevelMachine  # refcount level
-from properties.machines.sequence_level import SequenceLevelMachine
-from properties.replay import run_program
-from properties.selection import use
-from properties.shrink import quiet, shrink_with_pools
-from properties.targets import Target, load_target
-from tests.zoo.broken import (
+from models.core.invariants import Family, Violation
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import Op
+from properties.core.determinism import fixed_constants
+from properties.core.machine import OracleMachine
+from properties.core.replay import run_program
+from properties.core.selection import use
+from properties.core.shrink import quiet, shrink_with_pools
+from properties.core.targets import Target, load_target
+from properties.families.v0 import hash_quality
+from properties.families.v0.machines.block_level import BlockLevelMachine
+from properties.families.v0.machines.evictor_level import EvictorLevelMachine
+from properties.families.v0.machines.refcount_level import RefcountLevelMachine  # refcount level
+from properties.families.v0.machines.sequence_level import SequenceLevelMachine
+from tests.zoo.v0.broken import (
     BLOCK,
     EVICTOR,
     HASH_QUALITY,
@@ -178,12 +178,13 @@ def _searcher() -> ProcessPoolExecutor:
     starts from the same state whatever ran before. This was added when a mutant caught on
     its own was missed after another check had run in the same process; the cause was the
     machines' config strategy, built once per process for the first target
-    (:func:`properties.strategies.configs_of` now builds it per example). The isolation stays:
+    (:func:`properties.families.v0.strategies.configs_of` now builds it per example). The isolation
+    stays:
     a mutant may also leave module state behind."""
     global _POOL
     if _POOL is None:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["tests.zoo.harness", "tests.zoo.compiled"])
+        context.set_forkserver_preload(["tests.zoo.harness", "tests.zoo.v0.compiled"])
         _POOL = ProcessPoolExecutor(1, mp_context=context, max_tasks_per_child=1)
     return _POOL
 

@@ -289,7 +289,7 @@ def _factory(name: str) -> Callable[..., Any]:
 
 
 def prefixcache_claims(factory: Any) -> dict[str, Any]:
-    """Claims of a misbehaving target (read by ``properties.targets.load_target``)."""
+    """Claims of a misbehaving target (read by ``properties.core.targets.load_target``)."""
     return {**PREFIXCACHE_CLAIMS, "name": f"misbehaving/{getattr(factory, '__name__', '?')}",
             "version": "fault"}
 

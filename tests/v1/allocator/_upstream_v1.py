@@ -1,6 +1,6 @@
 """Load vLLM 0.33.0's own ``block_pool.py`` / ``kv_cache_utils.py`` from its wheel, without
 torch or the engine, for the differential tests. Private to these tests: the suite's real
-loader is ``properties/v1/upstream.py``.
+loader is ``properties/families/v1/upstream.py``.
 
 The real modules executed: ``vllm/utils/hashing.py``, ``vllm/utils/math_utils.py``,
 ``vllm/v1/core/kv_cache_metrics.py``, ``vllm/v1/core/kv_cache_utils.py``,
@@ -23,7 +23,7 @@ from typing import Any
 
 from prefixcache.v1 import kv_events
 from prefixcache.v1.core import kv_cache_utils as bundled_utils
-from properties.v1.upstream import cached_wheel
+from properties.families.v1.upstream import cached_wheel
 
 WHEEL_ENV = "PREFIXCACHE_VLLM_V1_WHEEL"
 REAL = (
@@ -37,7 +37,7 @@ REAL = (
 
 def find_wheel() -> Path | None:
     """``$PREFIXCACHE_VLLM_V1_WHEEL``, else the vllm 0.33.0 wheel the v1 loader fetched
-    (``python -m properties.v1.upstream fetch``)."""
+    (``python -m properties.upstream fetch vllm-v1``)."""
     explicit = os.environ.get(WHEEL_ENV)
     if explicit:
         return Path(explicit) if Path(explicit).is_file() else None

@@ -27,7 +27,7 @@ WHEEL = find_wheel()
 pytestmark = pytest.mark.skipif(
     WHEEL is None,
     reason=f"vllm 0.33.0 wheel not found: set {WHEEL_ENV} to its path "
-    "(python -m properties.v1.upstream fetch)",
+    "(python -m properties.upstream fetch vllm-v1)",
 )
 UPSTREAM = load(WHEEL) if WHEEL is not None else None
 

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from properties.v1 import upstream
-from properties.v1.request.loader import TORCH_REQUIREMENT, torch_available
+from properties.families.v1 import upstream
+from properties.families.v1.request.loader import TORCH_REQUIREMENT, torch_available
 
 SKIP_REASON = (
     f"the v1 request level needs torch (pip install '{TORCH_REQUIREMENT}', extra v1-manager)"

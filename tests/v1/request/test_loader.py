@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from properties.v1 import upstream
-from properties.v1.request import loader
-from properties.v1.request.stand_ins import ManagerRequest, RequestStatus
-from properties.v1.request.target import FULL, HYBRID, vllm_v1_manager
+from properties.families.v1 import upstream
+from properties.families.v1.request import loader
+from properties.families.v1.request.stand_ins import ManagerRequest, RequestStatus
+from properties.families.v1.request.target import FULL, HYBRID, vllm_v1_manager
 
 
 def _vllm_modules() -> dict[str, object]:

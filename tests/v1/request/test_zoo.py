@@ -7,12 +7,12 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-import properties.profiles  # noqa: F401  (registers the profiles)
-from models.families import Violation
-from properties.determinism import fixed_constants
-from properties.v1.request.machine import bind
-from properties.v1.request.target import CONFIGS
-from properties.v1.request.zoo import ZOO, Broken
+import properties.core.profiles  # noqa: F401  (registers the profiles)
+from models.core.invariants import Violation
+from properties.core.determinism import fixed_constants
+from properties.families.v1.request.machine import bind
+from properties.families.v1.request.target import CONFIGS
+from properties.families.v1.request.zoo import ZOO, Broken
 
 
 @pytest.mark.parametrize("broken", ZOO, ids=[b.name for b in ZOO])

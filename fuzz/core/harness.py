@@ -1,0 +1,188 @@
+"""The harness behind every ``fuzz/fuzz_*.py`` entry point: target selection, one input to
+a verdict, crash artifacts, and the atheris driver.
+
+``TestOneInput(data)`` decodes ``data`` into a program, runs it against the selected target
+under the oracle, and raises the :class:`~models.core.invariants.Violation` if one is found (with
+the readable program attached as a note). Selection is the plugin's: ``--allocator SPEC`` (taken out
+of ``sys.argv`` before libFuzzer sees it) or ``$PREFIXCACHE_ALLOCATOR``, else the bundled allocator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fuzz.core.execution import Execution, execute
+from fuzz.core.listing import format_program
+from fuzz.families.v0.decoder import Level
+from fuzz.families.v0.weak_hash import weak_hash
+from models.families.v0.operations import op_to_json
+from properties.core import selection
+from properties.core.targets import DEFAULT_SPEC, ENV_VAR, Target, load_target
+
+#: Environment variable naming the directory for crash artifacts (default: current dir).
+ARTIFACTS_VAR = "PREFIXCACHE_FUZZ_ARTIFACTS"
+#: Set to ``weak`` to inject :func:`fuzz.families.v0.weak_hash.weak_hash` into the bundled
+#allocator.
+HASH_MODE_VAR = "PREFIXCACHE_FUZZ_HASH"
+
+
+@dataclass
+class Harness:
+    """One named harness: a decoding level and how its target is built."""
+
+    level: Level
+    weak_hash: bool = False
+    spec: str | None = None
+    _target: Target | None = field(default=None, init=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.level.value
+
+    @property
+    def target(self) -> Target:
+        """The selected target (loaded once); the bundled allocator with the weak hash in
+        weak mode."""
+        if self._target is None:
+            if self.weak_hash:
+                self._target = load_target(DEFAULT_SPEC).with_kwargs(hash_function=weak_hash)
+            elif self.spec is not None:
+                self._target = load_target(self.spec)
+            else:
+                self._target = selection.current_target()
+        return self._target
+
+    def bind(self, target: Target) -> Harness:
+        """Use ``target`` instead of the selected one (returns self)."""
+        self._target = target
+        return self
+
+    def run(self, data: bytes) -> Execution:
+        return execute(data, self.target, self.level)
+
+    def test_one_input(self, data: bytes) -> None:
+        """libFuzzer's entry: raise the violation, if any."""
+        result = self.run(data)
+        if result.violation is not None:
+            violation = result.violation
+            violation.add_note(format_program(result.config, result.program, result.outcomes))
+            raise violation
+
+    # ------------------------------------------------------------------ artifacts
+
+    def crash_record(self, data: bytes, result: Execution) -> dict[str, Any]:
+        """What a crash file's JSON sidecar holds: enough to rebuild the program without
+        decoding again (decoding depends on the target's responses)."""
+        cfg = result.config
+        return {
+            "harness": self.name,
+            "target": self.target.spec,
+            "allocator_type": self.target.allocator_type,
+            "weak_hash": self.weak_hash,
+            "input_sha1": hashlib.sha1(data).hexdigest(),
+            "config": {"block_size": cfg.block_size, "num_gpu_blocks": cfg.num_gpu_blocks,
+                       "num_cpu_blocks": cfg.num_cpu_blocks},
+            "family": None if result.violation is None else result.violation.family.value,
+            "violation": None if result.violation is None else str(result.violation),
+            "program": [op_to_json(op) for op in result.program],
+        }
+
+    def write_crash(self, data: bytes, result: Execution, directory: Path) -> Path:
+        """``crash-<harness>-<sha1>`` (the raw input) and the same name ``.json``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"crash-{self.name}-{hashlib.sha1(data).hexdigest()[:16]}"
+        path.write_bytes(data)
+        record = self.crash_record(data, result)
+        path.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n",
+                                             encoding="utf-8")
+        return path
+
+    # ------------------------------------------------------------------ atheris
+
+    def fuzz_main(self, argv: Sequence[str]) -> None:
+        """Run under atheris/libFuzzer: ``script.py [--allocator SPEC] [libFuzzer flags]``."""
+        from fuzz.core.instrumentation import atheris_module, instrumented
+
+        args = take_allocator(list(argv))
+        quiet_target_logs()
+        atheris = atheris_module()
+        if atheris is None:
+            raise SystemExit("atheris is not installed: pip install 'prefixcache[fuzz]', or "
+                             f"use the built-in engine: python -m fuzz run {self.name}")
+        spec = self.spec or os.environ.get(ENV_VAR) or DEFAULT_SPEC
+        with instrumented(True, [spec.partition(":")[0].split(".")[0]]):
+            target = self.target  # imports the target's package under instrumentation
+        sys.stderr.write(f"[{self.name}] target: {target.describe()}\n")
+        atheris.Setup(args, self._libfuzzer_entry())
+        atheris.Fuzz()
+
+    def _libfuzzer_entry(self) -> Callable[[bytes], None]:
+        """``test_one_input`` with progress lines on stderr and, on a violation, the program
+        printed and a crash record written before libFuzzer saves its own artifact."""
+        started = time.monotonic()
+        state = {"execs": 0, "last": started}
+        artifacts = Path(os.environ.get(ARTIFACTS_VAR, "."))
+
+        def entry(data: bytes) -> None:
+            state["execs"] += 1
+            now = time.monotonic()
+            if now - state["last"] >= 5.0:
+                state["last"] = now
+                rate = state["execs"] / max(now - started, 1e-9)
+                sys.stderr.write(f"[{self.name}] {now - started:7.1f}s  execs={state['execs']}"
+                                 f"  exec/s={rate:.1f}  failures=0\n")
+            result = self.run(data)
+            if result.violation is not None:
+                path = self.write_crash(data, result, artifacts)
+                sys.stderr.write(f"\n[{self.name}] VIOLATION\n{result.violation}\n\n"
+                                 f"{format_program(result.config, result.program, result.outcomes)}"
+                                 f"\n\ncrash input: {path}\n")
+                raise result.violation
+
+        return entry
+
+
+def quiet_target_logs() -> None:
+    """Allocators may log a warning per refused call (e.g. a cache reset while blocks are in
+    use), thousands of times a second under a fuzzer."""
+    logging.getLogger("prefixcache").setLevel(logging.ERROR)
+
+
+def take_allocator(argv: list[str]) -> list[str]:
+    """Remove ``--allocator SPEC`` / ``--allocator=SPEC`` from ``argv`` and export it as
+    ``$PREFIXCACHE_ALLOCATOR`` (libFuzzer would read it as a corpus directory)."""
+    out: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--allocator":
+            spec = next(it, None)
+            if spec:
+                os.environ[ENV_VAR] = spec
+        elif arg.startswith("--allocator="):
+            os.environ[ENV_VAR] = arg.split("=", 1)[1]
+        else:
+            out.append(arg)
+    if os.environ.get(ENV_VAR):
+        selection.select(os.environ[ENV_VAR])
+    return out
+
+
+def harness_for(name: str, *, weak_hash: bool = False, spec: str | None = None) -> Harness:
+    """The harness called ``name`` (``block_level``, ``sequence_level``, ``hashing``)."""
+    try:
+        level = Level(name)
+    except ValueError:
+        known = ", ".join(level.value for level in Level)
+        raise ValueError(f"unknown harness {name!r}; known: {known}") from None
+    if weak_hash and level is not Level.HASHING:
+        raise ValueError("the weak hash mode belongs to the hashing harness")
+    return Harness(level, weak_hash=weak_hash, spec=spec)

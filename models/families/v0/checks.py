@@ -1,0 +1,220 @@
+"""Judging a snapshot against the model, after the step functions ran.
+
+Free counts (FREE, or LEAK when the difference is not explained by the evictor), every live
+handle's id and tokens and every table's ids and tokens (TABLE; LEAK for an id outside its
+device or shared by two model ids; SWAP for the wrong device right after a swap), hashes
+(CACHE: present iff the block is hashed; HASH: equal hash iff equal content across live
+handles), and, when the adapter can introspect, the cached and evictable sets (CACHE) and every
+refcount (RC); the hit-rate window fields where the target shows them (HIT,
+``models.families.v0.hit_window``).
+"""
+
+from __future__ import annotations
+
+from models.core.invariants import Family
+from models.families.v0.allocator_model import Model
+from models.families.v0.blocks import BlockRec
+from models.families.v0.context import Context
+from models.families.v0.hit_window import FIELDS as WINDOW_FIELDS
+from models.families.v0.operations import KeyIdentity
+from models.families.v0.window import visible_tokens
+
+F = Family
+
+
+def check_snapshot(m: Model, c: Context) -> None:
+    for t in (getattr(c.op, "table", None), c.outcome.new_table):
+        if t in m.tables:  # only the step's own tables can have changed ids
+            m.table_ids[t] = tuple(m.blocks[k].id for k in m.tables[t].blocks)
+    _free(m, c)
+    if not _ids_match(m, c):  # rare: classify every difference, with the owners of each id
+        owners: dict[int, int] = {} if m.null_id is None else {m.null_id: m.null_id}
+        _blocks_ids(m, c, owners)
+        _tables_ids(m, c, owners)
+    _blocks(m, c)
+    _block_extras(m, c)
+    _block_totals(m, c)
+    _tables(m, c)
+    _introspection(m, c)
+    _hit_windows(m, c)
+
+
+def _block_totals(m: Model, c: Context) -> None:
+    """``num_tokens_total`` (API.md 3; the evictor ranks by it) is the number of tokens of
+    the block's chain up to and including it. Predecessors are full when a block is chained
+    to them and stay unchanged, so the stored value is also the live one."""
+    shown = c.after.block_totals
+    if shown is None:
+        return
+    blocks = m.blocks
+    totals: dict[int, int] = {}  # handle -> its chain's token count (each chain walked once)
+    for h in m.handles:
+        walk: list[int] = []
+        k: int | None = h
+        while k is not None and k not in totals:
+            walk.append(k)
+            k = blocks[k].prev
+        total = 0 if k is None else totals[k]
+        for j in reversed(walk):
+            total += len(blocks[j].tokens)
+            totals[j] = total
+        got = shown.get(h)
+        if got != totals[h]:
+            c.flag(F.TABLE, f"block {h}: num_tokens_total", expected=totals[h], observed=got)
+
+
+def _block_extras(m: Model, c: Context) -> None:
+    """``Block.extra_hash`` (API.md, vLLM generation) is the extra hash the
+    handle was allocated with (forks inherit it); a request key shows as the engine's value
+    for it (which the model does not compute: the same for every handle of that key); blocks
+    of an allocator without prefix caching show ``None``."""
+    shown = c.after.block_extras
+    if shown is None:
+        return
+    by_key: dict[KeyIdentity | None, tuple[int, int | None]] = {}
+    for h in m.handles:
+        extra = m.blocks[h].extra if m.caps.prefix_caching else None
+        got = shown.get(h)
+        if extra is None or isinstance(extra, int):
+            if got != extra:
+                c.flag(F.HASH, f"block {h}: extra_hash", expected=extra, observed=got)
+        elif by_key.setdefault(extra.identity(), (h, got))[1] != got:
+            first, want = by_key[extra.identity()]
+            c.flag(F.HASH, f"block {h}: extra_hash differs from block {first}'s, same key",
+                   expected=want, observed=got)
+
+
+def _hit_windows(m: Model, c: Context) -> None:
+    """The ``metric_data`` window fields a target shows follow the model's queries (HIT)."""
+    shown = c.after.metric
+    if shown is None or not m.pc:
+        return
+    for dev, pool in m.pools.items():
+        got = shown.get(dev)
+        if got is not None and not pool.window_shown(got, m.caps.tolerated):
+            c.flag(F.HIT, f"hit-rate window fields on {dev.value} ({', '.join(WINDOW_FIELDS)})",
+                   expected=pool.window.fields(), observed=got)
+
+
+def _table_ids(m: Model, t: int) -> tuple[int | None, ...]:
+    return m.table_ids[t]
+
+
+def _ids_match(m: Model, c: Context) -> bool:
+    """Fast path: every live handle and table shows exactly the model's ids."""
+    blocks, tables = c.after.blocks, c.after.tables
+    return all(blocks.get(h, "missing") == m.blocks[h].id for h in m.handles) and \
+        all(tables.get(t) == _table_ids(m, t) for t in m.live_tables)
+
+
+def _free(m: Model, c: Context) -> None:
+    for dev, pool in m.pools.items():
+        got = c.after.free.get(dev)
+        if got == pool.free:
+            continue
+        ev = len(pool.evictor)
+        family = F.FREE
+        if isinstance(got, int) and (not ev or abs(got - pool.free) != ev):
+            family = F.LEAK  # not an evictor miscount: ids lost or duplicated
+        c.flag(family, f"free count on {dev.value} (hashless {len(pool.hashless)} + "
+               f"evictable {ev})", expected=pool.free, observed=got)
+
+
+def _check_id(m: Model, c: Context, rec: BlockRec, got: object, where: str,
+              owners: dict[int, int]) -> None:
+    want = rec.id
+    if got == want:
+        if want is not None:
+            owners.setdefault(want, want)
+        return
+    if not isinstance(got, int) or want is None:
+        c.flag(F.TABLE, f"{where}: id", expected=want, observed=got)
+        return
+    pool = m.pools[rec.device]
+    if got not in pool.ids:
+        other = m.pool_of(got)
+        family = F.SWAP if c.swapping and other is not None else F.LEAK
+        c.flag(family, f"{where}: id {got} is not a {rec.device.value} id", expected=want,
+               observed=got)
+        return
+    first = owners.setdefault(got, want)
+    if first != want:
+        if rec.content is not None:  # a full block placed on another content's id
+            c.flag(F.CONTENT, f"{where}: shares id {got} with different content", expected=want,
+                   observed=got)
+        else:
+            c.flag(F.LEAK, f"{where}: id {got} handed to two owners (model ids {first} and "
+                   f"{want})", expected=want, observed=got, root_cause=True)
+        return
+    c.flag(F.TABLE, f"{where}: id", expected=want, observed=got)
+
+
+def _blocks_ids(m: Model, c: Context, owners: dict[int, int]) -> None:
+    for h in sorted(m.handles):
+        _check_id(m, c, m.blocks[h], c.after.blocks.get(h, "missing"), f"block {h}", owners)
+
+
+def _tables_ids(m: Model, c: Context, owners: dict[int, int]) -> None:
+    for t in sorted(m.live_tables):
+        got, want = c.after.tables.get(t), _table_ids(m, t)
+        if got is None or len(got) != len(want):
+            c.flag(F.TABLE, f"table {t}: ids", expected=want, observed=got)
+            continue
+        for i, key in enumerate(m.tables[t].blocks):
+            _check_id(m, c, m.blocks[key], got[i], f"table {t}[{i}]", owners)
+
+
+def _blocks(m: Model, c: Context) -> None:
+    after = c.after
+    for h in c.ended_blocks:
+        got = after.blocks.get(h, "missing")
+        if got is not None:
+            c.flag(F.TABLE, f"freed block {h} still shows an id", expected=None, observed=got)
+    for h in m.handles:
+        rec = m.blocks[h]
+        tokens = after.block_tokens.get(h)
+        if tokens != tuple(rec.tokens):
+            c.flag(F.TABLE, f"block {h}: tokens", expected=tuple(rec.tokens), observed=tokens)
+            continue  # its hash says nothing about the content the model knows
+        hv = after.block_hashes.get(h)
+        if (hv is None) != (rec.content is None):
+            what = "hashed although not hashable (not full, or unhashed prefix)" \
+                if rec.content is None else "full block with hashed prefix has no hash"
+            c.flag(F.CACHE, f"block {h}: {what}", expected=rec.content is not None,
+                   observed=hv)
+        elif hv is not None and rec.content is not None:
+            m.hashes.check(c, f"block {h}", rec.content, hv)
+
+
+def _tables(m: Model, c: Context) -> None:
+    after = c.after
+    for t in c.ended_tables:
+        got = after.tables.get(t)
+        if got is None or any(i is not None for i in got):
+            c.flag(F.TABLE, f"freed table {t} still shows ids", expected=(), observed=got)
+    for t in m.live_tables:
+        want = visible_tokens(m, m.tables[t])  # a sliding window hides dropped blocks
+        tokens = after.table_tokens.get(t)
+        if tokens != want:
+            c.flag(F.TABLE, f"table {t}: tokens", expected=want, observed=tokens)
+
+
+def _introspection(m: Model, c: Context) -> None:
+    after = c.after
+    for dev, pool in m.pools.items():
+        # Set-like key views compare with the shown sets without copying either side.
+        if after.cached is not None:
+            got = after.cached.get(dev, frozenset())
+            if got != pool.content_of.keys():
+                c.flag(F.CACHE, f"cached ids on {dev.value}", expected=sorted(pool.content_of),
+                       observed=sorted(got))
+        if after.evictable is not None:
+            got = after.evictable.get(dev, frozenset())
+            if got != pool.evictor.ids():
+                c.flag(F.CACHE, f"evictable ids on {dev.value}", expected=sorted(pool.evictor),
+                       observed=sorted(got))
+    if after.refcounts is not None and after.refcounts != m.refcount:
+        diff = {i: (m.refcount.get(i), after.refcounts.get(i))
+                for i in sorted(set(m.refcount) | set(after.refcounts))
+                if m.refcount.get(i) != after.refcounts.get(i)}
+        c.flag(F.RC, "refcounts (id: (model, target))", expected="equal", observed=diff)

@@ -1,0 +1,194 @@
+"""The construction contract (:class:`~models.families.v0.operations.Construct`; API.md sections 4
+and 5).
+
+A valid construction builds an allocator over explicit block ids (any order, any gaps, any ids
+in ``[0, 2**64)``) that then shows, per device:
+
+- total and free counts equal to the number of its ids (FREE);
+- ``all_block_ids`` equal to the set given, both devices' together (LEAK);
+- ``get_physical_block_id`` of an id equal to its rank among its device's ids in sorted order,
+  whatever order they were given in (SWAP: the block manager turns swap mappings into
+  physical ids with it);
+- mutable allocations handing out exactly its ids, in the order given (the free deque keeps
+  the given order; a prefix-caching allocator takes hashless ids first), and then a free count
+  of 0 (LEAK for the ids, FREE for the count).
+
+A constructor argument replaced by a value of the wrong type or range is misuse: a target
+with typed errors must refuse it with one (``ErrorKind.MISUSE``). That covers block ids that
+are not ``num_blocks`` distinct ints in range (or not a list at all), a bad count or block size,
+an eviction policy that is not an ``EvictionPolicy`` member (``make_evictor`` refuses it), a
+``hash_function`` that is not callable (an extension: only for targets that take it), CPU and
+GPU allocators sharing ids or being the same object, and an ``allocator_type`` other than
+``"naive"`` and ``"prefix_caching"`` for ``CpuGpuBlockAllocator.create``. The program's own
+allocator is never touched, so a refusal changes nothing by construction (ATOMIC still checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.allocator_model import Model
+from models.families.v0.operations import JSON, Dev
+
+F = Family
+
+#: Block ids are ints in ``[0, MAX_BLOCK_ID)``.
+MAX_BLOCK_ID = 2**64
+
+
+class ConstructOut(Exception):
+    """The construction is out of contract (the base construction is invalid, or the replaced
+    argument does not apply or is well-formed)."""
+
+
+def valid_ids(ids: JSON) -> bool:
+    """A tuple of distinct plain ints in ``[0, 2**64)``."""
+    return isinstance(ids, tuple) and all(
+        type(i) is int and 0 <= i < MAX_BLOCK_ID for i in ids) and len(set(ids)) == len(ids)
+
+
+def _disjoint(op: ops.Construct, cpu_ids: JSON) -> bool:
+    return not set(op.ids) & set(cpu_ids)
+
+
+#: What a well-formed value of each replaceable argument is, and which constructions it
+#: applies to (``None``: every one).
+ARGUMENTS: dict[str, tuple[str, str | None]] = {
+    "block_ids": ("a list of num_blocks distinct ints in [0, 2**64)", None),
+    "num_blocks": ("a non-negative int equal to the number of block ids", None),
+    "block_size": ("a positive int", None),
+    "eviction_policy": ("an EvictionPolicy member", "prefix_caching"),
+    "hash_function": ("a callable or None", "prefix_caching"),
+    "cpu_block_ids": ("block ids disjoint from the GPU allocator's", "devices"),
+    "cpu_block_allocator": ("another allocator than the GPU's", "devices"),
+    "allocator_type": ('"naive" or "prefix_caching"', None),
+}
+
+
+def _create_numbering(op: ops.Construct) -> bool:
+    """``op`` may be built by ``create``: both devices, ids numbered as ``create`` numbers
+    them (GPU ``0..G-1``, CPU ``G..G+C-1``; API.md 5), no malformed argument."""
+    g = len(op.ids)
+    return (op.devices and not op.argument and op.ids == tuple(range(g))
+            and op.cpu_ids == tuple(range(g, g + len(op.cpu_ids))))
+
+
+def well_formed(op: ops.Construct) -> bool:
+    """Whether ``op.bad`` is a valid value of ``op.argument`` (a literal is never an
+    ``EvictionPolicy`` member, an allocator or a callable)."""
+    bad, n = op.bad, len(op.ids)
+    checks: dict[str, Callable[[], bool]] = {
+        "block_ids": lambda: bad is None or (valid_ids(bad) and len(bad) == n),
+        "num_blocks": lambda: type(bad) is int and bad == n,
+        "block_size": lambda: type(bad) is int and bad > 0,
+        "eviction_policy": lambda: False,
+        "hash_function": lambda: bad is None,
+        "cpu_block_ids": lambda: (bad is None and _disjoint(op, range(len(op.cpu_ids))))
+        or (valid_ids(bad) and len(bad) == len(op.cpu_ids) and _disjoint(op, bad)),
+        "cpu_block_allocator": lambda: False,
+        "allocator_type": lambda: bad in ops.CONSTRUCT_ALLOCATORS,
+    }
+    return checks[op.argument]()
+
+
+def construct_misuse(op: ops.Construct) -> str | None:
+    """Why ``op`` is misuse (None: a valid construction); raises :class:`ConstructOut`."""
+    if op.allocator not in ops.CONSTRUCT_ALLOCATORS:
+        raise ConstructOut(f"unknown allocator class {op.allocator!r}")
+    if op.cpu_ids and not op.devices:
+        raise ConstructOut("CPU ids without a device-aware allocator")
+    if not valid_ids(op.ids) or not valid_ids(op.cpu_ids) or not _disjoint(op, op.cpu_ids):
+        raise ConstructOut("the construction a malformed argument goes into must be valid: "
+                           "distinct ids in range, the devices' disjoint")
+    if op.create and not _create_numbering(op):
+        raise ConstructOut("create numbers GPU ids 0..G-1 and CPU ids G..G+C-1, devices only, "
+                           "no malformed argument")
+    if not op.argument:
+        return None
+    entry = ARGUMENTS.get(op.argument)
+    if entry is None:
+        raise ConstructOut(f"no constructor argument {op.argument!r}")
+    what, applies = entry
+    if (applies == "devices" and not op.devices) or (
+            applies not in (None, "devices") and applies != op.allocator):
+        raise ConstructOut(f"{op.argument} is not an argument of this construction")
+    if op.argument == "cpu_block_allocator" and op.bad != "gpu_block_allocator":
+        raise ConstructOut("cpu_block_allocator is only ever replaced by the GPU allocator")
+    if well_formed(op):
+        raise ConstructOut(f"{op.argument}={op.bad!r} is well-formed")
+    return f"{op.allocator} constructor with {op.argument}={op.bad!r}, not {what}"
+
+
+def bad_values(op: ops.Construct, argument: str) -> tuple[JSON, ...]:
+    """Typical malformed values of ``argument`` for ``op`` (for generators): duplicate,
+    negative, too large, non-int or too few or many ids; wrong counts, sizes, policies, hash
+    functions and allocator types; CPU ids that overlap the GPU's."""
+    ids, n = op.ids, len(op.ids)
+    first = ids[0] if ids else 0
+    if argument == "block_ids":
+        return ((first,) * 2 + ids[2:] if n >= 2 else (first, first), (*ids[:-1], -1),
+                (*ids[:-1], MAX_BLOCK_ID), (*ids, MAX_BLOCK_ID - 1) if MAX_BLOCK_ID - 1
+                not in ids else (*ids, 0), ids[:-1] if ids else (0,),
+                (*ids[:-1], "x"), (*ids[:-1], True), (*ids[:-1], 1.5), "ab", 5, 1.5)
+    if argument == "num_blocks":
+        return (-1, True, 1.5, "1", n + 1, *((n - 1,) if n else ()))
+    if argument == "block_size":
+        return (0, -1, True, 1.5, "4")
+    if argument == "eviction_policy":
+        return ("LRU", None, 0, "FIFO")
+    if argument == "hash_function":
+        return (5, "hash", (1,))
+    if argument == "cpu_block_ids":
+        return tuple((*op.cpu_ids[:-1], i) for i in ids[:2]) if op.cpu_ids else ()
+    if argument == "cpu_block_allocator":
+        return ("gpu_block_allocator",)
+    return ("x", "Naive", "", None, 0, "prefix-caching")
+
+
+def _expected(op: ops.Construct) -> dict[str, list[int]]:
+    devices = [op.ids, op.cpu_ids] if op.devices else [op.ids]
+    return {
+        "total": [len(ids) for ids in devices],
+        "free": [len(ids) for ids in devices],
+        "all": sorted(i for ids in devices for i in ids),
+        "physical": [sorted(ids).index(i) for ids in devices for i in ids],
+        "handed": [i for ids in devices for i in ids],
+        "free_after": [0 for _ in devices],
+    }
+
+
+#: The family of each read-out that disagrees with the model.
+_FAMILY = {"total": F.FREE, "free": F.FREE, "all": F.LEAK, "physical": F.SWAP,
+           "handed": F.LEAK, "free_after": F.FREE}
+_WHAT = {
+    "total": "get_num_total_blocks per device",
+    "free": "get_num_free_blocks of a fresh allocator",
+    "all": "all_block_ids equals the ids given",
+    "physical": "get_physical_block_id: each id's rank among its device's ids",
+    "handed": "mutable allocations hand out the ids given, in the order given",
+    "free_after": "get_num_free_blocks once every id is handed out",
+}
+
+
+def construct(m: Model, op: ops.Construct) -> None:
+    """Judge the read-outs of a valid construction (the module docstring)."""
+    got = m.c.outcome.value
+    want = _expected(op)
+    if not isinstance(got, dict) or set(got) != set(want):
+        m.c.flag(F.FREE, "construction read-outs missing", observed=got)
+        return
+    for key, expected in want.items():
+        if got[key] != expected:
+            where = Dev.GPU.value if not op.devices else "both devices"
+            where += ", built by create" if op.create else ""
+            m.c.flag(_FAMILY[key], f"{_WHAT[key]} ({op.allocator}, {where}, ids {list(op.ids)}"
+                     f"{f' + {list(op.cpu_ids)}' if op.devices else ''})", expected=expected,
+                     observed=got[key])
+
+
+CONSTRUCTION_STEPS: dict[type[ops.Op], Callable[[Model, Any], None]] = {
+    ops.Construct: construct,
+}

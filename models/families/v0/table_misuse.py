@@ -1,0 +1,111 @@
+"""A table whose block was freed behind its back: ``TableFreeBlock`` and what follows it.
+
+``TableFreeBlock(t, i)`` is ``alloc.free(t.blocks[i])`` for a table without a sliding window,
+a legal free of a held block (as ``Free``: one reference dropped; at zero a cached id becomes
+evictable, any other hashless).
+The table keeps the object, which now shows no id (``blocks[i].block_id is None``); the table
+is *damaged* from then on. Contract for a damaged table (targets with typed errors; the others
+are never fed the misuse):
+
+- Refused with a typed error, nothing changed (ATOMIC; every other block keeps its reference,
+  so LEAK/RC keep judging them): ``free()`` (family LEAK), ``fork()`` (RC), an append whose
+  tokens go into the freed block of a GPU table (TABLE), and freeing the freed block again (LEAK).
+- Still allowed: ``TableFreeBlock`` of any block it still holds. That is how the engine gives
+  the other blocks back; then it can only drop the table object.
+- Everything else (appends that only write after the freed block, growing, swapping, marking,
+  queries, the trackers) is left open: out of contract.
+
+The freed object goes back to the target's block pool, which may hand it out again once a block
+object is made (``BlockStore.reusable``): from then on the table holds an object that may be
+another block's, and only ``TableFreeBlock`` of its live blocks stays in contract. A damaged
+table is no longer a running sequence: it leaves ``live_tables`` (snapshots stop judging its
+ids, which a reused object would change), its own step judges the ids it shows.
+"""
+
+from __future__ import annotations
+
+from models.core.invariants import Family
+from models.families.v0 import operations as ops
+from models.families.v0.allocator_model import Model
+from models.families.v0.blocks import TableRec
+from models.families.v0.operations import Dev, Op
+from models.families.v0.table_model import written_indices
+from models.families.v0.window import NULL_KEY
+
+
+class FreedOut(Exception):
+    """The program left the contract (the caller turns it into ``OutOfContract``)."""
+
+
+def dead_indices(m: Model, t: TableRec) -> list[int]:
+    """Indices of the table's blocks freed behind its back (never the null block)."""
+    return [i for i, k in enumerate(t.blocks) if k != NULL_KEY and not m.blocks[k].live]
+
+
+def is_damaged(m: Model, t: TableRec) -> bool:
+    return t.live and bool(dead_indices(m, t))
+
+
+def applies(m: Model, op: Op) -> bool:
+    """Whether ``op`` is this module's to judge: a ``TableFreeBlock``, or any operation on a
+    damaged table."""
+    if isinstance(op, ops.TableFreeBlock):
+        return True
+    if isinstance(op, ops.SeqUntrack | ops.SeqAccess | ops.SeqTrackerEdit):
+        return False  # tracker bookkeeping that reads no block: judged as usual
+    key = getattr(op, "table", None)
+    return isinstance(key, int) and key in m.tables and is_damaged(m, m.tables[key])
+
+
+def _reused(m: Model, t: TableRec) -> bool:
+    """Some freed object of the table may have been handed out again by the block pool."""
+    return any(m.blocks.reusable(m.blocks[t.blocks[i]]) for i in dead_indices(m, t))
+
+
+def freed_behind_misuse(m: Model, op: Op) -> str | None:
+    """Why ``op`` is misuse (None if valid); raises :class:`FreedOut`."""
+    key = getattr(op, "table", None)
+    if not isinstance(key, int) or key not in m.tables:
+        raise FreedOut(f"table handle {key} never existed")
+    t = m.tables[key]
+    if not t.live:
+        raise FreedOut(f"table {key} was freed")
+    if isinstance(op, ops.TableFreeBlock):
+        if t.window is not None:
+            raise FreedOut("a block of a sliding-window table (the window frees blocks itself)")
+        if not 0 <= op.index < len(t.blocks):
+            raise FreedOut(f"table {key} has no block {op.index}")
+        rec = m.blocks[t.blocks[op.index]]
+        if rec.live:
+            return None
+        if m.blocks.reusable(rec):
+            raise FreedOut(f"block {op.index} of table {key} was freed and its object may "
+                           "have been reused")
+        return f"free of block {op.index} of table {key}, already freed behind it"
+    if _reused(m, t):
+        raise FreedOut(f"table {key} holds a freed block whose object may have been reused")
+    dead = dead_indices(m, t)
+    if isinstance(op, ops.TableFree):
+        return f"free of table {key}, whose block {dead[0]} was freed behind it"
+    if isinstance(op, ops.TableFork):
+        return f"fork of table {key}, whose block {dead[0]} was freed behind it"
+    if isinstance(op, ops.TableAppend) and op.computed is None and op.lookahead >= 0 \
+            and t.device is Dev.GPU:
+        hit = [i for i in written_indices(m, t, len(op.tokens)) if i in dead]
+        if hit:
+            return f"append into block {hit[0]} of table {key}, freed behind it"
+    raise FreedOut(f"{op.kind} of table {key}, whose block {dead[0]} was freed behind it "
+                   "(left open)")
+
+
+def table_free_block(m: Model, op: ops.TableFreeBlock) -> None:
+    t = m.tables[op.table]
+    key = t.blocks[op.index]
+    m.free(m.blocks[key])
+    m.c.write(key, None, None)
+    m.live_tables.discard(t.key)  # damaged: no longer a running sequence
+    want = tuple(m.blocks[k].id if k != NULL_KEY else m.null_id for k in t.blocks)
+    got = m.c.after.tables.get(t.key)
+    if got != want:
+        m.c.flag(Family.TABLE, f"table {t.key} after its block {op.index} was freed behind it: "
+                 "ids (the freed one shows none)", expected=want, observed=got)

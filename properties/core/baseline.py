@@ -1,0 +1,285 @@
+"""Deviations a run found, one per signature (:mod:`properties.core.signature`), and the xfails
+file (``--write-xfails``) written from them: the baseline a user adopts, then ratchets.
+
+A :class:`Deviation` carries what replays it without extra flags: the pool shape, the allocator
+type it was found with, the (shrunk) program as JSON operations and its reproducer script.
+Deviations travel as JSON-able dicts (``to_json``), so pytest-xdist workers can report them to
+the controller, which merges them (:func:`merge`): counts add up, the shortest program wins.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from models.core.invariants import Violation
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import Op, op_to_json
+from properties.core.signature import Signature, message_regex, signature
+
+if TYPE_CHECKING:
+    from properties.core.targets import Target
+    from properties.families.v0.runner import Step
+
+#: Set on a violation by the machines and the corpus replay: how to replay it.
+FOUND_ATTR = "prefixcache_found"
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """The replayable program behind a violation (attached as ``FOUND_ATTR``)."""
+
+    config: dict[str, int]
+    program: list[dict[str, Any]]
+    allocator_type: str
+    script: str
+    violation: Violation  # the one the program raises (after shrinking: the shrunk one's)
+
+
+def attach(violation: Violation, config: Config, program: Sequence[Op], allocator_type: str,
+           script: str, shown: Violation | None = None) -> None:
+    """Record on ``violation`` the program (``shown``: the violation that program raises, when
+    it is a shrunk program and not the one ``violation`` came from)."""
+    geometry = {"block_size": config.block_size, "num_gpu_blocks": config.num_gpu_blocks,
+                "num_cpu_blocks": config.num_cpu_blocks}
+    setattr(violation, FOUND_ATTR, Found(geometry, [op_to_json(op) for op in program],
+                                         allocator_type, script, shown or violation))
+
+
+def shrink_and_attach(target: Target, config: Config, log: list[Step], violation: Violation
+                      ) -> tuple[Config, list[Step]] | None:
+    """Shrink ``violation``'s executed program ``log`` to the shortest one with the same
+    signature, render its reproducer and :func:`attach` it; return the shrunk pool and steps,
+    or None when no shorter program fails that way (the program attached is then ``log``)."""
+    from properties.core.reproducer import render_script  # the machines import this module
+    from properties.core.shrink import shrunk_log
+
+    sig = signature(violation, target.allocator_type)
+    small = shrunk_log(target, config, log, violation,
+                       keep=lambda v: signature(v, target.allocator_type) == sig)
+    shown = violation
+    if small is not None:
+        config, log, shown = small
+    adapter = target.adapter(config)
+    script = render_script(target, config, log, adapter.device_enum.__module__,
+                           adapter.block_table_cls.__module__, shown)
+    attach(violation, config, [step.op for step in log], target.allocator_type, script, shown)
+    return None if small is None else (config, log)
+
+
+def found_of(violation: Violation) -> Found | None:
+    found = getattr(violation, FOUND_ATTR, None)
+    return found if isinstance(found, Found) else None
+
+
+@dataclass(slots=True)
+class Deviation:
+    """One distinct deviation: its signature, the shortest program showing it, and how often
+    (examples, seeds) and where (tests) the run met it."""
+
+    signature: Signature
+    message: str  # the violation the program raises, as printed
+    text: str  # its own message (what a ``match.message`` rule searches)
+    config: dict[str, int]
+    program: list[dict[str, Any]]
+    script: str
+    count: int = 1
+    tests: list[str] = field(default_factory=list)
+
+    @property
+    def family(self) -> str:
+        return self.signature.family
+
+    @property
+    def steps_before(self) -> list[str]:
+        """The operation kinds of its program before the failing one: the mechanism."""
+        return [str(op["op"]) for op in self.program[:-1]]
+
+    @property
+    def key(self) -> str:
+        """What tells deviations apart: the signature and the mechanism (a deviation with
+        no program has none)."""
+        return f"{self.signature.key()} | {' '.join(self.steps_before)}"
+
+    def covers(self, history_kinds: Sequence[str]) -> bool:
+        """Whether a violation of this signature after ``history_kinds`` (the kinds of the
+        operations before it) is this deviation: they contain its mechanism, in order."""
+        it = iter(history_kinds)
+        return all(kind in it for kind in self.steps_before)
+
+    @property
+    def explanation(self) -> str:
+        """One line: what was wrong, and at which operation kind."""
+        what = (self.text.splitlines() or [self.signature.template])[0]
+        return what if self.signature.op == "-" else f"{what} (at {self.signature.op})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signature": self.signature.key(), "message": self.message, "text": self.text,
+                "config": self.config, "program": self.program, "script": self.script,
+                "count": self.count, "tests": list(self.tests)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Deviation:
+        return cls(Signature.from_key(data["signature"]), data["message"], data["text"],
+                   dict(data["config"]),
+                   list(data["program"]), data["script"], int(data["count"]),
+                   list(data["tests"]))
+
+
+def deviation(violation: Violation, test: str, allocator_type: str) -> Deviation:
+    """The deviation ``violation`` shows (its attached program if any; ``allocator_type`` is
+    the one the test ran when nothing is attached)."""
+    found = found_of(violation)
+    if found is None:
+        return Deviation(signature(violation, allocator_type), str(violation),
+                         violation.message, {}, [], "", 1, [test])
+    shown = found.violation
+    return Deviation(signature(shown, found.allocator_type), str(shown), shown.message,
+                     found.config, found.program, found.script, 1, [test])
+
+
+def merge(into: dict[str, Deviation], new: Iterable[Deviation]) -> None:
+    """Add ``new`` to ``into`` (keyed by signature): counts add up, tests are joined, and the
+    shortest replayable program is kept."""
+    for dev in new:
+        key = dev.key
+        old = into.get(key)
+        if old is None:
+            into[key] = Deviation(dev.signature, dev.message, dev.text, dev.config,
+                                  dev.program, dev.script, dev.count, list(dev.tests))
+            continue
+        old.count += dev.count
+        old.tests += [t for t in dev.tests if t not in old.tests]
+        if dev.program and (not old.program or len(dev.program) < len(old.program)):
+            old.message, old.text, old.config, old.program, old.script = (
+                dev.message, dev.text, dev.config, dev.program, dev.script)
+
+
+# --------------------------------------------------------------------------- xfails files
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def entry(dev: Deviation, entry_id: str) -> dict[str, Any]:
+    """An xfails entry (the plugin's format) for ``dev``, matching exactly its signature."""
+    sig = dev.signature
+    match: dict[str, Any] = {"allocator_types": [sig.allocator_type],
+                             "message": message_regex(dev.text)}
+    if sig.op != "-":
+        match["ops"] = [sig.op]
+    if dev.steps_before:
+        match["after"] = [dev.steps_before]
+    return {
+        "id": entry_id,
+        "family": sig.family,
+        "class": "found by prefixcache, not yet classified",
+        "explanation": f"{dev.explanation} (seen {dev.count} time(s) in "
+                       f"{', '.join(dev.tests)})",
+        "allocator_type": sig.allocator_type,
+        "config": dev.config,
+        "program": dev.program,
+        "match": match,
+    }
+
+
+def write_xfails(path: Path, deviations: Iterable[Deviation],
+                 keep: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """Write ``keep`` (entries already adopted, unchanged) then one entry per replayable
+    deviation to ``path``; returns the entries written. Ids are ``family-op-N``, unique."""
+    entries = [dict(e) for e in keep]
+    used = {str(e["id"]) for e in entries}
+    for dev in sorted(deviations, key=lambda d: d.signature):
+        if not dev.program:
+            continue  # not replayable as a program (an error outside the machines' steps)
+        base = _slug(f"{dev.signature.family}-{dev.signature.op}")
+        n = 1
+        while f"{base}-{n}" in used:
+            n += 1
+        used.add(f"{base}-{n}")
+        entries.append(entry(dev, f"{base}-{n}"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
+    return entries
+
+
+# --------------------------------------------------------------------------- fresh replays
+
+
+def unreproduced(path: Path, spec: str | None, disable: Sequence[str] = (),
+                 ids: Iterable[str] | None = None) -> list[str]:
+    """The ids (of ``ids``, default all) of the entries in the xfails file ``path`` whose
+    program does not raise a violation they match when replayed in a fresh Python process:
+    deviations that depend on per-process state (object-address hashes, string-hash seeds)."""
+    wanted = None if ids is None else list(ids)
+    if wanted == []:
+        return []
+    command = [sys.executable, "-m", "properties.core.baseline", str(path)]
+    command += ["--allocator", spec] if spec else []
+    command += [f"--disable-feature={f}" for f in disable]
+    command += [f"--id={i}" for i in wanted or ()]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"replaying {path} in a fresh process failed: {result.stderr}")
+    return [str(i) for i in json.loads(result.stdout.strip().splitlines()[-1])]
+
+
+def mark_flaky(path: Path, ids: Sequence[str]) -> None:
+    """Mark entries of ``path`` whose replay did not reproduce in a fresh process."""
+    if not ids:
+        return
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    for e in entries:
+        if e["id"] in ids:
+            e["flaky"] = True
+            e["explanation"] += (" Flaky: its program did not reproduce in a fresh process "
+                                 "when written (the target depends on per-process state); a "
+                                 "replay that passes is reported as a skip.")
+    path.write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
+
+
+def _replay_main(argv: Sequence[str] | None = None) -> int:
+    """``python -m properties.core.baseline FILE [--allocator SPEC] [--id ID]...``: print (JSON) the
+    ids of the entries that do not reproduce in this process."""
+    import argparse
+    import logging
+
+    from models.families.v0.operations import op_from_json
+    from properties.core.plugin import load_expected
+    from properties.core.replay import run_program
+    from properties.core.targets import load_target
+
+    parser = argparse.ArgumentParser(prog="python -m properties.core.baseline")
+    parser.add_argument("xfails")
+    parser.add_argument("--allocator", default=None)
+    parser.add_argument("--disable-feature", action="append", default=[])
+    parser.add_argument("--id", action="append", default=None)
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)
+    failed: list[str] = []
+    for e in load_expected(args.xfails):
+        if args.id is not None and e.id not in args.id:
+            continue
+        target = load_target(args.allocator, allocator_type=e.allocator_type,
+                             disable=args.disable_feature)
+        program = [op_from_json(op) for op in e.program]
+        try:
+            run_program(target, Config(caps=target.caps, **e.config), program)
+        except Violation as violation:
+            history = program[: (violation.step or 0) + 1]
+            if e.matches(violation, history, e.allocator_type):
+                continue
+        failed.append(e.id)
+    print(json.dumps(failed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_replay_main())

@@ -1,0 +1,150 @@
+"""``prefixcache check``: run the conformance suite against a target, print a conformance
+report and write it (Markdown and JSON).
+
+The terminal shows a header (target, version, features, profile, seed), one progress line per
+machine, a verdict per invariant family and each distinct deviation once, with the shortest
+program that replays it; raw pytest output only with ``-v`` or ``--pytest-args``.
+
+``--all`` keeps exploring after a deviation (each distinct one, by signature, is absorbed and
+the machines run their whole budget); ``--write-xfails FILE`` writes the deviations found as an
+xfails file, which ``--xfails-file FILE`` then accepts: only new deviations fail the check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from properties.core import plugin
+from properties.core.report import Collector, family_verdicts, render_terminal, write_reports
+
+SUITE_DIR = Path(__file__).resolve().parents[1]
+#: The machines the check runs (the v0 family's).
+MACHINES_DIR = SUITE_DIR / "families" / "v0"
+
+EXIT_CONFORMS, EXIT_DEVIATIONS, EXIT_ERROR = 0, 1, 2
+
+EPILOG = """exit status:
+  0  the target conforms (deviations listed in --xfails-file aside)
+  1  deviations (or an expected failure that no longer fails: a stale entry)
+  2  usage error, or the target cannot be loaded or built
+
+examples:
+  prefixcache check --allocator properties.upstream:vllm_v0_allocator --all \\
+      --write-xfails vllm.xfails.json
+  prefixcache check --allocator properties.upstream:vllm_v0_allocator \\
+      --xfails-file vllm.xfails.json
+"""
+
+#: pytest's own exit codes that mean no verdict was reached.
+_NO_VERDICT = {pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR,
+               pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="prefixcache check", description=__doc__,
+                                epilog=EPILOG, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--allocator", default=None,
+                   help="target factory module:callable (default: the bundled allocator)")
+    p.add_argument("--allocator-type", default="prefix_caching",
+                   choices=("prefix_caching", "naive"))
+    p.add_argument("--profile", default="ci", help="Hypothesis profile (dev, ci, nightly, ...)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="Hypothesis seed (profiles that are not derandomized)")
+    p.add_argument("--report-dir", default="reports", type=Path)
+    p.add_argument("--xfails-file", default=None, metavar="FILE",
+                   help="expected failures: listed deviations do not fail the check")
+    p.add_argument("--write-xfails", default=None, metavar="FILE",
+                   help="write the deviations found (and --xfails-file's entries) to FILE")
+    p.add_argument("--all", dest="explore_all", action="store_true",
+                   help="keep exploring after a deviation; list every distinct one")
+    p.add_argument("--disable-feature", action="append", default=[], metavar="NAME")
+    p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--step-timeout", type=float, default=None, metavar="SECONDS",
+                   help="per-step time limit (default $PREFIXCACHE_STEP_TIMEOUT or 10; "
+                        "0 disables it)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also show pytest's own output")
+    p.add_argument("--pytest-args", default="", metavar="ARGS",
+                   help="extra pytest arguments (one string; shows pytest's output)")
+    return p
+
+
+def pytest_arguments(args: argparse.Namespace) -> list[str]:
+    """The pytest command line for ``args``."""
+    out = [str(MACHINES_DIR), "-p", "no:cacheprovider", "--rootdir", str(SUITE_DIR),
+           f"--hypothesis-profile={args.profile}", f"--allocator-type={args.allocator_type}"]
+    if args.verbose or args.pytest_args:
+        out += ["-v"] if args.verbose else []
+    else:
+        out += ["-o", "addopts=", "-p", "no:terminal"]
+    for flag in ("allocator", "xfails_file", "write_xfails", "max_examples", "max_steps",
+                 "step_timeout"):
+        value = getattr(args, flag)
+        if value is not None:
+            out.append(f"--{flag.replace('_', '-')}={value}")
+    if args.seed is not None:
+        out.append(f"--hypothesis-seed={args.seed}")
+    if args.explore_all:
+        out.append("--all")
+    out += [f"--disable-feature={f}" for f in args.disable_feature]
+    return out + shlex.split(args.pytest_args)
+
+
+def exit_status(code: int | pytest.ExitCode, target_line: str, conforming: bool) -> int:
+    """0 conforms, 1 deviations, 2 usage or target error."""
+    if code in _NO_VERDICT or target_line.startswith("cannot load target"):
+        return EXIT_ERROR
+    return EXIT_CONFORMS if conforming else EXIT_DEVIATIONS
+
+
+def check(argv: Sequence[str]) -> int:
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    collector = Collector()
+    started = time.monotonic()
+    code = pytest.main(pytest_arguments(args), plugins=[collector])
+    seconds = time.monotonic() - started
+    target_line = plugin._target_line()
+    deviations = plugin.session_deviations()
+    failed = [t for t, r in collector.results.items() if r == "failed"]
+    conforming = not failed and not collector.errors and not deviations
+    status = exit_status(code, target_line, conforming)
+    if status == EXIT_ERROR and not collector.results:
+        print(f"prefixcache check: no verdict (pytest exit status {int(code)}); "
+              f"target: {target_line}", file=sys.stderr)
+        return status
+    verdicts = family_verdicts(deviations, collector.expected)
+    sys.stdout.write(render_terminal(deviations, collector, verdicts, conforming, seconds))
+    write_reports(args.report_dir, collector, deviations, target_line, conforming, seconds)
+    print(f"report: {args.report_dir / 'conformance.md'} and "
+          f"{args.report_dir / 'conformance.json'}")
+    if args.write_xfails and Path(args.write_xfails).is_file():
+        entries = plugin.load_expected(args.write_xfails)
+        flaky = [e.id for e in entries if e.flaky]
+        print(f"xfails: {args.write_xfails}, {len(entries)} entries"
+              + (f" ({len(flaky)} flaky: {', '.join(flaky)})" if flaky else "")
+              + f"; adopt it with --xfails-file {args.write_xfails}")
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] != "check":
+        print("usage: prefixcache check [--allocator module:callable] [options]; "
+              "see prefixcache check --help", file=sys.stderr)
+        return EXIT_ERROR
+    return check(argv[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,683 @@
+"""The pytest plugin (entry point ``pytest11: prefixcache``).
+
+Options: ``--allocator module:factory`` (env ``PREFIXCACHE_ALLOCATOR``), ``--allocator-type``,
+``--disable-feature NAME`` (repeatable), ``--max-examples``, ``--max-steps``,
+``--step-timeout SECONDS`` (env ``PREFIXCACHE_STEP_TIMEOUT``, default 10, ``0``: no limit; a
+step that outlives it fails as a hang, see ``properties.families.v0.runner``), ``--xfails-file`` and
+``--skips-file``. The profile is Hypothesis's own
+``--hypothesis-profile`` (our profiles are registered on import; see ``profiles.py``).
+
+Expected failures (``--xfails-file``) are deterministic. Each entry is
+``{id, family, explanation, config, program}`` plus optional ``class`` (free text: real bug,
+design deviation, ...), ``allocator_type`` (the type it was found with and is replayed with:
+``prefix_caching``, the default, or ``naive``), ``flaky`` (see ``--write-xfails``) and
+``match``, which narrows or widens what the entry covers: ``{"families": [...], "ops": [kinds],
+"message": regex, "after": [[kinds], ...], "tokens": [...], "allocator_types": [...]}``. A
+violation
+*matches* an entry when its family is the entry's (or one of ``families``: one upstream defect
+often surfaces as several families, depending on what reads the corrupted state) and, where
+given, it fired at an operation of one of ``ops``, ``message`` is found in its message
+(``re.search``), the operations before it contain one of the ``after`` sequences of kinds as a
+subsequence (e.g. ``[["swap", "free"]]``: a swap, later a free), and the program so far used
+one of the ``tokens`` (e.g. the values Python's ``hash`` folds onto small ints), and it was
+raised by an allocator of one of the ``allocator_types``. The first
+matching entry wins, so list narrow entries before broad ones. Other keys (``observe``, used by
+``conformance/render_reproducers.py``) are ignored.
+
+- Replay: each entry's program is replayed as its own test (``test_expected_failure[id]``); it
+  must still raise a matching violation (reported as xfail), else the entry is stale and the
+  test fails ("no longer fails: remove the entry"); a violation of another family fails too.
+- Absorption: inside the state machines, a matching violation ends that example quietly (the
+  remaining steps of the example are no-ops) and Hypothesis goes on generating, so a target
+  with several known deviations is still checked for everything else. A state-machine test
+  that absorbed violations and found nothing else is reported as xfail, naming the entries; a
+  violation that matches no entry fails the test as usual (with shrinking and a reproducer).
+  Mechanics: while an xfails file is loaded, ``OracleMachine.do`` is wrapped (restored at
+  unconfigure); an exception the target's own code raises while being observed (e.g. a
+  ``RecursionError`` reading a corrupted chain) becomes a CRASH violation so it can match.
+- Tolerance: an entry may name deviations the model then accepts besides the contract
+  (``"tolerate": [names]``, ``models.families.v0.capabilities.TOLERABLE``), for a deviation nearly
+  every example meets (vLLM's swap-ins counted as cache queries): absorbing it would end almost
+  every example before anything else is checked. The state machines and every other entry's replay
+  run with it (a target without the deviation still passes); the entry's own replay runs without it,
+  so it still fails.
+- The terminal summary lists, per entry, how many examples hit it.
+
+``--all`` (``properties.core.signature``, ``properties.core.baseline``): every violation no entry
+covers is a deviation; the first of each signature (family, allocator type, operation kind, message
+template) is shrunk to the shortest program with that signature and collected, and from then on
+absorbed like an entry. Under ``--all`` every example that ends at a deviation (an entry's or not)
+is rejected, so it does not use the budget and `--all --xfails-file F` draws the examples of the run
+that wrote F. A test that met deviations fails once, listing the new ones; reports carry them
+(``user_properties``), so the xdist controller merges them by signature. ``--write-xfails FILE``
+writes the ``--xfails-file`` entries unchanged, then one entry per new deviation (``match``: its
+operation kind, allocator type and message template) and replays the new ones in a fresh process:
+one that does not reproduce there is marked ``flaky``, and its replay test skips, with that reason,
+when it passes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import reject, settings
+from hypothesis.errors import Unsatisfiable
+
+import properties.core.profiles  # noqa: F401  (registers the profiles)
+from models.core.invariants import Family, Violation
+from models.families.v0.operations import Op
+from models.families.v0.oracle import OutOfContract
+from properties.core import baseline, selection
+from properties.core.determinism import fixed_constants
+from properties.core.signature import signature
+from properties.core.targets import TargetError
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedFailure:
+    """One xfails-file entry: the target fails ``family``; ``program`` shows it.
+
+    ``ops`` (operation kinds) and ``message`` (a regex) narrow which violations it covers."""
+
+    id: str
+    family: Family
+    explanation: str
+    config: dict[str, int]
+    program: list[dict[str, Any]]
+    classification: str = ""
+    families: tuple[Family, ...] = ()
+    ops: tuple[str, ...] = ()
+    message: str = ""
+    after: tuple[tuple[str, ...], ...] = ()
+    tokens: frozenset[int] = frozenset()
+    tolerate: frozenset[str] = frozenset()
+    allocator_type: str = "prefix_caching"  # the type it was found with (replayed with)
+    allocator_types: tuple[str, ...] = ()  # match only violations of these types
+    flaky: bool = False  # its replay may pass (it did not reproduce in a fresh process)
+
+    def matches(self, violation: Violation, history: Sequence[Op] | None = None,
+                allocator_type: str | None = None) -> bool:
+        """Whether ``violation`` is this deviation; ``history`` is the program up to and
+        including the failing operation (None: unknown, ``after`` and ``tokens`` unchecked),
+        ``allocator_type`` the type of the allocator that raised it (None: unknown)."""
+        if violation.family is not self.family and violation.family not in self.families:
+            return False
+        if (self.allocator_types and allocator_type is not None
+                and allocator_type not in self.allocator_types):
+            return False
+        if self.ops and not (isinstance(violation.op, Op) and violation.op.kind in self.ops):
+            return False
+        if self.message and re.search(self.message, violation.message) is None:
+            return False
+        if history is None:
+            return True
+        kinds = [op.kind for op in history[:-1]]
+        if self.after and not any(_subsequence(seq, kinds) for seq in self.after):
+            return False
+        return not self.tokens or any(self.tokens & set(_tokens(op)) for op in history)
+
+
+def _subsequence(wanted: Sequence[str], seen: Sequence[str]) -> bool:
+    it = iter(seen)
+    return all(kind in it for kind in wanted)
+
+
+def _tokens(op: Op) -> Iterator[int]:
+    """The ints an operation hands the target's hash: tokens, and an int extra hash."""
+    yield from getattr(op, "tokens", ())
+    for chunk in getattr(op, "chunks", ()):
+        yield from chunk
+    extra = getattr(op, "extra_hash", None)
+    if type(extra) is int:
+        yield extra
+
+
+def load_expected(path: str | None) -> list[ExpectedFailure]:
+    if not path:
+        return []
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    entries = []
+    for e in data:
+        match = e.get("match", {})
+        entries.append(ExpectedFailure(
+            e["id"], Family(e["family"]), e["explanation"], e["config"], e["program"],
+            str(e.get("class", "")), tuple(Family(f) for f in match.get("families", ())),
+            tuple(match.get("ops", ())), str(match.get("message", "")),
+            tuple(tuple(seq) for seq in match.get("after", ())),
+            frozenset(int(t) for t in match.get("tokens", ())),
+            frozenset(str(name) for name in e.get("tolerate", ())),
+            str(e.get("allocator_type", "prefix_caching")),
+            tuple(str(t) for t in match.get("allocator_types", ())), bool(e.get("flaky"))))
+    return entries
+
+
+def load_raw(path: str | None) -> list[dict[str, Any]]:
+    """The entries of an xfails file as written (``--write-xfails`` keeps them unchanged)."""
+    return json.loads(Path(path).read_text(encoding="utf-8")) if path else []
+
+
+def tolerated_by(entries: Sequence[ExpectedFailure],
+                 replaying: ExpectedFailure | None = None) -> frozenset[str]:
+    """The deviations the model follows while ``entries`` are expected: every entry's
+    ``tolerate``, except those of the entry whose own program is ``replaying``."""
+    names: set[str] = set()
+    for entry in entries:
+        if entry is not replaying and entry.id != getattr(replaying, "id", None):
+            names |= entry.tolerate
+    return frozenset(names)
+
+
+def matching(entries: list[ExpectedFailure], exc: BaseException) -> list[ExpectedFailure] | None:
+    """The entries covering ``exc`` (a violation, or a group of them), or None if any part of
+    it is unexpected. A violation raised by a machine step carries the program before it,
+    so ``after`` and ``tokens`` conditions hold here exactly as during the run."""
+    leaves = list(_leaves(exc))
+    found: list[ExpectedFailure] = []
+    for leaf in leaves:
+        if not isinstance(leaf, Violation):
+            return None
+        history = getattr(leaf, "prefixcache_history", None)
+        replay = baseline.found_of(leaf)
+        kind = replay.allocator_type if replay is not None else None
+        entry = next((e for e in entries if e.matches(leaf, history, kind)), None)
+        if entry is None:
+            return None
+        found.append(entry)
+    return found or None
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+# --------------------------------------------------------------------------- absorption
+
+_EXPECTED = pytest.StashKey[list[ExpectedFailure]]()
+_OBSERVED = pytest.StashKey[list[tuple[ExpectedFailure, Violation]]]()
+_CALL = pytest.StashKey["_Call"]()
+_hits: dict[str, int] = {}  # entry id -> hits, from the reports (so xdist workers count too)
+
+
+@dataclass
+class _Call:
+    """What one test call observed: expected entries it hit, and under ``--all`` the
+    deviations new to this process and the signatures (keys) of the repeats."""
+
+    entries: list[ExpectedFailure]
+    hits: list[tuple[ExpectedFailure, Violation]]
+    explore: bool = False
+    new: list[baseline.Deviation] = field(default_factory=list)
+    repeats: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class Progress:
+    """Counters of the running test, for ``prefixcache check``'s progress line: examples
+    (machine runs) and steps started, deviations (new or repeated) absorbed."""
+
+    examples: int = 0
+    steps: int = 0
+    findings: int = 0
+    ticker: Any = None  # called (no arguments) on every step, if set
+
+    def reset(self) -> None:
+        self.examples = self.steps = self.findings = 0
+
+
+PROGRESS = Progress()
+
+# Set for the duration of one test call.
+_active: _Call | None = None
+# Under --all: every deviation this process met, by signature key (absorbed from then on).
+_known: dict[str, list[baseline.Deviation]] = {}
+# The session's deviations, merged from the reports (on the xdist controller: all workers').
+_session: dict[str, baseline.Deviation] = {}
+
+
+def expected_entries(config: pytest.Config) -> list[ExpectedFailure]:
+    """The session's expected failures (``--xfails-file``)."""
+    return config.stash.get(_EXPECTED, [])
+
+
+def exploring(config: pytest.Config) -> bool:
+    """Whether ``--all`` is on: deviations are absorbed by signature and collected."""
+    return bool(config.getoption("explore_all", False))
+
+
+def session_deviations() -> list[baseline.Deviation]:
+    """The distinct deviations of the session so far (first seen first)."""
+    return list(_session.values())
+
+
+def record(entry: ExpectedFailure, violation: Violation) -> None:
+    """Note that the running test observed ``entry`` (used by the replay test too)."""
+    PROGRESS.findings += 1
+    if _active is not None:
+        _active.hits.append((entry, violation))
+
+
+def known(violation: Violation, allocator_type: str, history: Sequence[Op]) -> bool:
+    """Whether ``violation``, raised after ``history`` (the failing operation last), is a
+    deviation this process already met under ``--all``: one of its signature whose mechanism
+    the history contains."""
+    return _covering(violation, allocator_type, history) is not None
+
+
+def _covering(violation: Violation, allocator_type: str,
+              history: Sequence[Op]) -> baseline.Deviation | None:
+    kinds = [op.kind for op in history[:-1]]
+    reps = _known.get(signature(violation, allocator_type).key(), [])
+    return next((dev for dev in reps if dev.covers(kinds)), None)
+
+
+def absorb_new(violation: Violation, allocator_type: str, history: Sequence[Op],
+               count: int = 1, shrink: Callable[[], None] | None = None) -> None:
+    """Under ``--all``: collect ``violation`` (``count`` times) as a deviation of the running
+    test. One already met (``known``) only adds to its count; for a new one ``shrink`` is
+    called first (it attaches the shortest program, ``properties.core.baseline.attach``)."""
+    PROGRESS.findings += count
+    if _active is None:
+        return
+    rep = _covering(violation, allocator_type, history)
+    if rep is not None:
+        if any(d is rep for d in _active.new):
+            rep.count += count
+        else:
+            _active.repeats[rep.key] += count
+        return
+    if shrink is not None:
+        shrink()
+    dev = baseline.deviation(violation, "", allocator_type)
+    dev.count = count
+    _known.setdefault(dev.signature.key(), []).append(dev)
+    _active.new.append(dev)
+
+
+def observed(item: pytest.Item) -> list[tuple[ExpectedFailure, Violation]]:
+    """The expected violations ``item`` observed (absorbed or replayed)."""
+    return item.stash.get(_OBSERVED, [])
+
+
+def _raised_by_target(exc: BaseException, alloc: object) -> bool:
+    """Whether the innermost frame of ``exc`` runs in the package of the target ``alloc``."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    package = type(alloc).__module__.split(".", 1)[0]
+    module = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module == package or module.startswith(package + ".")
+
+
+def _shrink_new(machine: Any, violation: Violation) -> None:
+    """Under ``--all``, a deviation met for the first time: shrink the machine's program to
+    the shortest one with the same signature and attach it (``properties.core.baseline``)."""
+    baseline.shrink_and_attach(machine.target, machine.config, machine.runner.log, violation)
+
+
+def _install_wrapper() -> Any:
+    """Wrap ``OracleMachine.setup`` and ``do``: count examples and steps (``PROGRESS``) and,
+    while an xfails file is loaded or ``--all`` is on, end an example quietly at a matching
+    (or, under ``--all``, any) violation. Returns the originals for ``pytest_unconfigure``."""
+    from properties.core.machine import OracleMachine
+
+    original_setup, original = OracleMachine.setup, OracleMachine.do
+
+    def setup(self: OracleMachine, config: Any) -> None:
+        PROGRESS.examples += 1
+        original_setup(self, config)
+
+    def do(self: OracleMachine, op: Op) -> None:
+        PROGRESS.steps += 1
+        if PROGRESS.ticker is not None:
+            PROGRESS.ticker()
+        call = _active
+        if call is None or not (call.entries or call.explore):
+            original(self, op)
+            return
+        if getattr(self, "_prefixcache_absorbed", False):
+            return
+        try:
+            try:
+                original(self, op)
+            except (Violation, OutOfContract):
+                raise
+            except Exception as exc:
+                if not _raised_by_target(exc, self.runner.adapter.alloc):
+                    raise
+                # e.g. reading ``content_hash`` of a corrupted (cyclic) chain while observing
+                raise Violation(Family.CRASH, f"observing the target after {op.kind} raised "
+                                f"{type(exc).__name__}: {exc}").at(
+                                    op, len(self.runner.log) - 1) from exc
+        except Violation as violation:
+            history = [step.op for step in self.runner.log]
+            kind = self.target.allocator_type
+            entry = next((e for e in call.entries if e.matches(violation, history, kind)), None)
+            if entry is not None:
+                record(entry, violation)
+            elif call.explore:
+                absorb_new(violation, kind, history,
+                           shrink=functools.partial(_shrink_new, self, violation))
+            else:
+                # Judged with its history and unexpected: report-time matching must not
+                # absorb it as some entry whose ``after`` it was never checked against.
+                violation.prefixcache_history = history  # type: ignore[attr-defined]
+                raise
+            self._prefixcache_absorbed = True  # type: ignore[attr-defined]
+            if call.explore:
+                # Under --all an example that ends at a deviation (expected or not) is
+                # discarded: it does not use the budget, and Hypothesis draws another in its
+                # place (up to its own limit of ten calls per example). Every deviation is
+                # rejected the same way, first meetings and entries of --xfails-file alike,
+                # so `--all --xfails-file F` draws exactly the examples of the run that
+                # wrote F: the ratchet sees the same states as the adoption.
+                reject()
+
+    OracleMachine.setup = setup  # type: ignore[method-assign]
+    OracleMachine.do = do  # type: ignore[method-assign]
+    return original_setup, original
+
+
+# --------------------------------------------------------------------------- hooks
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("prefixcache", "prefix-caching allocator conformance")
+    group.addoption("--allocator", default=None,
+                    help="target factory module:callable (default $PREFIXCACHE_ALLOCATOR or "
+                         "the bundled allocator)")
+    group.addoption("--allocator-type", default="prefix_caching",
+                    choices=("prefix_caching", "naive"))
+    group.addoption("--disable-feature", action="append", default=[], metavar="NAME",
+                    help="treat a capability as absent (prefix_caching, lru, swap, extra_keys, "
+                         "atomic, typed_errors, introspection)")
+    group.addoption("--max-examples", type=int, default=None)
+    group.addoption("--max-steps", type=int, default=None)
+    group.addoption("--step-timeout", default=None, metavar="SECONDS",
+                    help="per-step time limit for target calls (default "
+                         "$PREFIXCACHE_STEP_TIMEOUT or 10; 0 disables it)")
+    group.addoption("--xfails-file", default=None,
+                    help="JSON list of expected failures (see the plugin docstring)")
+    group.addoption("--skips-file", default=None,
+                    help="JSON list of {test, reason}: tests to skip, each with its reason")
+    group.addoption("--all", dest="explore_all", action="store_true", default=False,
+                    help="keep exploring after a deviation: each distinct one (by signature) "
+                         "is absorbed like an expected failure and reported once, shrunk")
+    group.addoption("--write-xfails", default=None, metavar="FILE",
+                    help="write the deviations found (and the --xfails-file entries) as an "
+                         "xfails file")
+
+
+_ORIGINAL_DO = pytest.StashKey[Any]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        selection.select(
+            config.getoption("allocator") or os.environ.get("PREFIXCACHE_ALLOCATOR"),
+            allocator_type=config.getoption("allocator_type"),
+            disable=config.getoption("disable_feature"),
+            step_timeout=config.getoption("step_timeout"),
+        )
+    except TargetError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    overrides: dict[str, Any] = {}
+    if config.getoption("max_examples") is not None:
+        overrides["max_examples"] = config.getoption("max_examples")
+    if config.getoption("max_steps") is not None:
+        overrides["stateful_step_count"] = config.getoption("max_steps")
+    if overrides:
+        name = f"{settings.get_current_profile_name()} with " + ", ".join(
+            f"{k}={v}" for k, v in overrides.items())
+        settings.register_profile(name, parent=settings.default, **overrides)
+        settings.load_profile(name)
+    entries = load_expected(config.getoption("xfails_file"))
+    config.stash[_EXPECTED] = entries
+    _known.clear()
+    _session.clear()
+    PROGRESS.reset()
+    config.stash[_ORIGINAL_DO] = _install_wrapper()
+    selection.tolerate(tolerated_by(entries))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    original = config.stash.get(_ORIGINAL_DO, None)
+    if original is not None:
+        from properties.core.machine import OracleMachine
+
+        OracleMachine.setup, OracleMachine.do = original  # type: ignore[method-assign]
+        del config.stash[_ORIGINAL_DO]
+
+
+def _target_line() -> str:
+    try:
+        return selection.current_target().describe()
+    except Exception as exc:  # reported in the header; the tests that need it fail clearly
+        return f"cannot load target: {exc}"
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    current = settings()
+    seed = config.getoption("hypothesis_seed", default=None)
+    seed_text = (str(seed) if seed is not None
+                 else "fixed (derandomized)" if current.derandomize else "random")
+    xfails = config.getoption("xfails_file", None)
+    return [
+        f"prefixcache target: {_target_line()}",
+        f"prefixcache profile: {settings.get_current_profile_name()} "
+        f"(max_examples={current.max_examples}, steps={current.stateful_step_count}, "
+        f"derandomize={current.derandomize}, seed={seed_text})",
+        f"prefixcache expected failures: {len(config.stash.get(_EXPECTED, []))}"
+        + (f" ({xfails})" if xfails else ""),
+        f"prefixcache step timeout: {_timeout_line()}",
+        "prefixcache after a deviation: "
+        + ("keep exploring (--all)" if exploring(config) else "stop that test"),
+    ]
+
+
+def _timeout_line() -> str:
+    seconds = selection.step_timeout()
+    return "none" if seconds is None else f"{seconds:g} s"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    entries = metafunc.config.stash.get(_EXPECTED, [])
+    if "expected_failure" in metafunc.fixturenames and entries:
+        metafunc.parametrize("expected_failure", entries, ids=[e.id for e in entries])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Without an xfails file there is nothing to replay: drop the (empty) replay test.
+    items[:] = [i for i in items
+                if not (i.name.startswith("test_expected_failure") and "[" not in i.name)]
+    path = config.getoption("skips_file")
+    if not path:
+        return
+    for entry in json.loads(Path(path).read_text(encoding="utf-8")):
+        for item in items:
+            if entry["test"] in item.nodeid:
+                item.add_marker(pytest.mark.skip(reason=entry["reason"]))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
+    global _active
+    call = _Call(item.config.stash.get(_EXPECTED, []), [], exploring(item.config))
+    item.stash[_OBSERVED] = call.hits
+    item.stash[_CALL] = call
+    _active = call
+    # A derandomized profile promises the same examples every run: see properties.core.determinism.
+    derandomized = settings.default is not None and settings.default.derandomize
+    pinned = fixed_constants() if derandomized else contextlib.nullcontext()
+    try:
+        with pinned:
+            yield
+    finally:
+        _active = None
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count hits per entry and merge the deviations found (reports carry both, so this also
+    works under xdist)."""
+    for name, value in report.user_properties:
+        if name == "prefixcache_expected" and isinstance(value, list):
+            for entry_id in value:
+                _hits[entry_id] = _hits.get(entry_id, 0) + 1
+        elif name == "prefixcache_deviations" and isinstance(value, list):
+            baseline.merge(_session, [baseline.Deviation.from_json(d) for d in value])
+        elif name == "prefixcache_repeats" and isinstance(value, dict):
+            for key, n in value.items():
+                dev = _session.get(key)
+                if dev is not None:
+                    dev.count += n
+                    if report.nodeid not in dev.tests:
+                        dev.tests.append(report.nodeid)
+
+
+def _violations(exc: BaseException) -> list[Violation] | None:
+    leaves = list(_leaves(exc))
+    found = [leaf for leaf in leaves if isinstance(leaf, Violation)]
+    return found if len(found) == len(leaves) else None
+
+
+def _kind(item: pytest.Item) -> str:
+    """The allocator type a test ran (for a violation with no program attached)."""
+    try:
+        return selection.current_target().allocator_type
+    except Exception:  # an unloadable target: the test reports that itself
+        return "prefix_caching"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call":
+        return
+    hits = observed(item)
+    if hits:
+        report.user_properties.append(("prefixcache_expected", [e.id for e, _ in hits]))
+    ran = item.stash.get(_CALL, None)
+    news = list(ran.new) if ran is not None else []
+    repeats = dict(ran.repeats) if ran is not None else {}
+    entries = item.config.stash.get(_EXPECTED, [])
+    found: list[ExpectedFailure] | None = None
+    if call.excinfo is not None and not getattr(report, "wasxfail", ""):
+        found = matching(entries, call.excinfo.value)
+        leaves = None if found else _violations(call.excinfo.value)
+        # Deviations the test raised (not absorbed): one per distinct signature.
+        for leaf in leaves or ():
+            dev = baseline.deviation(leaf, item.nodeid, _kind(item))
+            if all(d.signature != dev.signature for d in news):
+                news.append(dev)
+    for dev in news:
+        dev.tests = [item.nodeid]
+    if news:
+        report.user_properties.append(("prefixcache_deviations", [d.to_json() for d in news]))
+    if repeats:
+        report.user_properties.append(("prefixcache_repeats", repeats))
+    if getattr(report, "wasxfail", ""):
+        return
+    if call.excinfo is not None and call.excinfo.errisinstance(Unsatisfiable) and (
+            news or repeats or hits):
+        # --all: every example ended at a deviation (all rejected): judged by those.
+        call = _passed(call)
+        report.outcome, report.longrepr = "passed", None
+    if call.excinfo is None and (news or repeats):
+        # --all: the test ran its whole budget, absorbing every deviation it met.
+        report.outcome = "failed"
+        report.longrepr = _explored(news, repeats)
+        return
+    if call.excinfo is not None:
+        if not found:
+            return
+        report.user_properties.append(("prefixcache_expected", [e.id for e in found]))
+    else:
+        found = [entry for entry, _ in observed(item)]
+        if not found or report.outcome != "passed":
+            return
+    tally = ", ".join(f"{entry_id} x{n}" for entry_id, n in
+                      sorted(Counter(e.id for e in found).items()))
+    report.outcome = "skipped"
+    report.wasxfail = f"expected failures only: {tally}"
+
+
+def _passed(call: pytest.CallInfo[None]) -> pytest.CallInfo[None]:
+    return pytest.CallInfo(None, None, start=call.start, stop=call.stop,
+                           duration=call.duration, when=call.when, _ispytest=True)
+
+
+def _explored(news: Sequence[baseline.Deviation], repeats: dict[str, int]) -> str:
+    lines = [f"{len(news)} new distinct deviation(s) (--all):"]
+    for dev in news:
+        lines += ["", f"[{dev.family}] {dev.explanation} (x{dev.count})", dev.message, "",
+                  dev.script]
+    for key, n in repeats.items():
+        lines.append(f"also met (x{n}), first reported by an earlier test: {key}")
+    return "\n".join(lines)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    entries = config.stash.get(_EXPECTED, [])
+    if entries:
+        terminalreporter.section("prefixcache expected failures")
+        for entry in entries:
+            terminalreporter.write_line(f"{entry.id} ({entry.family.value}): "
+                                        f"hit by {_hits.get(entry.id, 0)} test(s) or "
+                                        f"example(s)")
+    if _session:
+        terminalreporter.section("prefixcache deviations (distinct, by signature)")
+        for dev in _session.values():
+            terminalreporter.write_line(f"[{dev.family}] {dev.explanation}: x{dev.count} in "
+                                        f"{', '.join(dev.tests)}")
+    path = config.getoption("write_xfails", None)
+    done = written(config)
+    if path and done is not None:
+        terminalreporter.write_line(f"prefixcache: wrote {done[0]} entries to {path}"
+                                    + (f" ({len(done[1])} flaky: {', '.join(done[1])})"
+                                       if done[1] else ""))
+
+
+_WRITTEN = pytest.StashKey[int]()
+_FLAKY = pytest.StashKey[list[str]]()
+
+
+def written(config: pytest.Config) -> tuple[int, list[str]] | None:
+    """After ``--write-xfails``: how many entries were written, and which are flaky."""
+    if _WRITTEN not in config.stash:
+        return None
+    return config.stash[_WRITTEN], config.stash.get(_FLAKY, [])
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """``--write-xfails``: on the controller (or a run without xdist), once."""
+    config = session.config
+    path = config.getoption("write_xfails", None)
+    if not path or hasattr(config, "workerinput"):
+        return
+    kept = load_raw(config.getoption("xfails_file"))
+    written = baseline.write_xfails(Path(path), _session.values(), kept)
+    new_ids = [e["id"] for e in written[len(kept):]]
+    flaky = baseline.unreproduced(Path(path), selection.current_target().spec,
+                                  config.getoption("disable_feature"), new_ids)
+    baseline.mark_flaky(Path(path), flaky)
+    config.stash[_WRITTEN] = len(written)
+    config.stash[_FLAKY] = flaky

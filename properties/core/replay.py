@@ -1,0 +1,71 @@
+"""Replay a program (a JSON list of operations) against a target under the oracle.
+
+``python -m properties.core.replay PROGRAM.json [--allocator SPEC] [--block-size N] [--gpu N]
+[--cpu N]`` prints each step and the first violation; exit status 1 when one is found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from models.core.invariants import Violation
+from models.families.v0.capabilities import Config, tolerating
+from models.families.v0.operations import Op, op_from_json
+from models.families.v0.oracle import Oracle
+from properties.core.targets import Target, load_target
+from properties.families.v0.runner import Runner
+
+
+def run_program(target: Target, config: Config, program: Sequence[Op]) -> Runner:
+    """Execute ``program`` step by step, judging each step; raises the first ``Violation``."""
+    runner = Runner(target, config)
+    oracle = Oracle(config)
+    oracle.initial_check(runner.snapshot())
+    for index, op in enumerate(program):
+        outcome, snapshot = runner.execute(op)
+        try:
+            oracle.step(op, outcome, snapshot)
+        except Violation as violation:
+            raise violation.at(op, index) from None
+    return runner
+
+
+def check_program(spec: str, allocator_type: str, block_size: int, num_gpu: int, num_cpu: int,
+                  program_json: str | list[dict[str, Any]],
+                  tolerate: Sequence[str] = ()) -> None:
+    """Entry point used by generated reproducer scripts; ``tolerate``: upstream deviations
+    the model follows (``models.families.v0.capabilities.TOLERABLE``), those of the other xfails
+    entries."""
+    target = load_target(spec, allocator_type=allocator_type)
+    data = json.loads(program_json) if isinstance(program_json, str) else program_json
+    config = Config(block_size, num_gpu, num_cpu, tolerating(target.caps, frozenset(tolerate)))
+    run_program(target, config, [op_from_json(d) for d in data])
+    print("no violation: the program passes against", target.describe())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m properties.core.replay", description=__doc__)
+    parser.add_argument("program", help="JSON file: a list of operations")
+    parser.add_argument("--allocator", default=None, help="target spec module:callable")
+    parser.add_argument("--allocator-type", default="prefix_caching")
+    parser.add_argument("--block-size", type=int, default=4)
+    parser.add_argument("--gpu", type=int, default=8)
+    parser.add_argument("--cpu", type=int, default=4)
+    args = parser.parse_args(argv)
+    with open(args.program, encoding="utf-8") as fh:
+        data = json.load(fh)
+    try:
+        check_program(args.allocator or "", args.allocator_type, args.block_size, args.gpu,
+                      args.cpu, data)
+    except Violation as violation:
+        print(violation, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

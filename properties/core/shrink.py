@@ -1,0 +1,255 @@
+"""Program-level shrinking: a shorter program that still fails with the same family.
+
+Hypothesis shrinks rule by rule, and one rule may run several operations (a sweep, a request's
+whole lifecycle), so its minimal example can still carry operations the failure does not need.
+This shrinks the executed program itself, by replaying candidates through
+:func:`properties.core.replay.run_program`: drop a run of operations (with every later operation
+that uses a handle they created), renumber the handles, and keep the candidate if it still
+fails with the same family; then try smaller pools. Every kept program is a real, replayable
+counterexample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from models.core.invariants import Family, Violation
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import AllocateImmutableChain, Op
+from properties.core.replay import run_program
+from properties.core.targets import Target
+from properties.families.v0.runner import Runner, Step
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """The bundled allocator logs a warning on every refused ``reset_prefix_cache``."""
+    logger = logging.getLogger("prefixcache")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+#: Which violations count as the same failure while shrinking (default: the same family).
+Keep = Callable[[Violation], bool]
+
+
+def _same_family(found: Violation) -> Keep:
+    family: Family = found.family
+    return lambda violation: violation.family is family
+
+
+def _replay(target: Target, config: Config, program: Sequence[Op],
+            keep: Keep) -> Violation | None:
+    """The violation ``program`` raises if ``keep`` accepts it (anything else: None)."""
+    try:
+        with quiet():
+            run_program(target, config, program)
+    except Violation as violation:
+        return violation if keep(violation) else None
+    except Exception:  # out of contract, or a candidate the oracle cannot judge
+        return None
+    return None
+
+
+Made = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def _handles(target: Target, config: Config, program: Sequence[Op]) -> list[Made]:
+    """Block and table handles each operation created when ``program`` ran, in creation order
+    (none after a step the target could not complete)."""
+    made: list[Made] = [(step.outcome.new_blocks,
+                         () if step.outcome.new_table is None else (step.outcome.new_table,))
+                        for step in executed(target, config, program)]
+    made += [((), ())] * (len(program) - len(made))
+    return made
+
+
+_BLOCK_FIELDS = ("prev", "block", "blocks")
+
+
+def _uses(op: Op) -> tuple[set[int], set[int]]:
+    """The block and table handles ``op`` names, those of the call it wraps (``Malformed``)
+    included."""
+    blocks: set[int] = set()
+    for name in _BLOCK_FIELDS:
+        value = getattr(op, name, None)
+        if isinstance(value, int):
+            blocks.add(value)
+        elif isinstance(value, tuple):
+            blocks.update(value)
+    table = getattr(op, "table", None)
+    tables = {table} if isinstance(table, int) else set()
+    call = getattr(op, "call", None)
+    if isinstance(call, Op):
+        inner_blocks, inner_tables = _uses(call)
+        blocks |= inner_blocks
+        tables |= inner_tables
+    return blocks, tables
+
+
+def _renumber(op: Op, gone_blocks: list[int], gone_tables: list[int]) -> Op:
+    def block(h: int) -> int:
+        return h - sum(1 for g in gone_blocks if g < h)
+
+    changes: dict[str, object] = {}
+    for name in _BLOCK_FIELDS:
+        value = getattr(op, name, None)
+        if isinstance(value, int):
+            changes[name] = block(value)
+        elif isinstance(value, tuple):
+            changes[name] = tuple(block(h) for h in value)
+    table = getattr(op, "table", None)
+    if isinstance(table, int):
+        changes["table"] = table - sum(1 for g in gone_tables if g < table)
+    call = getattr(op, "call", None)
+    if isinstance(call, Op):
+        changes["call"] = _renumber(call, gone_blocks, gone_tables)
+    return dataclasses.replace(op, **changes) if changes else op
+
+
+def _without(program: Sequence[Op], made: Sequence[Made], start: int, stop: int,
+             edit: tuple[int, Op, tuple[int, ...]] | None = None) -> list[Op]:
+    """``program`` minus operations ``start..stop-1`` and every later one that uses a handle
+    a dropped operation created, with the remaining handles renumbered. ``edit`` (index, op,
+    handles it no longer creates) also replaces one operation by a smaller one."""
+    gone_blocks: set[int] = set()
+    gone_tables: set[int] = set()
+    kept: list[Op] = []
+    for index, op in enumerate(program):
+        blocks, tables = _uses(op)
+        if start <= index < stop or blocks & gone_blocks or tables & gone_tables:
+            gone_blocks.update(made[index][0])
+            gone_tables.update(made[index][1])
+        elif edit is not None and edit[0] == index:
+            kept.append(edit[1])
+            gone_blocks.update(edit[2])
+        else:
+            kept.append(op)
+    drop_b, drop_t = sorted(gone_blocks), sorted(gone_tables)
+    return [_renumber(op, drop_b, drop_t) for op in kept]
+
+
+#: Longer chains are kept whole: one candidate per chunk, each replayed in full.
+MAX_CHUNKS = 32
+
+
+def _fewer_chunks(program: Sequence[Op], made: Sequence[Made]) -> Iterator[list[Op]]:
+    """Candidates with one chunk less in one chain allocation (last chunks first): a chain
+    longer than the failure needs may be what keeps other operations (a free to make room)
+    in the program."""
+    for index in reversed(range(len(program))):
+        op = program[index]
+        if not isinstance(op, AllocateImmutableChain) or not 2 <= len(op.chunks) <= MAX_CHUNKS:
+            continue
+        handles = made[index][0]
+        if len(handles) != len(op.chunks):
+            continue  # the allocation did not complete: nothing to renumber against
+        for j in reversed(range(len(op.chunks))):
+            chunks = op.chunks[:j] + op.chunks[j + 1:]
+            smaller = dataclasses.replace(op, chunks=chunks)
+            yield _without(program, made, 0, 0, (index, smaller, (handles[j],)))
+
+
+def shrink(target: Target, config: Config, program: Sequence[Op],
+           found: Violation, keep: Keep | None = None) -> tuple[list[Op], Violation]:
+    """A shorter program failing with ``found``'s family, or as ``keep`` says (delta
+    debugging, runs of halving length, to a fixpoint). Returns the program, cut at its
+    failing step, and its violation."""
+    keep = keep or _same_family(found)
+    current = list(program)
+    violation = _replay(target, config, current, keep)
+    if violation is None or violation.step is None:
+        return current, found  # not replayable as a program: report it as found
+    current = current[: violation.step + 1]
+    made = _handles(target, config, current)
+    size = max(1, len(current) // 2)
+    while True:
+        shrunk = False
+        stop = len(current)
+        while stop > 0:
+            start = max(0, stop - size)
+            candidate = _without(current, made, start, stop)
+            result = _replay(target, config, candidate, keep) if candidate else None
+            if result is not None and result.step is not None:
+                current, violation = candidate[: result.step + 1], result
+                made = _handles(target, config, current)
+                shrunk = True
+            stop = min(start, len(current))
+        if not shrunk and size == 1:
+            for candidate in _fewer_chunks(current, made):
+                result = _replay(target, config, candidate, keep)
+                if result is not None and result.step is not None:
+                    current, violation = candidate[: result.step + 1], result
+                    made = _handles(target, config, current)
+                    shrunk = True
+                    break
+        if not shrunk:
+            if size == 1:
+                return current, violation
+            size //= 2
+
+
+#: Pools up to this many ids in all (the machines' configs) are shrunk; larger ones belong to
+#: dedicated programs whose size is the point.
+MAX_SHRUNK_POOL = 32
+
+
+def shrink_with_pools(target: Target, config: Config, program: Sequence[Op],
+                      found: Violation, keep: Keep | None = None
+                      ) -> tuple[Config, list[Op], Violation]:
+    """:func:`shrink`, then the smallest GPU and CPU pools the shrunk program still fails on
+    with the same family (a smaller pool needs fewer allocations to fill), shrinking the program
+    again after each smaller pool. Returns the config, the program and its violation."""
+    keep = keep or _same_family(found)
+    program, violation = shrink(target, config, program, found, keep)
+    if config.num_gpu_blocks + config.num_cpu_blocks > MAX_SHRUNK_POOL:
+        return config, program, violation  # a dedicated program (long chain): its size is it
+    gpu = [dataclasses.replace(config, num_gpu_blocks=n) for n in range(1, config.num_gpu_blocks)]
+    for candidates in (gpu, None):
+        if candidates is None:  # the CPU pool, once the GPU pool is final
+            candidates = [dataclasses.replace(config, num_cpu_blocks=n)
+                          for n in range(config.num_cpu_blocks)]
+        for smaller in candidates:
+            result = _replay(target, smaller, program, keep)
+            if result is not None and result.step is not None:
+                config = smaller
+                program, violation = shrink(target, config, program[: result.step + 1], result,
+                                            keep)
+                break
+    return config, program, violation
+
+
+#: Longer programs are reported as found: delta debugging replays them O(n log n) times.
+MAX_SHRUNK_STEPS = 400
+
+
+def executed(target: Target, config: Config, program: Sequence[Op]) -> list[Step]:
+    """The runner log of ``program`` up to its first failing step (for a reproducer)."""
+    runner = Runner(target, config)
+    with quiet():
+        for op in program:
+            try:
+                runner.execute(op)
+            except Violation:
+                break
+    return runner.log
+
+
+def shrunk_log(target: Target, config: Config, log: Sequence[Step], found: Violation,
+               keep: Keep | None = None) -> tuple[Config, list[Step], Violation] | None:
+    """The shortest failing program :func:`shrink_with_pools` finds for the executed ``log``
+    (its config, log and violation), or None if it is no shorter or not replayable."""
+    program = [step.op for step in log]
+    if not program or len(program) > MAX_SHRUNK_STEPS:
+        return None
+    config, shorter, violation = shrink_with_pools(target, config, program, found, keep)
+    if violation is found or len(shorter) >= len(program):
+        return None
+    return config, executed(target, config, shorter), violation

@@ -1,0 +1,43 @@
+"""The selected target's block keys checked for collision resistance directly, at scale
+(``properties.families.v0.hash_quality``): thousands of distinct contents, near-miss pairs and the
+keys' range. A finding is HASH with a two-allocation program; one matching an expected-failure
+entry (``--xfails-file``) is absorbed, as in the machines."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.core.invariants import Violation
+from properties.core import plugin
+from properties.core.reproducer import render_script
+from properties.core.selection import current_target
+from properties.families.v0 import hash_quality
+from properties.families.v0.runner import Runner
+
+
+def test_block_keys_resist_collisions(request: pytest.FixtureRequest) -> None:
+    target = current_target()
+    unobservable = hash_quality.observable(target)
+    if unobservable is not None:
+        pytest.skip(f"{unobservable}: no key to check")
+    try:
+        hash_quality.check(target)
+    except Violation as violation:
+        history = getattr(violation, "prefixcache_history", None)
+        entry = next((e for e in plugin.expected_entries(request.config)
+                      if e.matches(violation, history)), None)
+        if entry is not None:
+            plugin.record(entry, violation)
+            return
+        shown = getattr(violation, "prefixcache_program", None)
+        if shown is None:
+            raise
+        config, program = shown
+        runner = Runner(target, config)
+        for op in program:
+            runner.execute(op)
+        adapter = runner.adapter
+        violation.add_note("Replay it as a plain Python script:\n\n" + render_script(
+            target, config, runner.log, adapter.device_enum.__module__,
+            adapter.block_table_cls.__module__))
+        raise

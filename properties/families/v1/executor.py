@@ -1,0 +1,279 @@
+"""Runs a v1 program against a target and the model side by side; isolated misuse probes.
+
+:meth:`Executor.step` applies one operation to both, checks the result and then the whole
+observable state (refcounts, free queue and its order, primary keys, counters, and every key
+any request can ask for through ``get_cached_block``). Programs replay without Hypothesis
+(:func:`run_program`), which is what reproducers and the xfails file use.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from models.core.invariants import Family, Violation
+from models.families.v1 import ops
+from models.families.v1.events import Replay, external
+from models.families.v1.keys import check_keys
+from models.families.v1.pool_model import PoolConfig, PoolModel
+from properties.families.v1.adapter import PoolAdapter
+from properties.families.v1.targets import PoolTarget
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A robustness finding: misuse that changed the pool without raising (or raised late)."""
+
+    target: str
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"[ROBUSTNESS] {self.target}: {self.kind}: {self.detail}"
+
+
+class Executor:
+    def __init__(self, target: PoolTarget, config: PoolConfig) -> None:
+        self.target = target
+        self.config = config
+        self.model = PoolModel(config, target.model_caps)
+        self.adapter = PoolAdapter(target, config)
+        self.reqs: list[ops.Req] = []
+        self.hashes: list[list[bytes]] = []
+        self.replay = Replay()
+        self.unannounceable: set[object] = set()  # hashes of null/masked (never keyed) blocks
+        self.program: list[ops.Op] = []
+
+    # ---------------------------------------------------------------- one step
+    def step(self, op: ops.Op) -> Any:
+        self.program.append(op)
+        try:
+            result = self._apply(op)
+            self.check()
+        except Violation as v:
+            v.add_note("program: " + json.dumps(ops.program_json(self.program)))
+            raise v.at(op, len(self.program) - 1) from None
+        return result
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Violation:
+            raise
+        except Exception as exc:
+            raise Violation(Family.CRASH, f"raised {type(exc).__name__}: {exc}") from exc
+
+    def _apply(self, op: ops.Op) -> Any:
+        m, a = self.model, self.adapter
+        if isinstance(op, ops.Req):
+            self.reqs.append(op)
+            self.hashes.append(self._call(a.add_request, op))
+            check_keys(self.reqs, self.hashes, self.config.hash_block_size)
+            return len(self.reqs) - 1
+        if isinstance(op, ops.GetNew):
+            try:
+                want = m.get_new_blocks(op.n)
+            except ValueError:
+                try:
+                    a.get_new_blocks(op.n)
+                except ValueError:
+                    return None
+                except Exception as exc:
+                    raise Violation(Family.CRASH, f"get_new_blocks({op.n}) over the free count "
+                                    f"must raise ValueError, raised {exc!r}") from exc
+                raise Violation(Family.FREE, f"get_new_blocks({op.n}) with {m.num_free} free "
+                                "must raise ValueError") from None
+            got = self._call(a.get_new_blocks, op.n)
+            if sorted(got) != sorted(want) or len(set(got)) != len(got):
+                raise Violation(Family.LRU if len(set(got)) == len(got) else Family.LEAK,
+                                "get_new_blocks hands out the queue head", expected=want,
+                                observed=got)
+            a.check_handed_out(got)
+            return got
+        if isinstance(op, ops.Touch):
+            m.touch(op.ids)
+            return self._call(a.touch, op.ids)
+        if isinstance(op, ops.Free):
+            m.free_blocks(op.ids)
+            return self._call(a.free_blocks, op.ids)
+        if isinstance(op, ops.CacheFull):
+            scale = self.config.scale(op.group)
+            for i in range(op.num_cached, op.num_full):
+                if op.ids[i] == 0 or (op.mask is not None and not op.mask[i - op.num_cached]):
+                    h = self.hashes[op.req][(i + 1) * scale - 1]
+                    self.unannounceable.update((h, external(h)))
+            m.cache_full_blocks(self.hashes[op.req], op.ids, op.num_cached, op.num_full, op.group,
+                                op.mask)
+            return self._call(a.cache_full_blocks, op.req, op.ids, op.num_cached, op.num_full,
+                              op.group, op.mask)
+        if isinstance(op, ops.CachePartial):
+            # A partial block's event names as parent the key of the block before it (the hash
+            # at its block's start); when the caller cached no block there, no event can
+            # announce that key, as for a null block. Any other parent is an orphan.
+            size = self.config.group_block_sizes[op.group]
+            start = (op.num_tokens - 1) // size * size
+            if start:
+                h = self.hashes[op.req][start // self.config.hash_block_size - 1]
+                if not m.keys.get((h, op.group)):
+                    self.unannounceable.update((h, external(h)))
+            want_key = m.cache_partial_block(self.hashes[op.req], op.id, op.num_tokens, op.group)
+            got_key = self._call(a.cache_partial_block, op.req, op.id, op.num_tokens, op.group)
+            got = None if got_key is None else (bytes(got_key[:-4]),
+                                                int.from_bytes(got_key[-4:], "big"))
+            if got != want_key:
+                raise Violation(Family.CACHE, "cache_partial_block's returned key",
+                                expected=want_key, observed=got)
+            return got
+        if isinstance(op, ops.Lookup):
+            return self._lookup(self.hashes[op.req][op.index], op.groups)
+        if isinstance(op, ops.Evict):
+            m.evict_blocks(op.ids)
+            return self._call(a.evict_blocks, op.ids)
+        if isinstance(op, ops.Reset):
+            want_ok = m.reset_prefix_cache()
+            got_ok = self._call(a.reset_prefix_cache)
+            if got_ok != want_ok:
+                raise Violation(Family.CACHE, "reset_prefix_cache() succeeds iff nothing is "
+                                "in use", expected=want_ok, observed=got_ok)
+            return got_ok
+        if isinstance(op, ops.TakeEvents):
+            events = self._call(a.take_events)
+            if self.config.events:
+                self.replay.apply(events, self.unannounceable)
+                self.replay.check(m.keys)
+                self._check_stored_tokens(events)
+            return events
+        raise TypeError(f"unknown operation {op!r}")
+
+    def _lookup(self, hash_: bytes, groups: Sequence[int]) -> list[int] | None:
+        want = self.model.lookup(hash_, groups)
+        got: list[int] | None = self._call(self.adapter.get_cached_block, hash_, groups)
+        ok = (got is None and want is None) or (
+            got is not None and want is not None and len(got) == len(want)
+            and all(g in w for g, w in zip(got, want, strict=True)))
+        if not ok:
+            raise Violation(Family.CACHE, f"get_cached_block(.., {list(groups)}): one block "
+                            "holding the key per group, None on any miss", expected=want,
+                            observed=got)
+        return got
+
+    def _check_stored_tokens(self, events: Iterable[Any]) -> None:
+        """``BlockStored``: one ``block_size`` chunk of ``token_ids`` per hash, each chunk the
+        tokens that hash names (a router pairs them by position)."""
+        index: dict[object, tuple[int, int]] = {}
+        for r, hs in enumerate(self.hashes):
+            for i, h in enumerate(hs):
+                index.setdefault(h, (r, i))
+                index.setdefault(external(h), (r, i))
+        hbs = self.config.hash_block_size
+        for e in events:
+            if type(e).__name__ != "BlockStored":
+                continue
+            size, token_ids = e.block_size, list(e.token_ids)
+            if len(token_ids) != size * len(e.block_hashes):
+                raise Violation(Family.CACHE, "BlockStored: token_ids must hold block_size "
+                                "tokens per block hash", expected=size * len(e.block_hashes),
+                                observed=(len(token_ids), e))
+            for n, h in enumerate(e.block_hashes):
+                found = index.get(h)
+                if found is None:
+                    raise Violation(Family.CACHE, "BlockStored of a hash no request has",
+                                    observed=e)
+                r, i = found
+                end = (i + 1) * hbs
+                want = list(self.reqs[r].tokens[end - size:end])
+                got = token_ids[n * size:(n + 1) * size]
+                if got != want:
+                    raise Violation(Family.CACHE, f"BlockStored: chunk {n} of token_ids is not "
+                                    "the tokens its hash names", expected=want, observed=got)
+
+    # ---------------------------------------------------------------- state check
+    def check(self) -> None:
+        self.model.compare(self.adapter.snapshot())
+        groups = range(len(self.config.group_block_sizes))
+        for hs in self.hashes:
+            for h in hs:
+                for g in groups:
+                    self._lookup(h, (g,))
+
+    # ---------------------------------------------------------------- misuse probes
+    def probe(self, kind: str, arg: int) -> Finding | None:
+        """Apply misuse ``kind`` to a deep copy of the pool; the run's pool is untouched.
+
+        A target claiming typed errors must raise one (else :class:`Violation`); any target
+        that changes its state on misuse, with or without raising, yields a :class:`Finding`.
+        """
+        pool = copy.deepcopy(self.adapter.pool)
+        before = self._state(pool)
+        blocks = pool.blocks
+        free_ids = self.model.free
+        calls: dict[str, Any] = {
+            "double_free": lambda: pool.free_blocks([blocks[free_ids[arg % len(free_ids)]]])
+            if free_ids else None,
+            "negative_count": lambda: pool.get_new_blocks(-1 - arg % 2),
+            "evict_out_of_range": lambda: pool.evict_blocks({self.config.num_blocks + arg}),
+            "evict_negative": lambda: pool.evict_blocks({-1 - arg % 2}),
+            "cache_beyond_hashes": lambda: self._cache_beyond(pool, arg),
+        }
+        if kind not in calls or (kind.startswith("evict") and not self.target.caps.evict_blocks):
+            return None
+        if kind == "double_free" and not free_ids:
+            return None
+        error: BaseException | None = None
+        try:
+            calls[kind]()
+        except Exception as exc:
+            error = exc
+        try:
+            after = self._state(pool)
+        except Violation as v:
+            after = f"corrupted: {v.message}"
+        if error is not None and self.target.misuse_types and not isinstance(
+                error, self.target.misuse_types):
+            raise Violation(Family.CRASH, f"misuse {kind}: raised {error!r}, not a typed error")
+        if after == before:
+            return None
+        how = "raised " + type(error).__name__ + " but" if error is not None else "silently"
+        return Finding(self.target.describe().split(" (")[0], kind,
+                       f"{how} changed the pool (arg {arg}): {_diff(before, after)}")
+
+    def _cache_beyond(self, pool: Any, arg: int) -> None:
+        """cache_full_blocks with num_full beyond the request's hashes."""
+        req = stand_in_request(self.adapter, 0)
+        n = len(req.block_hashes) + 1 + arg % 2
+        blocks = [pool.blocks[i] for i in self.model.free[:n]]
+        if len(blocks) < n:
+            return
+        pool.cache_full_blocks(req, blocks, 0, n, self.config.group_block_sizes[0], 0)
+
+    def _state(self, pool: Any) -> Any:
+        snap = self.adapter.snapshot(pool)
+        return (snap.ref, snap.free, snap.primary, snap.num_free)
+
+
+def stand_in_request(adapter: PoolAdapter, index: int) -> Any:
+    from properties.families.v1.adapter import stand_in
+
+    if adapter.requests:
+        return adapter.requests[index % len(adapter.requests)]
+    return stand_in(0, ops.Req(tokens=()))
+
+
+def _diff(before: Any, after: Any) -> str:
+    if isinstance(after, str):
+        return after
+    names = ("ref_cnt", "free queue", "block_hash", "num_free")
+    parts = [n for n, b, a in zip(names, before, after, strict=True) if b != a]
+    return "changed " + ", ".join(parts)
+
+
+def run_program(target: PoolTarget, config: PoolConfig, program: Sequence[ops.Op]) -> Executor:
+    """Replay ``program`` (raises the first :class:`Violation`)."""
+    ex = Executor(target, config)
+    ex.check()
+    for op in program:
+        ex.step(op)
+    return ex

@@ -1,0 +1,359 @@
+"""Runs a request-level program against a ``KVCacheManager`` with the shadow KV memory.
+
+:meth:`RequestExecutor.step` applies one operation as vLLM's scheduler would, checks what it
+returned (hits, allocations, ``None`` without side effects) and then the whole state: reference
+counts equal the request tables' entries, the free queue holds exactly the unreferenced blocks,
+no block serves two groups or two positions, only running requests hold blocks, and every
+running request reads back its own KV (:mod:`models.families.v1.request_model`). Programs replay
+without Hypothesis (:func:`run_program`), as the xfails file and reproducers need.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from models.core.invariants import Family, Violation
+from models.families.v1 import request_ops as ops
+from models.families.v1.request_model import (
+    NULL,
+    Geometry,
+    Identities,
+    KVShadow,
+    ReqState,
+    check_hit,
+    check_reads,
+)
+from properties.families.v1.request.stand_ins import ManagerRequest, RequestStatus
+from properties.families.v1.request.target import ManagerConfig, ManagerTarget
+from properties.families.v1.stand_ins import LoraRef
+
+Tables = tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    ref: tuple[int, ...]
+    free: tuple[int, ...]
+    hashes: tuple[bytes | None, ...]
+    tables: dict[int, Tables]
+
+
+class RequestExecutor:
+    def __init__(self, target: ManagerTarget, config: ManagerConfig) -> None:
+        self.target = target
+        self.config = config
+        self.mgr = target.create(config)
+        self.pool = self.mgr.block_pool
+        self._hasher = target.hasher(config.hash_block_size)
+        groups = range(len(config.groups))
+        self.geo = Geometry(config.block_sizes, tuple(config.window(g) for g in groups))
+        self.reqs: list[ReqState] = []
+        self.handles: list[ManagerRequest] = []
+        self.shadow = KVShadow()
+        self.ids = Identities()
+        self.step_open = False
+        self.program: list[ops.ROp] = []
+        self.trace: list[str] | None = None  # the calls as script lines, when recording
+
+    def _t(self, line: str) -> None:
+        if self.trace is not None:
+            self.trace.append(line)
+
+    # ---------------------------------------------------------------- one operation
+    def step(self, op: ops.ROp) -> Any:
+        self.program.append(op)
+        try:
+            result = self._apply(op)
+            self.check()
+        except Violation as v:
+            v.add_note("program: " + json.dumps(ops.program_json(self.program)))
+            raise v.at(op, len(self.program) - 1) from None
+        return result
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Violation:
+            raise
+        except Exception as exc:
+            raise Violation(Family.CRASH, f"{getattr(fn, '__name__', fn)} raised "
+                            f"{type(exc).__name__}: {exc}") from exc
+
+    def _apply(self, op: ops.ROp) -> Any:
+        if isinstance(op, ops.Add):
+            return self._add(op)
+        if isinstance(op, ops.Schedule):
+            return self._schedule(op)
+        if isinstance(op, ops.EndStep):
+            return self._end_step()
+        if isinstance(op, ops.Preempt):
+            return self._preempt(op.req)
+        if isinstance(op, ops.Abort):
+            r = self.reqs[op.req]
+            if r.status == "running":
+                self._call(self.mgr.free, self.handles[op.req])
+                self._t(f"mgr.free(r{op.req})  # aborted")
+            r.status = "finished"
+            return None
+        if isinstance(op, ops.ResetCache):
+            want = not any(self._tables(i) != ((),) * len(self.config.groups)
+                           for i, r in enumerate(self.reqs) if r.live)
+            got = bool(self._call(self.mgr.reset_prefix_cache))
+            self._t("print('reset_prefix_cache', mgr.reset_prefix_cache())")
+            if got != want:
+                raise Violation(Family.CACHE, "reset_prefix_cache() succeeds iff no request "
+                                "holds blocks", expected=want, observed=got)
+            return got
+        raise TypeError(f"unknown operation {op!r}")
+
+    def _add(self, op: ops.Add) -> int:
+        i = len(self.reqs)
+        self.reqs.append(ReqState(op.prompt, list(op.outputs), op.salt, op.lora))
+        lora = None if op.lora is None else LoraRef(op.lora, f"lora{op.lora}", f"/l/{op.lora}")
+        h = ManagerRequest(f"r{i}", list(op.prompt), lora_request=lora, cache_salt=op.salt,
+                           num_prompt_tokens=len(op.prompt), hasher=self._hasher)
+        self._call(h.rehash)
+        self.handles.append(h)
+        lora_src = ("None" if lora is None
+                    else f"LoraRef({op.lora}, 'lora{op.lora}', '/l/{op.lora}')")
+        self._t(f"r{i} = ManagerRequest('r{i}', {list(op.prompt)!r}, lora_request={lora_src}, "
+                f"cache_salt={op.salt!r},\n    num_prompt_tokens={len(op.prompt)}, "
+                f"hasher=hasher)\nr{i}.rehash()")
+        return i
+
+    def _schedule(self, op: ops.Schedule) -> Any:
+        r, h = self.reqs[op.req], self.handles[op.req]
+        if r.status == "finished" or r.scheduled is not None:
+            return None
+        if not self.step_open:
+            self._call(self.mgr.new_step_starts)
+            self.step_open = True
+            self._t("\n# a step opens\nmgr.new_step_starts()")
+        waiting = r.status in ("waiting", "preempted")
+        hit, hit_tables, hit_blocks = 0, ((),) * len(self.config.groups), None
+        if waiting:
+            hit_blocks, hit, _ = self._call(self.mgr.get_computed_blocks, h)
+            hit_tables = tuple(tuple(t) for t in hit_blocks.get_block_ids())
+            self._t(f"hit_blocks, hit, _ = mgr.get_computed_blocks(r{op.req})\n"
+                    f"print('r{op.req} hit', hit, hit_blocks.get_block_ids())  # {hit}, "
+                    f"{[list(t) for t in hit_tables]}")
+            check_hit(self.shadow, self.ids, r, hit, hit_tables, self.geo)
+        start = hit if waiting else r.computed
+        n = min(op.n, len(r.tokens) - start)
+        if n <= 0:
+            return None
+        before = self._snapshot(extra=op.req)
+        if waiting:
+            out = self._call(self.mgr.allocate_slots, h, n, hit, hit_blocks,
+                             num_lookahead_tokens=op.lookahead)
+        else:
+            out = self._call(self.mgr.allocate_slots, h, n, num_lookahead_tokens=op.lookahead)
+        call = (f"mgr.allocate_slots(r{op.req}, {n}, hit, hit_blocks, "
+                if waiting else f"mgr.allocate_slots(r{op.req}, {n}, ")
+        self._t(f"out = {call}num_lookahead_tokens={op.lookahead})\n"
+                f"print('r{op.req} allocate_slots', out and out.get_block_ids())")
+        if out is None:
+            self._check_no_side_effects(before, self._snapshot(extra=op.req), op.req, start)
+            return None
+        for group in out.get_block_ids():
+            for block in group:
+                if block != NULL:
+                    self.shadow.handed_out(block)
+        r.status, h.status = "running", RequestStatus.RUNNING
+        end = start + n
+        r.scheduled = (start, end)
+        h.num_computed_tokens = end  # the scheduler's counter moves when scheduling ends
+        self._t(f"# tokens [{start}, {end}) of r{op.req} are computed when the step ends\n"
+                f"r{op.req}.status, r{op.req}.num_computed_tokens = RequestStatus.RUNNING, {end}")
+        tables = self._tables(op.req)
+        self._check_allocation(op.req, tables, hit_tables, start, end + op.lookahead)
+        writes: dict[tuple[int, int], int] = {}
+        for g, table in enumerate(tables):
+            bs = self.geo.block_sizes[g]
+            for p in range(start, end):
+                writes[(table[p // bs], p % bs)] = self.ids.of(r, p)
+        self.shadow.schedule(op.req, writes)
+        return tables
+
+    def _end_step(self) -> None:
+        self._t("# the step ends: its scheduled tokens' KV is computed")
+        self.shadow.commit()
+        for i, r in enumerate(self.reqs):
+            if r.scheduled is None:
+                continue
+            start, end = r.scheduled
+            check_reads(self.shadow, self.ids, r, self._tables(i), self.geo,
+                        [self.geo.needed(g, end, start) for g in range(len(self.geo.windows))],
+                        pending_ok=False, what=f"r{i}'s forward over [{start}, {end})")
+            r.scheduled, r.computed = None, end
+            if end < len(r.tokens):
+                continue
+            if r.outputs:
+                token = r.outputs.pop(0)
+                r.tokens.append(token)
+                self._call(self.handles[i].append, token)
+                self._t(f"r{i}.append({token})  # sampled")
+            else:
+                self._call(self.mgr.free, self.handles[i])
+                self._t(f"mgr.free(r{i})  # finished")
+                r.status = "finished"
+        self.step_open = False
+
+    def _preempt(self, i: int) -> None:
+        r, h = self.reqs[i], self.handles[i]
+        if r.status != "running":
+            return
+        self._call(self.mgr.free, h)
+        self._t(f"mgr.free(r{i})  # preempted{' inside the step' if r.scheduled else ''}\n"
+                f"r{i}.num_computed_tokens, r{i}.status = 0, RequestStatus.PREEMPTED\n"
+                f"r{i}.num_preemptions += 1")
+        self.shadow.drop(i)
+        h.num_computed_tokens, h.status = 0, RequestStatus.PREEMPTED
+        h.num_preemptions += 1
+        r.computed, r.scheduled, r.status = 0, None, "preempted"
+
+    # ---------------------------------------------------------------- observation
+    def _tables(self, i: int) -> Tables:
+        got = self._call(self.mgr.get_block_ids, self.handles[i].request_id)
+        return tuple(tuple(t) for t in got)
+
+    def _free_queue(self) -> list[int]:
+        queue = self.pool.free_block_queue
+        out: list[int] = []
+        node = queue.fake_free_list_head.next_free_block
+        while node is not None and node is not queue.fake_free_list_tail:
+            out.append(node.block_id)
+            if len(out) > self.config.num_blocks:
+                raise Violation(Family.LEAK, "free queue has a cycle", observed=out[:12])
+            node = node.next_free_block
+        return out
+
+    def _snapshot(self, extra: int | None = None) -> Snapshot:
+        blocks = self.pool.blocks
+        live = {i for i, r in enumerate(self.reqs) if r.live}
+        if extra is not None:
+            live.add(extra)
+        return Snapshot(ref=tuple(b.ref_cnt for b in blocks[1:]),
+                        free=tuple(self._free_queue()),
+                        hashes=tuple(None if b.block_hash is None else bytes(b.block_hash)
+                                     for b in blocks[1:]),
+                        tables={i: self._tables(i) for i in sorted(live)})
+
+    def check(self) -> None:
+        snap = self._snapshot()
+        for i, r in enumerate(self.reqs):
+            if not r.live and any(self._tables(i)):
+                raise Violation(Family.LEAK, f"r{i} is {r.status} but holds blocks",
+                                observed=self._tables(i))
+        holders: Counter[int] = Counter()
+        owner: dict[int, tuple[int, int, int]] = {}
+        for i, tables in snap.tables.items():
+            for g, table in enumerate(tables):
+                for pos, block in enumerate(table):
+                    if block == NULL:
+                        continue
+                    holders[block] += 1
+                    seen = owner.setdefault(block, (i, g, pos))
+                    if seen[1:] != (g, pos):
+                        raise Violation(Family.LEAK, f"block {block} serves two places at once "
+                                        "(group, block index)", expected=seen,
+                                        observed=(i, g, pos))
+        ref = {b: snap.ref[b - 1] for b in range(1, self.config.num_blocks)}
+        want = {b: holders.get(b, 0) for b in ref}
+        if ref != want:
+            diff = {b: (want[b], ref[b]) for b in ref if ref[b] != want[b]}
+            raise Violation(Family.RC, "ref_cnt must equal the request-table entries holding "
+                            "the block (expected, observed)", observed=diff)
+        free = sorted(snap.free)
+        unreferenced = sorted(b for b, n in ref.items() if n == 0)
+        if free != unreferenced:
+            raise Violation(Family.LEAK, "the free queue holds exactly the unreferenced blocks",
+                            expected=unreferenced, observed=free)
+        if self.pool.get_num_free_blocks() != len(free):
+            raise Violation(Family.FREE, "get_num_free_blocks() counts the free queue",
+                            expected=len(free), observed=self.pool.get_num_free_blocks())
+        for i, r in enumerate(self.reqs):
+            if r.status in ("waiting", "preempted"):
+                self._probe_hit(i)
+            if not r.live:
+                continue
+            upto = r.scheduled[0] if r.scheduled is not None else r.computed
+            check_reads(self.shadow, self.ids, r, snap.tables[i], self.geo,
+                        [self.geo.needed(g, upto, upto) for g in range(len(self.geo.windows))],
+                        pending_ok=True, what=f"running r{i}")
+
+    def _probe_hit(self, i: int) -> None:
+        """The hit a waiting request would get now (``get_computed_blocks`` changes nothing
+        without stats and full event reports), checked as if it were scheduled."""
+        blocks, hit, _ = self._call(self.mgr.get_computed_blocks, self.handles[i])
+        tables = tuple(tuple(t) for t in blocks.get_block_ids())
+        try:
+            check_hit(self.shadow, self.ids, self.reqs[i], hit, tables, self.geo)
+        except Violation:
+            self._t(f"hit_blocks, hit, _ = mgr.get_computed_blocks(r{i})\n"
+                    f"print('r{i} hit', hit, hit_blocks.get_block_ids())  # {hit}, "
+                    f"{[list(t) for t in tables]}")
+            raise
+
+    def _check_allocation(self, i: int, tables: Tables, hit_tables: Tables, start: int,
+                          upto: int) -> None:
+        upto = min(upto, self.config.max_model_len)
+        for g, table in enumerate(tables):
+            bs = self.geo.block_sizes[g]
+            for p in self.geo.needed(g, upto, start):
+                if p // bs >= len(table) or table[p // bs] == NULL:
+                    raise Violation(Family.TABLE, f"allocate_slots: group {g} of r{i} has no "
+                                    f"block for position {p} (to compute or look ahead)",
+                                    observed=table)
+            for k, block in enumerate(hit_tables[g]):
+                if block != NULL and table[k] not in (block, NULL):
+                    raise Violation(Family.TABLE, f"allocate_slots: group {g} of r{i} must "
+                                    f"start with its hit blocks", expected=hit_tables[g],
+                                    observed=table)
+
+    def _check_no_side_effects(self, before: Snapshot, after: Snapshot, i: int,
+                               start: int) -> None:
+        """``None`` from allocate_slots: only blocks wholly outside a window may be freed."""
+        freed: Counter[int] = Counter()
+        for g, (old, new) in enumerate(zip(before.tables[i], after.tables[i], strict=True)):
+            window = self.geo.windows[g]
+            bs = self.geo.block_sizes[g]
+            limit = 0 if window is None else max(0, start - (window - 1)) // bs
+            for k, block in enumerate(old):
+                now = new[k] if k < len(new) else None
+                if now != block and not (now == NULL and k < limit):
+                    raise Violation(Family.ATOMIC, "allocate_slots returned None but changed "
+                                    f"r{i}'s group {g} table", expected=old, observed=new)
+                if now != block:
+                    freed[block] += 1
+            if len(new) != len(old):
+                raise Violation(Family.ATOMIC, "allocate_slots returned None but changed "
+                                f"r{i}'s group {g} table", expected=old, observed=new)
+        ref = tuple(n + freed.get(b, 0) for b, n in enumerate(after.ref, start=1))
+        released = {b for b in freed if after.ref[b - 1] == 0}
+        queue = tuple(b for b in after.free if b not in released)
+        other = {k: v for k, v in after.tables.items() if k != i}
+        if (ref, queue, after.hashes, other) != (before.ref, before.free, before.hashes,
+                                                 {k: v for k, v in before.tables.items()
+                                                  if k != i}):
+            parts = [name for name, a, b in (("ref_cnt", ref, before.ref),
+                                              ("free queue", queue, before.free),
+                                              ("block hashes", after.hashes, before.hashes))
+                     if a != b]
+            raise Violation(Family.ATOMIC, "allocate_slots returned None but changed "
+                            + (", ".join(parts) or "other requests' tables"),
+                            expected=(before.ref, before.free), observed=(after.ref, after.free))
+
+
+def run_program(target: ManagerTarget, config: ManagerConfig,
+                program: Sequence[ops.ROp]) -> RequestExecutor:
+    """Replay ``program`` (raises the first :class:`Violation`)."""
+    ex = RequestExecutor(target, config)
+    ex.check()
+    for op in program:
+        ex.step(op)
+    return ex

@@ -1,0 +1,100 @@
+"""The request-level target: a ``KVCacheManager`` built from real spec classes, and its hasher.
+
+A :class:`ManagerConfig` names the KV cache groups the way a model's layers would produce
+them: ``("full", block_size)`` for full attention, ``("window", block_size, window)`` for
+sliding window. Several groups make the hybrid coordinator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from properties.families.v1.request.loader import ManagerModules, load_manager
+
+Group = tuple[Any, ...]  # ("full", block_size) or ("window", block_size, sliding_window)
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    num_blocks: int
+    groups: tuple[Group, ...]
+    hash_block_size: int
+    max_model_len: int = 64
+    events: bool = False
+
+    @property
+    def block_sizes(self) -> tuple[int, ...]:
+        return tuple(int(g[1]) for g in self.groups)
+
+    def window(self, group: int) -> int | None:
+        g = self.groups[group]
+        return int(g[2]) if g[0] == "window" else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"num_blocks": self.num_blocks, "groups": [list(g) for g in self.groups],
+                "hash_block_size": self.hash_block_size, "max_model_len": self.max_model_len,
+                "events": self.events}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> ManagerConfig:
+        return ManagerConfig(num_blocks=data["num_blocks"],
+                             groups=tuple(tuple(g) for g in data["groups"]),
+                             hash_block_size=data["hash_block_size"],
+                             max_model_len=data.get("max_model_len", 64),
+                             events=data.get("events", False))
+
+
+FULL = ManagerConfig(num_blocks=10, groups=(("full", 4),), hash_block_size=4)
+HYBRID = ManagerConfig(num_blocks=18, groups=(("full", 4), ("window", 4, 6)), hash_block_size=4)
+WINDOW = ManagerConfig(num_blocks=10, groups=(("window", 4, 5),), hash_block_size=4)
+# Groups of different block sizes: hits must align to both (scheduler block size 8).
+HYBRID_MIXED = ManagerConfig(num_blocks=20, groups=(("full", 4), ("window", 8, 10)),
+                             hash_block_size=4)
+CONFIGS = {"full": FULL, "hybrid": HYBRID, "window": WINDOW, "hybrid_mixed": HYBRID_MIXED}
+
+
+@dataclass(frozen=True)
+class ManagerTarget:
+    name: str
+    mods: ManagerModules
+
+    @property
+    def version(self) -> str:
+        return self.mods.version
+
+    def _spec(self, group: Group) -> Any:
+        import torch
+
+        iface = self.mods.kv_cache_interface
+        common = {"block_size": int(group[1]), "num_kv_heads": 1, "head_size": 1,
+                  "dtype": torch.float16}
+        if group[0] == "full":
+            return iface.FullAttentionSpec(**common)
+        if group[0] == "window":
+            return iface.SlidingWindowSpec(**common, sliding_window=int(group[2]))
+        raise ValueError(f"unknown group kind {group[0]!r}")
+
+    def create(self, config: ManagerConfig) -> Any:
+        iface = self.mods.kv_cache_interface
+        groups = [iface.KVCacheGroupSpec([f"layer{i}"], self._spec(g))
+                  for i, g in enumerate(config.groups)]
+        kv_config = iface.KVCacheConfig(num_blocks=config.num_blocks, kv_cache_tensors=[],
+                                        kv_cache_groups=groups)
+        return self.mods.kv_cache_manager.KVCacheManager(
+            kv_config, max_model_len=config.max_model_len,
+            scheduler_block_size=math.lcm(config.hash_block_size, *config.block_sizes),
+            hash_block_size=config.hash_block_size, enable_caching=True,
+            enable_kv_cache_events=config.events)
+
+    def hasher(self, hash_block_size: int) -> Callable[[Any], Sequence[bytes]]:
+        fn: Callable[[Any], Sequence[bytes]] = self.mods.kv_cache_utils.get_request_block_hasher(
+            hash_block_size, self.mods.hash_fn())
+        return fn
+
+
+def vllm_v1_manager() -> ManagerTarget:
+    """vLLM 0.33.0's KVCacheManager from the cached wheel (needs torch)."""
+    return ManagerTarget("vllm", load_manager(version="0.33.0"))

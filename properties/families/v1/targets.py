@@ -1,0 +1,122 @@
+"""v1 targets: which BlockPool the v1 family judges, its hasher and what it claims.
+
+A pool spec is ``module:callable``. The callable is either a ``BlockPool`` class (its
+package's sibling ``kv_cache_utils`` module supplies the request hasher) or a function
+returning a :class:`PoolTarget`. Capabilities are detected from the API
+(:func:`properties.families.v1.upstream.capabilities`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from models.families.v1.pool_model import ModelCaps, PoolConfig
+from properties.core.targets import TargetError, resolve
+from properties.families.v1 import upstream
+
+DEFAULT_SPEC = "prefixcache.v1.core.block_pool:BlockPool"
+UPSTREAM_SPEC = "properties.upstream:vllm_v1_block_pool"
+ENV_VAR = "PREFIXCACHE_POOL"
+
+
+@dataclass(frozen=True)
+class PoolTarget:
+    """A pool class with its release's hashing module, capabilities and claims.
+
+    ``misuse_types``: the typed errors the target claims for misuse (empty: it claims none,
+    so misuse is only probed in isolation).
+    """
+
+    name: str
+    version: str
+    pool_cls: Any
+    kv_cache_utils: ModuleType
+    hash_fn: Callable[[Any], bytes]
+    caps: upstream.Capabilities
+    misuse_types: tuple[type[BaseException], ...] = ()
+
+    @property
+    def model_caps(self) -> ModelCaps:
+        c = self.caps
+        return ModelCaps(unhashed_free_to_front=c.unhashed_free_to_front,
+                         partial_blocks=c.partial_blocks, evict_blocks=c.evict_blocks,
+                         hash_block_size=c.hash_block_size)
+
+    def create(self, config: PoolConfig) -> Any:
+        if self.caps.hash_block_size:
+            return self.pool_cls(config.num_blocks, True, config.hash_block_size,
+                                 enable_kv_cache_events=config.events)
+        return self.pool_cls(config.num_blocks, True, enable_kv_cache_events=config.events)
+
+    def hasher(self, hash_block_size: int) -> Callable[[Any], list[bytes]]:
+        fn: Callable[[Any], list[bytes]]
+        fn = self.kv_cache_utils.get_request_block_hasher(hash_block_size, self.hash_fn)
+        return fn
+
+    def describe(self) -> str:
+        return f"{self.name} {self.version} ({self.caps})"
+
+
+def from_modules(mods: upstream.V1Modules, name: str = "vllm") -> PoolTarget:
+    return PoolTarget(name=name, version=mods.version.split()[-1],
+                      pool_cls=mods.block_pool.BlockPool, kv_cache_utils=mods.kv_cache_utils,
+                      hash_fn=upstream.hash_function(mods), caps=upstream.capabilities(mods))
+
+
+def vllm_v1_block_pool() -> PoolTarget:
+    """vLLM 0.33.0's BlockPool from the cached wheel (``python -m properties.families.v1.upstream
+    fetch``)."""
+    return from_modules(upstream.load_vllm_v1(version="0.33.0"))
+
+
+def vllm_v011_block_pool() -> PoolTarget:
+    """vLLM 0.11.0's BlockPool (``... fetch --version 0.11.0``)."""
+    return from_modules(upstream.load_vllm_v1(version="0.11.0"))
+
+
+def patched_vllm_pool(name: str, patches: Sequence[upstream.Patch],
+                      version: str = "0.33.0") -> PoolTarget:
+    """A broken variant: upstream's source with textual ``patches`` applied at load time."""
+    return from_modules(upstream.load_vllm_v1(version=version, patches=patches), name=name)
+
+
+def _from_class(cls: Any) -> PoolTarget:
+    package = cls.__module__.rpartition(".")[0]
+    utils = sys.modules.get(f"{package}.kv_cache_utils") or importlib.import_module(
+        f"{package}.kv_cache_utils")
+    hashing = getattr(utils, "sha256", None) or getattr(utils, "hash_fn", None)
+    if hashing is None:
+        raise TargetError(f"{package}.kv_cache_utils offers no sha256 hash function")
+    claims = getattr(sys.modules[cls.__module__], "PREFIXCACHE_CLAIMS", {})
+    mods = upstream.V1Modules(block_pool=sys.modules[cls.__module__], kv_cache_utils=utils,
+                              kv_cache_metrics=None, hashing=None, version="", origin=package,
+                              stubbed=())
+    return PoolTarget(name=package.split(".")[0], version=str(claims.get("version", "")),
+                      pool_cls=cls, kv_cache_utils=utils, hash_fn=hashing,
+                      caps=upstream.capabilities(mods),
+                      misuse_types=tuple(claims.get("misuse_types", ())))
+
+
+def load(spec: str) -> PoolTarget:
+    """Resolve ``spec`` (see the module docstring) to a target."""
+    obj = resolve(spec)
+    if isinstance(obj, type):
+        return _from_class(obj)
+    target = obj()
+    if not isinstance(target, PoolTarget):
+        raise TargetError(f"{spec!r} returned {type(target).__name__}, not a PoolTarget")
+    return target
+
+
+def default_spec() -> str:
+    """The bundled pool when importable, else vLLM 0.33.0's (until the bundled one lands)."""
+    try:
+        importlib.import_module(DEFAULT_SPEC.partition(":")[0])
+    except ImportError:
+        return UPSTREAM_SPEC
+    return DEFAULT_SPEC
