@@ -27,6 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from models.core.choice import Chooser
+from models.core.invariants import Family, Violation
+from models.core.shadow_memory import ShadowMemory
 from models.families.v0 import (  # stale ids
     computed_claims,  # when KV is written
     error_classes,
@@ -34,9 +37,6 @@ from models.families.v0 import (  # stale ids
     stale_ids,
     tracker_edits,
 )
-from models.core.choice import Chooser
-from models.core.invariants import Family, Violation
-from models.core.shadow_memory import ShadowMemory
 from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
 from models.families.v0.block_info import BLOCK_QUERY_STEPS
