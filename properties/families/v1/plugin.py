@@ -23,7 +23,7 @@ from properties.families.v1 import targets, upstream
 from properties.families.v1.machine import FINDINGS
 
 V1_DIR = Path(__file__).resolve().parent
-PROPERTIES_DIR = V1_DIR.parent
+PROPERTIES_DIR = V1_DIR.parents[1]
 CONFORMANCE_DIR = PROPERTIES_DIR.parent / "conformance"
 
 
