@@ -97,6 +97,8 @@ class Family(Protocol):
     table_fields: tuple[str, ...]
     #: Pool sizes shrinking may lower: ``(config field, smallest value)``, in order.
     pool_fields: tuple[tuple[str, int], ...]
+    #: The upstream deviations the model can follow (xfails ``tolerate``): name -> what.
+    tolerable: Mapping[str, str]
 
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """Whether the target spec (or the callable it names) speaks this family's API,
