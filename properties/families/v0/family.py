@@ -201,5 +201,50 @@ class V0Family:
             f"from {adapter.block_table_cls.__module__} import BlockTable  # noqa: E402, F401",
         ]
 
+    # ----------------------------------------------------------------- fuzzing
+
+    fuzz_levels = ("block_level", "sequence_level", "hashing")
+    weak_hash_levels = ("hashing",)
+
+    @property
+    def max_ops(self) -> int:
+        from fuzz.families.v0.decoder import MAX_OPS
+
+        return MAX_OPS
+
+    def fuzz_level(self, name: str) -> Any:
+        from fuzz.families.v0.decoder import Level
+
+        return Level(name)
+
+    def decoder(self, data: bytes, level: Any, caps: Capabilities, *, max_ops: int) -> Any:
+        from fuzz.families.v0.decoder import Decoder
+
+        return Decoder(data, level, caps, max_ops=max_ops)
+
+    def adapter_features(self, runner: Any) -> dict[str, bool]:
+        from fuzz.families.v0.features import adapter_features
+
+        return adapter_features(runner)
+
+    def step_features(self, previous: str, op: Any, outcome: Any, snapshot: Any,
+                      oracle: Any) -> Iterator[tuple[object, ...]]:
+        from fuzz.families.v0.features import step_features
+
+        return step_features(previous, op, outcome, snapshot, oracle)
+
+    def weak_hash_target(self, level: Any) -> Target:
+        from fuzz.families.v0.weak_hash import weak_hash
+
+        return self.load_target(DEFAULT_SPEC).with_kwargs(hash_function=weak_hash)
+
+    def format_program(self, geometry: Mapping[str, int], program: Sequence[Any],
+                       outcomes: Sequence[Any] = ()) -> str:
+        from fuzz.families.v0.listing import format_program
+
+        config = Config(geometry["block_size"], geometry["num_gpu_blocks"],
+                        geometry["num_cpu_blocks"])
+        return format_program(config, program, outcomes)
+
 
 FAMILY = V0Family()
