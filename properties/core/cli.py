@@ -13,6 +13,7 @@ xfails file, which ``--xfails-file FILE`` then accepts: only new deviations fail
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -21,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from properties.core import family as families
 from properties.core import plugin
 from properties.core.report import Collector, family_verdicts, render_terminal, write_reports
+from properties.core.targets import ENV_VAR
 
 SUITE_DIR = Path(__file__).resolve().parents[1]
-#: The machines the check runs (the v0 family's).
-MACHINES_DIR = SUITE_DIR / "families" / "v0"
 
 EXIT_CONFORMS, EXIT_DEVIATIONS, EXIT_ERROR = 0, 1, 2
 
@@ -52,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
                                 epilog=EPILOG, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--allocator", default=None,
                    help="target factory module:callable (default: the bundled allocator)")
+    p.add_argument("--family", default=None, metavar="NAME",
+                   help="the target's allocator family (default: detected from the target; "
+                        "it decides which machines run)")
     p.add_argument("--allocator-type", default="prefix_caching",
                    choices=("prefix_caching", "naive"))
     p.add_argument("--profile", default="ci", help="Hypothesis profile (dev, ci, nightly, ...)")
@@ -78,14 +82,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def pytest_arguments(args: argparse.Namespace) -> list[str]:
-    """The pytest command line for ``args``."""
-    out = [str(MACHINES_DIR), "-p", "no:cacheprovider", "--rootdir", str(SUITE_DIR),
+    """The pytest command line for ``args`` (the machines of the target's family)."""
+    chosen = families.select(args.allocator or os.environ.get(ENV_VAR), args.family)
+    out = [str(chosen.machines_dir), "-p", "no:cacheprovider", "--rootdir", str(SUITE_DIR),
            f"--hypothesis-profile={args.profile}", f"--allocator-type={args.allocator_type}"]
     if args.verbose or args.pytest_args:
         out += ["-v"] if args.verbose else []
     else:
         out += ["-o", "addopts=", "-p", "no:terminal"]
-    for flag in ("allocator", "xfails_file", "write_xfails", "max_examples", "max_steps",
+    for flag in ("allocator", "family", "xfails_file", "write_xfails", "max_examples", "max_steps",
                  "step_timeout"):
         value = getattr(args, flag)
         if value is not None:
@@ -110,9 +115,14 @@ def check(argv: Sequence[str]) -> int:
         args = parser().parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
+    try:
+        arguments = pytest_arguments(args)
+    except families.FamilyError as exc:
+        print(f"prefixcache check: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     collector = Collector()
     started = time.monotonic()
-    code = pytest.main(pytest_arguments(args), plugins=[collector])
+    code = pytest.main(arguments, plugins=[collector])
     seconds = time.monotonic() - started
     target_line = plugin._target_line()
     deviations = plugin.session_deviations()

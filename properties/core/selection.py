@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from models.families.v0.capabilities import Capabilities, tolerating
+from properties.core import family as families
 from properties.core.targets import (
     Target,
     load_target,
@@ -21,18 +21,24 @@ _current: Target | None = None
 _tolerated: frozenset[str] = frozenset()  # upstream deviations the model follows (xfails)
 _choice: tuple[str | None, str, tuple[str, ...], float | str | None] = (
     None, "prefix_caching", (), None)
+_family: str | None = None  # --family NAME (None: detected from the spec)
 
 
 def select(spec: str | None = None, *, allocator_type: str = "prefix_caching",
-           disable: Iterable[str] = (), step_timeout: float | str | None = None) -> None:
-    """Choose the target for this process; it is loaded on first use. ``step_timeout``
+           disable: Iterable[str] = (), step_timeout: float | str | None = None,
+           family: str | None = None) -> None:
+    """Choose the target for this process; it is loaded on first use, by ``family`` (a
+    family name; None: detected, :func:`properties.core.family.select`). ``step_timeout``
     (seconds; ``None``: ``$PREFIXCACHE_STEP_TIMEOUT`` or the default; ``<= 0``: no limit) is
     validated now (a bad value raises ``TargetError``) and becomes the process's default for
     every target loaded afterwards."""
-    global _current, _choice
+    global _current, _choice, _family
+    if family is not None:
+        families.by_name(family)  # an unknown name fails now
     _current = None
     set_session_step_timeout(step_timeout)  # also for targets loaded elsewhere (variants)
     _choice = (spec, allocator_type, tuple(disable), step_timeout)
+    _family = family
 
 
 def step_timeout() -> float | None:
@@ -45,19 +51,25 @@ def current_target() -> Target:
     global _current
     if _current is None:
         spec, allocator_type, disable, seconds = _choice
-        _current = load_target(spec, allocator_type=allocator_type, disable=disable,
-                               step_timeout=seconds)
+        _current = load_target(spec, family=_family, allocator_type=allocator_type,
+                               disable=disable, step_timeout=seconds)
         if _tolerated:
-            _current = replace(_current, caps=tolerating(_current.caps, _tolerated))
+            caps = _current.family_object.tolerating(_current.caps, _tolerated)
+            _current = replace(_current, caps=caps)
     return _current
 
 
 def tolerate(names: frozenset[str]) -> None:
-    """Have the model follow these upstream deviations
-    (``models.families.v0.capabilities.TOLERABLE``)
-    for the selected target: the xfails entries that declare them (``properties.core.plugin``)."""
+    """Have the model follow these upstream deviations (the family's tolerable ones, e.g.
+    ``models.families.v0.capabilities.TOLERABLE``) for the selected target: the xfails entries
+    that declare them (``properties.core.plugin``). The names are validated now, against the
+    chosen family (none chosen: the default)."""
     global _current, _tolerated
-    tolerating(Capabilities(), names)  # validates the names now
+    chosen = families.by_name(_family) if _family else families.default()
+    bad = names - chosen.tolerable.keys()
+    if bad:
+        raise ValueError(f"unknown tolerated deviation(s) {sorted(bad)}; known: "
+                         f"{sorted(chosen.tolerable)}")
     _tolerated = names
     _current = None
 
@@ -72,9 +84,9 @@ def use(target: Target) -> None:
 def kept() -> Iterator[None]:
     """On exit, the selection is what it was on entry: the same choice, and the same target
     if one was loaded (nothing is loaded here)."""
-    global _current, _choice, _tolerated
-    saved = _current, _choice, _tolerated
+    global _current, _choice, _tolerated, _family
+    saved = _current, _choice, _tolerated, _family
     try:
         yield
     finally:
-        _current, _choice, _tolerated = saved
+        _current, _choice, _tolerated, _family = saved
