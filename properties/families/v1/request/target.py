@@ -14,7 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from properties.core.targets import TargetError, resolve
 from properties.families.v1.request.loader import ManagerModules, load_manager
+from properties.families.v1.targets import DEFAULT_SPEC as DEFAULT_POOL_SPEC
 
 _SWAP = threading.Lock()
 
@@ -122,18 +124,25 @@ def vllm_v1_manager() -> ManagerTarget:
     return ManagerTarget("vllm", load_manager(version="0.33.0"))
 
 
-def vllm_v1_manager_on_bundled_pool() -> ManagerTarget:
-    """vLLM 0.33.0's own KVCacheManager running on the bundled ``prefixcache.v1`` BlockPool.
+def vllm_v1_manager_on_pool(pool_spec: str) -> ManagerTarget:
+    """vLLM 0.33.0's own KVCacheManager running on the ``BlockPool`` class ``pool_spec``
+    (``module:Class``, a subclass-compatible pool such as the bundled one).
 
     The pool publishes events built from the release's event classes (the ones the manager
     and its publisher know), through the pool's ``kv_event_classes`` hook."""
-    from prefixcache.v1.core.block_pool import BlockPool
-
+    pool = resolve(pool_spec)
+    if not isinstance(pool, type):
+        raise TargetError(f"{pool_spec!r} is not a BlockPool class")
     mods = load_manager(version="0.33.0")
     release = mods.block_pool  # its event classes are the ones the release imported
     events = types.SimpleNamespace(BlockStored=release.BlockStored,
                                    BlockRemoved=release.BlockRemoved,
                                    AllBlocksCleared=release.AllBlocksCleared)
-    pool_cls = type("BlockPool", (BlockPool,), {"kv_event_classes": events,
-                                                 "__module__": BlockPool.__module__})
-    return ManagerTarget("vllm+prefixcache", mods, pool_cls=pool_cls)
+    pool_cls = type(pool.__name__, (pool,), {"kv_event_classes": events,
+                                             "__module__": pool.__module__})
+    return ManagerTarget("vllm+" + pool.__module__.split(".")[0], mods, pool_cls=pool_cls)
+
+
+def vllm_v1_manager_on_bundled_pool() -> ManagerTarget:
+    """vLLM 0.33.0's own KVCacheManager on the bundled ``prefixcache.v1`` BlockPool."""
+    return vllm_v1_manager_on_pool(DEFAULT_POOL_SPEC)
