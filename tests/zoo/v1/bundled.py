@@ -36,14 +36,14 @@ F = Family
 VARIANTS: tuple[Variant, ...] = (
     # --- reference counts and what a handed-out block looks like
     _v("free_drops_two_refs", F.RC, "free_blocks drops two references of a shared block",
-       BP, "BlockPool.free_blocks", "block.ref_cnt -= 1",
-       "block.ref_cnt -= 1 + (block.ref_cnt > 1)  # BUG"),
+       BP, "BlockPool.free_blocks", "block.ref_cnt = ref - 1",
+       "block.ref_cnt = ref - 1 - (ref > 1)  # BUG"),
     _v("touch_skips_shared", F.RC, "touch adds no reference to a block already in use",
-       BP, "BlockPool.touch", "block.ref_cnt += 1",
-       "block.ref_cnt += block.ref_cnt == 0  # BUG: was += 1"),
+       BP, "BlockPool.touch", "block.ref_cnt = ref + 1",
+       "block.ref_cnt = ref + (ref == 0)  # BUG: was ref + 1"),
     _v("reuse_keeps_old_key", F.RC, "a reused block keeps its old key (stale hit)",
        BP, "BlockPool.get_new_blocks",
-       "if block._block_hash is not None or block.block_id in aliases:",
+       "if block._block_hash is not None or (aliases and block.block_id in aliases):",
        "if False:  # BUG: keys of the reused block are kept"),
     # --- free-queue membership, counts
     _v("touch_leaves_block_queued", F.LEAK, "a hit on a free block leaves it in the queue",
@@ -51,8 +51,9 @@ VARIANTS: tuple[Variant, ...] = (
     _v("keyless_queued_twice", F.FREE,
        "(tracker) a keyless freed block is queued at both ends, so it is handed out twice",
        BP, "BlockPool._queue_released",
-       "evict_last = [b for b in blocks if b._block_hash is not None and caching]",
-       "evict_last = [b for b in blocks if b._block_hash is not None or caching]  # BUG"),
+       "(evict_first if b._block_hash is None else evict_last).append(b)",
+       "(evict_first if b._block_hash is None else evict_last).append(b)\n"
+       "if b._block_hash is None:\n    evict_last.append(b)  # BUG: queued at both ends"),
     _v("free_count_off_by_one", F.FREE, "popping three or more blocks miscounts the queue",
        KU, "FreeKVCacheBlockQueue.popleft_n", "self.num_free_blocks -= n",
        "self.num_free_blocks -= n - (n > 2)  # BUG"),
@@ -97,12 +98,12 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("null_block_cached", F.CACHE, "(tracker) cache_full_blocks keys the null block", (
         Patch(BP, "BlockPool.cache_full_blocks",
               "if block.is_null or (block_mask is not None and not block_mask[offset]):\n"
-              "    continue\nindex = num_cached_blocks + offset\nif block.ref_cnt <= 0:",
+              "    continue\nblock_id = block.block_id\nif block.ref_cnt <= 0:",
               "if block_mask is not None and not block_mask[offset]:  # BUG: nulls not skipped\n"
-              "    continue\nindex = num_cached_blocks + offset\n"
+              "    continue\nblock_id = block.block_id\n"
               "if block.ref_cnt <= 0 and not block.is_null:"),
-        Patch(BP, "BlockPool.cache_full_blocks", "if block.block_id in seen:",
-              "if block.block_id in seen and not block.is_null:"))),
+        Patch(BP, "BlockPool.cache_full_blocks", "if block_id in seen:",
+              "if block_id in seen and not block.is_null:"))),
     _v("eviction_keeps_aliases", F.CACHE, "a reused block's alias keys still reach it",
        BP, "BlockPool._remove_cached_block_hashes",
        "keys = self._block_keys(block)",
@@ -162,14 +163,13 @@ VARIANTS: tuple[Variant, ...] = (
     _v("double_free_unchecked", F.CRASH,
        "a block freed more often than held goes negative silently",
        BP, "BlockPool.free_blocks",
-       "if not owned or (block.ref_cnt <= 0 and not block.is_null):",
-       "if not owned:  # BUG: no double-free check"),
+       "if ref > 0:", "if True:  # BUG: no double-free check"),
     _v("evict_ids_unchecked", F.CRASH, "evict_blocks indexes blocks with unchecked ids",
        BP, "BlockPool.evict_blocks",
        "if type(block_id) is not int or not 0 <= block_id < self.num_gpu_blocks:",
        "if type(block_id) is not int:  # BUG: no range check"),
     # --- the null block
     _v("touch_counts_null_block", F.CRASH, "touch of a window's null block unlinks it",
-       BP, "BlockPool.touch", "if block.is_null:\n    continue\nqueue._unlink(block)",
-       "queue._unlink(block)  # BUG: the null block is not skipped"),
+       BP, "BlockPool.touch", "if block is null:\n    continue\nref = block.ref_cnt",
+       "ref = block.ref_cnt  # BUG: the null block is not skipped"),
 )
