@@ -456,20 +456,30 @@ class BlockPool:
         must be this pool's and held. Emits one ``BlockStored`` per run of consecutive newly keyed
         blocks, so each event's tokens, parent and hashes describe the same blocks.
         """
-        _check_count(num_cached_blocks, "num_cached_blocks")
-        _check_count(num_full_blocks, "num_full_blocks")
+        if type(num_cached_blocks) is not int or num_cached_blocks < 0:
+            _check_count(num_cached_blocks, "num_cached_blocks")  # raises
+        if type(num_full_blocks) is not int or num_full_blocks < 0:
+            _check_count(num_full_blocks, "num_full_blocks")  # raises
         if num_cached_blocks >= num_full_blocks:
             return
         if num_full_blocks > len(blocks):
             raise PoolArgumentError(f"num_full_blocks {num_full_blocks} > {len(blocks)} blocks")
-        self._check_block_size(block_size)
-        _check_group_id(kv_cache_group_id)
+        hash_block_size = self.hash_block_size
+        if type(block_size) is not int or block_size <= 0 or block_size % hash_block_size:
+            self._check_block_size(block_size)  # raises
+        if type(kv_cache_group_id) is int and 0 <= kv_cache_group_id < 64:
+            suffix = GROUP_SUFFIXES[kv_cache_group_id]
+        else:
+            _check_group_id(kv_cache_group_id)
+            suffix = make_block_hash_with_group_id(BlockHash(b""), kv_cache_group_id)
         new_full_blocks = blocks[num_cached_blocks:num_full_blocks]
         if block_mask is not None and len(block_mask) != len(new_full_blocks):
             raise PoolArgumentError(
                 f"block_mask has {len(block_mask)} entries for {len(new_full_blocks)} blocks"
             )
-        block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
+        block_hashes = request.block_hashes
+        if block_size != hash_block_size:
+            block_hashes = resolve_block_hashes(block_hashes, hash_block_size, block_size)
         if len(block_hashes) < num_full_blocks:
             raise MissingBlockHashesError(
                 f"request has {len(block_hashes)} block hashes at block size {block_size}, "
@@ -479,7 +489,6 @@ class BlockPool:
         plan: list[tuple[int, KVCacheBlock, BlockHashWithGroupId, bool]] = []
         seen: set[int] = set()
         pool_blocks = self.blocks
-        suffix = make_block_hash_with_group_id(BlockHash(b""), kv_cache_group_id)
         for offset, block in enumerate(new_full_blocks):
             try:
                 owned = pool_blocks[block.block_id] is block
@@ -771,8 +780,11 @@ class BlockPool:
         listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
         pool_blocks = self.blocks
         null = self.null_block
-        zeroed: list[KVCacheBlock] = []
-        # Fast path, one pass: decrement as we go, undo the prefix if an entry is refused.
+        caching = self.enable_caching
+        evict_first: list[KVCacheBlock] = []
+        evict_last: list[KVCacheBlock] = []
+        # Fast path, one pass: decrement as we go, undo the prefix if an entry is refused;
+        # blocks reaching zero go to the head (keyless, or caching off) or the tail.
         for index, block in enumerate(listed):
             try:
                 owned = pool_blocks[block.block_id] is block
@@ -785,13 +797,19 @@ class BlockPool:
                 if ref > 0:
                     block.ref_cnt = ref - 1
                     if ref == 1:
-                        zeroed.append(block)
+                        if block._block_hash is None or not caching:
+                            evict_first.append(block)
+                        else:
+                            evict_last.append(block)
                     continue
             self._undo_free(listed[:index])
             self._free_checked(listed)  # raises, or frees other pools' blocks too
             return
-        if zeroed:
-            self._queue_released(zeroed)
+        queue = self.free_block_queue
+        if evict_first:
+            queue._prepend_unchecked(evict_first)
+        if evict_last:
+            queue._append_unchecked(evict_last)
 
     def _undo_free(self, blocks: list[KVCacheBlock]) -> None:
         for block in blocks:
@@ -815,27 +833,9 @@ class BlockPool:
             pool._release(blocks)
 
     def _release(self, blocks: list[KVCacheBlock]) -> None:
-        """Drop one reference per (checked) entry and queue the blocks that reach zero."""
-        zeroed: list[KVCacheBlock] = []
-        for block in blocks:
-            block.ref_cnt -= 1
-            if block.ref_cnt == 0:
-                zeroed.append(block)
-        self._queue_released(zeroed)
-
-    def _queue_released(self, blocks: list[KVCacheBlock]) -> None:
-        """Queue ``blocks`` whose last reference went, by the rule of :meth:`free_blocks`."""
-        if not self.enable_caching:
-            self.free_block_queue._prepend_unchecked(blocks)
-            return
-        evict_first: list[KVCacheBlock] = []
-        evict_last: list[KVCacheBlock] = []
-        for b in blocks:
-            (evict_first if b._block_hash is None else evict_last).append(b)
-        if evict_first:
-            self.free_block_queue._prepend_unchecked(evict_first)
-        if evict_last:
-            self.free_block_queue._append_unchecked(evict_last)
+        """Drop one reference per entry of ``blocks`` (checked by ``_check_release``, so the
+        fast path of :meth:`free_blocks` takes them all) and queue those reaching zero."""
+        self.free_blocks(blocks)
 
     def evict_blocks(self, block_ids: Iterable[int]) -> None:
         """Drop the keys of the blocks ``block_ids`` (held blocks stay held, free ones stay
