@@ -1,8 +1,9 @@
 """The v1 block-level fuzz harness: clean on the bundled pool, and it finds broken ones.
 
 Seeded inputs (``random.Random``) decode into v1 programs judged by the v1 executor; the core
-engine, run over the harness against patched bundled pools (:mod:`tests.zoo.v1.bundled`),
-must reach each listed variant's failure, in its family, within a small execution budget.
+engine, run over the harness against every patched bundled pool of :mod:`tests.zoo.v1.bundled`,
+must reach the variant's failure, in its family, within a small execution budget (the most any
+variant needed when written: 399 executions; about 2 s for the whole zoo).
 """
 
 from __future__ import annotations
@@ -16,13 +17,8 @@ from fuzz.core.engine import Engine
 from fuzz.families.v1 import fuzz_pool
 from fuzz.families.v1.execution import execute
 from properties.families.v1 import targets
-from tests.zoo.v1.bundled import VARIANTS
+from tests.zoo.v1.bundled import VARIANTS, Variant
 from tests.zoo.v1.bundled_copy import patched_bundled_pool
-
-#: One variant per family the harness reaches without Hypothesis: RC, LRU, HASH, CACHE
-#: (events), ATOMIC (a refused allocation) and CRASH (misuse accepted silently).
-FOUND = ("free_drops_two_refs", "unhashed_freed_to_tail", "key_ignores_lora",
-         "removal_events_dropped", "failed_allocation_evicts", "double_free_unchecked")
 
 
 @pytest.fixture(autouse=True)
@@ -48,12 +44,12 @@ def test_the_entry_point_accepts_any_bytes() -> None:
         fuzz_pool.TestOneInput(data)
 
 
-@pytest.mark.parametrize("name", FOUND)
-def test_engine_finds_a_zoo_variant(name: str) -> None:
-    variant = next(v for v in VARIANTS if v.name == name)
+@pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
+def test_engine_finds_each_zoo_variant(variant: Variant) -> None:
     target = patched_bundled_pool(variant.name, variant.patches)
     engine = Engine(lambda data: execute(data, target), [b"", bytes(range(64))], seed=0)
     stats = engine.fuzz(max_execs=3000, stop_on_failure=True)
-    assert stats.failures, f"{name} not found in {stats.execs} executions"
+    assert stats.failures, f"{variant.name} not found in {stats.execs} executions"
     violation = stats.failures[0].result.violation
-    assert violation is not None and violation.family is variant.family, str(violation)
+    assert violation is not None, variant.name
+    assert violation.family in (variant.family, *variant.also), str(violation)
