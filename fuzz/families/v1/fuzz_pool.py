@@ -59,10 +59,11 @@ def _take_pool(argv: list[str]) -> list[str]:
     return out
 
 
-def builtin(runs: int, seed: int) -> int:
-    """The core engine over this harness: ``runs`` executions from seed ``seed``."""
-    stats = Engine(run, [b"", bytes(range(64))], seed=seed).fuzz(max_execs=runs,
-                                                                  stop_on_failure=True)
+def builtin(runs: int | None, seed: int, seconds: float | None = None) -> int:
+    """The core engine over this harness: until ``runs`` executions or ``seconds`` (from seed
+    ``seed``), stopping at the first failure; 1 if it found one."""
+    stats = Engine(run, [b"", bytes(range(64))], seed=seed).fuzz(
+        max_execs=runs, seconds=seconds, stop_on_failure=True)
     print(f"[v1_pool] {target().describe()}: {stats.execs} execs, corpus {stats.corpus}, "
           f"features {stats.features}, failures {len(stats.failures)}")
     for failure in stats.failures:
