@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fuzz.core.engine import Engine, Failure, minimize
+from fuzz.core.execution import Execution
 from fuzz.core.harness import (
     ARTIFACTS_VAR,
     HASH_MODE_VAR,
@@ -77,7 +78,7 @@ def read_dict(path: Path) -> list[bytes]:
 # --------------------------------------------------------------------------- run
 
 
-def _report_failure(harness: Harness, artifacts: Path, failure: Failure) -> Path:
+def _report_failure(harness: Harness, artifacts: Path, failure: Failure[Execution]) -> Path:
     path = harness.write_crash(failure.data, failure.result, artifacts)
     result = failure.result
     print(f"\n[{harness.name}] VIOLATION after {failure.execs} executions "
@@ -90,7 +91,7 @@ def _report_failure(harness: Harness, artifacts: Path, failure: Failure) -> Path
 
 def run_builtin(harness: Harness, *, seconds: float | None, runs: int | None, seed: int,
                 corpus: Path | None, artifacts: Path, stop_on_failure: bool,
-                progress: Progress | None) -> Engine:
+                progress: Progress | None) -> Engine[Execution]:
     seeds = read_corpus(corpus_dir(harness.name), *([corpus] if corpus else []))
     engine = Engine(harness.run, seeds, seed=seed, dictionary=read_dict(dict_path(harness.name)),
                     corpus_dir=corpus,

@@ -13,22 +13,43 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
-from fuzz.core.execution import Execution, Feature
 from fuzz.core.progress import Progress
+from models.core.invariants import Violation
 
 MAX_LEN = 512
 
+Feature = tuple[object, ...]
+
+
+class Result(Protocol):
+    """What the engine reads of one execution (any family's): the verdict, whether the
+    program ended early, its behavioural features and the operations run (each with a
+    ``kind`` or a ``name``)."""
+
+    @property
+    def violation(self) -> Violation | None: ...
+    @property
+    def stopped(self) -> str | None: ...
+    @property
+    def features(self) -> set[Feature]: ...
+    @property
+    def program(self) -> Sequence[object]: ...
+
+
+R = TypeVar("R", bound=Result)
+
 
 @dataclass
-class Failure:
+class Failure(Generic[R]):
     """One distinct failure: its input, the execution, and when it was found."""
 
     data: bytes
-    result: Execution
+    result: R
     execs: int
     seconds: float
     path: Path | None = None
@@ -36,17 +57,19 @@ class Failure:
     @property
     def signature(self) -> tuple[str, str]:
         v = self.result.violation
-        op = self.result.program[-1].kind if self.result.program else "start"
+        last = self.result.program[-1] if self.result.program else None
+        op = "start" if last is None else str(getattr(last, "kind", None)
+                                               or getattr(last, "name", type(last).__name__))
         return ("" if v is None else v.family.value, op)
 
 
 @dataclass
-class Stats:
+class Stats(Generic[R]):
     execs: int = 0
     seconds: float = 0.0
     corpus: int = 0
     features: int = 0
-    failures: list[Failure] = field(default_factory=list)
+    failures: list[Failure[R]] = field(default_factory=list)
     stopped_early: int = 0
 
 
@@ -96,13 +119,13 @@ class Mutator:
             buf[pos:pos] = word
 
 
-class Engine:
+class Engine(Generic[R]):
     """Runs ``run_one`` over mutated corpus inputs until a time or execution budget ends."""
 
-    def __init__(self, run_one: Callable[[bytes], Execution], seeds: Iterable[bytes], *,
+    def __init__(self, run_one: Callable[[bytes], R], seeds: Iterable[bytes], *,
                  seed: int = 0, dictionary: Iterable[bytes] = (),
                  corpus_dir: Path | None = None,
-                 on_failure: Callable[[Failure], Path | None] | None = None,
+                 on_failure: Callable[[Failure[R]], Path | None] | None = None,
                  progress: Progress | None = None) -> None:
         self.run_one = run_one
         self.rng = random.Random(seed)
@@ -113,13 +136,13 @@ class Engine:
         self.corpus_dir = corpus_dir
         self.on_failure = on_failure
         self.progress = progress
-        self.stats = Stats()
+        self.stats: Stats[R] = Stats()
         self.signatures: set[tuple[str, str]] = set()
         self._started = 0.0
         self._seeds = [bytes(s) for s in seeds] or [b""]
 
     def fuzz(self, *, seconds: float | None = None, max_execs: int | None = None,
-             stop_on_failure: bool = False) -> Stats:
+             stop_on_failure: bool = False) -> Stats[R]:
         """Run the seeds, then mutants, until ``seconds`` or ``max_execs`` is reached."""
         self._started = time.monotonic()
         for data in self._seeds:
@@ -177,7 +200,7 @@ class Engine:
             self.progress.update(self.stats.execs, self.stats.corpus, len(self.stats.failures),
                                  self.stats.features, final=final)
 
-    def _finish(self) -> Stats:
+    def _finish(self) -> Stats[R]:
         self._report(final=True)
         return self.stats
 

@@ -412,6 +412,17 @@ class BlockPool:
         """One block per group reached by ``block_hash`` (the first cached when several are), or
         ``None`` if any group misses."""
         cache = self.cached_block_hash_to_block._cache
+        if len(kv_cache_group_ids) == 1:  # the hot path: one group per lookup
+            group_id = kv_cache_group_ids[0]
+            if type(group_id) is int and 0 <= group_id < 64:
+                found = cache.get(block_hash + GROUP_SUFFIXES[group_id])  # type: ignore[call-overload]
+            else:
+                found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+            if found is None:
+                return None
+            if type(found) is dict:
+                found = next(iter(found.values()))
+            return [found]
         cached: list[KVCacheBlock] = []
         for group_id in kv_cache_group_ids:
             if type(group_id) is int and 0 <= group_id < 64:
@@ -445,60 +456,82 @@ class BlockPool:
         must be this pool's and held. Emits one ``BlockStored`` per run of consecutive newly keyed
         blocks, so each event's tokens, parent and hashes describe the same blocks.
         """
-        _check_count(num_cached_blocks, "num_cached_blocks")
-        _check_count(num_full_blocks, "num_full_blocks")
+        if type(num_cached_blocks) is not int or num_cached_blocks < 0:
+            _check_count(num_cached_blocks, "num_cached_blocks")  # raises
+        if type(num_full_blocks) is not int or num_full_blocks < 0:
+            _check_count(num_full_blocks, "num_full_blocks")  # raises
         if num_cached_blocks >= num_full_blocks:
             return
         if num_full_blocks > len(blocks):
             raise PoolArgumentError(f"num_full_blocks {num_full_blocks} > {len(blocks)} blocks")
-        self._check_block_size(block_size)
-        _check_group_id(kv_cache_group_id)
+        hash_block_size = self.hash_block_size
+        if type(block_size) is not int or block_size <= 0 or block_size % hash_block_size:
+            self._check_block_size(block_size)  # raises
+        if type(kv_cache_group_id) is int and 0 <= kv_cache_group_id < 64:
+            suffix = GROUP_SUFFIXES[kv_cache_group_id]
+        else:
+            _check_group_id(kv_cache_group_id)
+            suffix = make_block_hash_with_group_id(BlockHash(b""), kv_cache_group_id)
         new_full_blocks = blocks[num_cached_blocks:num_full_blocks]
         if block_mask is not None and len(block_mask) != len(new_full_blocks):
             raise PoolArgumentError(
                 f"block_mask has {len(block_mask)} entries for {len(new_full_blocks)} blocks"
             )
-        block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
+        block_hashes = request.block_hashes
+        if block_size != hash_block_size:
+            block_hashes = resolve_block_hashes(block_hashes, hash_block_size, block_size)
         if len(block_hashes) < num_full_blocks:
             raise MissingBlockHashesError(
                 f"request has {len(block_hashes)} block hashes at block size {block_size}, "
                 f"{num_full_blocks} needed"
             )
+        # Validate everything first (nothing changes on a typed error), then apply the plan.
         plan: list[tuple[int, KVCacheBlock, BlockHashWithGroupId, bool]] = []
         seen: set[int] = set()
+        pool_blocks = self.blocks
         for offset, block in enumerate(new_full_blocks):
-            self._check_owned(block)
+            try:
+                owned = pool_blocks[block.block_id] is block
+            except (AttributeError, IndexError, TypeError):
+                owned = False
+            if not owned:
+                raise ForeignBlockError(f"{block!r} is not a block of this pool")
             if block.is_null or (block_mask is not None and not block_mask[offset]):
                 continue
-            index = num_cached_blocks + offset
+            block_id = block.block_id
             if block.ref_cnt <= 0:
-                raise UnheldBlockError(
-                    f"block {block.block_id} is free; only held blocks are cached"
-                )
-            if block.block_id in seen:
-                raise PoolArgumentError(f"block {block.block_id} appears twice")
-            seen.add(block.block_id)
-            key = make_block_hash_with_group_id(block_hashes[index], kv_cache_group_id)
-            num_tokens = (index + 1) * block_size
-            if block._block_hash == key:
-                continue
-            promote = block._block_hash is not None
-            if promote and (
-                block._block_hash_num_tokens is None or block._block_hash_num_tokens >= num_tokens
-            ):
-                raise CacheConflictError(
-                    f"block {block.block_id} is already cached under another key "
-                    f"({block._block_hash_num_tokens} tokens)"
-                )
-            plan.append((index, block, key, promote))
+                raise UnheldBlockError(f"block {block_id} is free; only held blocks are cached")
+            if block_id in seen:
+                raise PoolArgumentError(f"block {block_id} appears twice")
+            seen.add(block_id)
+            index = num_cached_blocks + offset
+            key = BlockHashWithGroupId(block_hashes[index] + suffix)
+            current = block._block_hash
+            if current is not None:
+                if current == key:
+                    continue
+                held = block._block_hash_num_tokens
+                if held is None or held >= (index + 1) * block_size:
+                    raise CacheConflictError(
+                        f"block {block_id} is already cached under another key ({held} tokens)"
+                    )
+            plan.append((index, block, key, current is not None))
 
         events = self.enable_kv_cache_events
         run_start = -1
         prev_index = -2
+        cache_map = self.cached_block_hash_to_block
+        cache = cache_map._cache
         for index, block, key, promote in plan:
             if promote:
                 self._emit_block_removed_events(self._remove_cached_block_hashes(block))
-            self._insert_block_hash(key, block, (index + 1) * block_size)
+            # The block is keyless now: ``_insert_block_hash`` of a primary key, inlined.
+            block._block_hash = key
+            block._block_hash_num_tokens = (index + 1) * block_size
+            if key in cache:
+                cache_map.insert(key, block)
+            else:
+                cache[key] = block
             if events and index != prev_index + 1:
                 if run_start >= 0:
                     self.kv_event_queue.append(
@@ -647,18 +680,25 @@ class BlockPool:
         ``ref_cnt == 1``; ``NoFreeBlocksError`` (a ``ValueError``) if fewer are free. A taken
         block loses its keys (``BlockRemoved`` for keys no other block still has), whether or
         not caching is enabled."""
-        _check_count(num_blocks, "num_blocks")
+        if type(num_blocks) is not int or num_blocks < 0:
+            _check_count(num_blocks, "num_blocks")  # raises
         if num_blocks > self.free_block_queue.num_free_blocks:
             raise NoFreeBlocksError(f"Cannot get {num_blocks} free blocks from the pool")
         ret = self.free_block_queue.popleft_n(num_blocks)
         if self._reuse_watchers:
             self._notify_reuse(ret)
         metrics = self.metrics_collector
-        evict_metrics = metrics is not None and self.enable_caching
         aliases = self.cached_block_hashes_by_block
+        if metrics is None:  # the hot path
+            for block in ret:
+                if block._block_hash is not None or (aliases and block.block_id in aliases):
+                    self._emit_block_removed_events(self._remove_cached_block_hashes(block))
+                block.ref_cnt = 1
+            return ret
+        evict_metrics = self.enable_caching
         for block in ret:
             if evict_metrics:
-                metrics.on_block_evicted(block)  # type: ignore[union-attr]
+                metrics.on_block_evicted(block)
             if block._block_hash is not None or block.block_id in aliases:
                 self._emit_block_removed_events(self._remove_cached_block_hashes(block))
             block.ref_cnt = 1
@@ -716,14 +756,14 @@ class BlockPool:
                 raise ForeignBlockError(f"{block!r} is not a block of this pool")
         queue = self.free_block_queue
         metrics = self.metrics_collector
+        null = self.null_block
         for block in listed:
-            if block.ref_cnt == 0:
-                if block.is_null:
-                    continue
-                queue._unlink(block)
-            elif block.is_null:
+            if block is null:
                 continue
-            block.ref_cnt += 1
+            ref = block.ref_cnt
+            if ref == 0:
+                queue._unlink(block)
+            block.ref_cnt = ref + 1
             if metrics is not None:
                 metrics.on_block_accessed(block)
 
@@ -739,23 +779,37 @@ class BlockPool:
         than it is held is a ``DoubleFreeError``."""
         listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
         pool_blocks = self.blocks
-        zeroed: list[KVCacheBlock] = []
-        # Fast path, one pass: decrement as we go, undo the prefix if an entry is refused.
+        null = self.null_block
+        caching = self.enable_caching
+        evict_first: list[KVCacheBlock] = []
+        evict_last: list[KVCacheBlock] = []
+        # Fast path, one pass: decrement as we go, undo the prefix if an entry is refused;
+        # blocks reaching zero go to the head (keyless, or caching off) or the tail.
         for index, block in enumerate(listed):
             try:
                 owned = pool_blocks[block.block_id] is block
             except (AttributeError, IndexError, TypeError):
                 owned = False
-            if not owned or (block.ref_cnt <= 0 and not block.is_null):
-                self._undo_free(listed[:index])
-                self._free_checked(listed)  # raises, or frees other pools' blocks too
-                return
-            if block.is_null:
-                continue
-            block.ref_cnt -= 1
-            if block.ref_cnt == 0:
-                zeroed.append(block)
-        self._queue_released(zeroed)
+            if owned:
+                if block is null:
+                    continue
+                ref = block.ref_cnt
+                if ref > 0:
+                    block.ref_cnt = ref - 1
+                    if ref == 1:
+                        if block._block_hash is None or not caching:
+                            evict_first.append(block)
+                        else:
+                            evict_last.append(block)
+                    continue
+            self._undo_free(listed[:index])
+            self._free_checked(listed)  # raises, or frees other pools' blocks too
+            return
+        queue = self.free_block_queue
+        if evict_first:
+            queue._prepend_unchecked(evict_first)
+        if evict_last:
+            queue._append_unchecked(evict_last)
 
     def _undo_free(self, blocks: list[KVCacheBlock]) -> None:
         for block in blocks:
@@ -779,23 +833,9 @@ class BlockPool:
             pool._release(blocks)
 
     def _release(self, blocks: list[KVCacheBlock]) -> None:
-        """Drop one reference per (checked) entry and queue the blocks that reach zero."""
-        zeroed: list[KVCacheBlock] = []
-        for block in blocks:
-            block.ref_cnt -= 1
-            if block.ref_cnt == 0:
-                zeroed.append(block)
-        self._queue_released(zeroed)
-
-    def _queue_released(self, blocks: list[KVCacheBlock]) -> None:
-        """Queue ``blocks`` whose last reference went, by the rule of :meth:`free_blocks`."""
-        caching = self.enable_caching
-        evict_first = [b for b in blocks if b._block_hash is None or not caching]
-        evict_last = [b for b in blocks if b._block_hash is not None and caching]
-        if evict_first:
-            self.free_block_queue._prepend_unchecked(evict_first)
-        if evict_last:
-            self.free_block_queue._append_unchecked(evict_last)
+        """Drop one reference per entry of ``blocks`` (checked by ``_check_release``, so the
+        fast path of :meth:`free_blocks` takes them all) and queue those reaching zero."""
+        self.free_blocks(blocks)
 
     def evict_blocks(self, block_ids: Iterable[int]) -> None:
         """Drop the keys of the blocks ``block_ids`` (held blocks stay held, free ones stay

@@ -77,9 +77,14 @@ class Executor:
             try:
                 want = m.get_new_blocks(op.n)
             except ValueError:
+                before = self._state(a.pool)
                 try:
                     a.get_new_blocks(op.n)
                 except ValueError:
+                    after = self._state(a.pool)
+                    if after != before:
+                        raise Violation(Family.ATOMIC, f"failed get_new_blocks({op.n}) "
+                                        f"changed the pool: {_diff(before, after)}") from None
                     return None
                 except Exception as exc:
                     raise Violation(Family.CRASH, f"get_new_blocks({op.n}) over the free count "
@@ -203,8 +208,10 @@ class Executor:
     def probe(self, kind: str, arg: int) -> Finding | None:
         """Apply misuse ``kind`` to a deep copy of the pool; the run's pool is untouched.
 
-        A target claiming typed errors must raise one (else :class:`Violation`); any target
-        that changes its state on misuse, with or without raising, yields a :class:`Finding`.
+        A target claiming typed errors must raise one of them (else a ``CRASH``
+        :class:`Violation`); one claiming atomicity must not change (else ``ATOMIC``); any
+        other target that changes its state on misuse, with or without raising, yields a
+        :class:`Finding`.
         """
         pool = copy.deepcopy(self.adapter.pool)
         before = self._state(pool)
@@ -224,7 +231,8 @@ class Executor:
             return None
         error: BaseException | None = None
         try:
-            calls[kind]()
+            if calls[kind]() is False:
+                return None  # nothing to misuse in this state
         except Exception as exc:
             error = exc
         try:
@@ -233,21 +241,30 @@ class Executor:
             after = f"corrupted: {v.message}"
         if error is not None and self.target.misuse_types and not isinstance(
                 error, self.target.misuse_types):
-            raise Violation(Family.CRASH, f"misuse {kind}: raised {error!r}, not a typed error")
+            raise Violation(Family.CRASH, f"misuse {kind} (arg {arg}): raised {error!r}, "
+                            "not a typed error")
+        if error is None and self.target.misuse_types:
+            raise Violation(Family.CRASH, f"misuse {kind} (arg {arg}) raised nothing; the "
+                            "target claims typed errors for misuse")
+        if after != before and self.target.atomic:
+            raise Violation(Family.ATOMIC, f"misuse {kind} (arg {arg}) changed a pool that "
+                            f"claims failure atomicity: {_diff(before, after)}")
         if after == before:
             return None
         how = "raised " + type(error).__name__ + " but" if error is not None else "silently"
         return Finding(self.target.describe().split(" (")[0], kind,
                        f"{how} changed the pool (arg {arg}): {_diff(before, after)}")
 
-    def _cache_beyond(self, pool: Any, arg: int) -> None:
-        """cache_full_blocks with num_full beyond the request's hashes."""
+    def _cache_beyond(self, pool: Any, arg: int) -> bool:
+        """cache_full_blocks with num_full beyond the request's hashes (``False``: too few
+        free blocks to try)."""
         req = stand_in_request(self.adapter, 0)
         n = len(req.block_hashes) + 1 + arg % 2
         blocks = [pool.blocks[i] for i in self.model.free[:n]]
         if len(blocks) < n:
-            return
+            return False
         pool.cache_full_blocks(req, blocks, 0, n, self.config.group_block_sizes[0], 0)
+        return True
 
     def _state(self, pool: Any) -> Any:
         snap = self.adapter.snapshot(pool)

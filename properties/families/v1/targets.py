@@ -29,7 +29,8 @@ class PoolTarget:
     """A pool class with its release's hashing module, capabilities and claims.
 
     ``misuse_types``: the typed errors the target claims for misuse (empty: it claims none,
-    so misuse is only probed in isolation).
+    so misuse is only probed in isolation). ``atomic``: it claims failure atomicity, so a
+    misuse probe that changes its state is an ``ATOMIC`` violation, not only a finding.
     """
 
     name: str
@@ -39,6 +40,7 @@ class PoolTarget:
     hash_fn: Callable[[Any], bytes]
     caps: upstream.Capabilities
     misuse_types: tuple[type[BaseException], ...] = ()
+    atomic: bool = False
 
     @property
     def model_caps(self) -> ModelCaps:

@@ -8,11 +8,17 @@ sliding window. Several groups make the hybrid coordinator.
 from __future__ import annotations
 
 import math
+import threading
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from properties.core.targets import TargetError, resolve
 from properties.families.v1.request.loader import ManagerModules, load_manager
+from properties.families.v1.targets import DEFAULT_SPEC as DEFAULT_POOL_SPEC
+
+_SWAP = threading.Lock()
 
 Group = tuple[Any, ...]  # ("full", block_size) or ("window", block_size, sliding_window)
 
@@ -58,8 +64,12 @@ CONFIGS = {"full": FULL, "hybrid": HYBRID, "window": WINDOW, "hybrid_mixed": HYB
 
 @dataclass(frozen=True)
 class ManagerTarget:
+    """A release's ``KVCacheManager``; ``pool_cls``, when set, is the ``BlockPool`` class its
+    coordinator builds instead of the release's own (the manager's code is unchanged)."""
+
     name: str
     mods: ManagerModules
+    pool_cls: Any = None
 
     @property
     def version(self) -> str:
@@ -83,11 +93,25 @@ class ManagerTarget:
                   for i, g in enumerate(config.groups)]
         kv_config = iface.KVCacheConfig(num_blocks=config.num_blocks, kv_cache_tensors=[],
                                         kv_cache_groups=groups)
-        return self.mods.kv_cache_manager.KVCacheManager(
-            kv_config, max_model_len=config.max_model_len,
-            scheduler_block_size=math.lcm(config.hash_block_size, *config.block_sizes),
-            hash_block_size=config.hash_block_size, enable_caching=True,
-            enable_kv_cache_events=config.events)
+        def build() -> Any:
+            return self.mods.kv_cache_manager.KVCacheManager(
+                kv_config, max_model_len=config.max_model_len,
+                scheduler_block_size=math.lcm(config.hash_block_size, *config.block_sizes),
+                hash_block_size=config.hash_block_size, enable_caching=True,
+                enable_kv_cache_events=config.events)
+
+        if self.pool_cls is None:
+            return build()
+        # The coordinator looks ``BlockPool`` up in its module when it is constructed; the
+        # modules are shared with the release's own target, so the swap lasts one call.
+        coordinator: Any = self.mods.kv_cache_coordinator
+        with _SWAP:
+            own = coordinator.BlockPool
+            coordinator.BlockPool = self.pool_cls
+            try:
+                return build()
+            finally:
+                coordinator.BlockPool = own
 
     def hasher(self, hash_block_size: int) -> Callable[[Any], Sequence[bytes]]:
         fn: Callable[[Any], Sequence[bytes]] = self.mods.kv_cache_utils.get_request_block_hasher(
@@ -98,3 +122,27 @@ class ManagerTarget:
 def vllm_v1_manager() -> ManagerTarget:
     """vLLM 0.33.0's KVCacheManager from the cached wheel (needs torch)."""
     return ManagerTarget("vllm", load_manager(version="0.33.0"))
+
+
+def vllm_v1_manager_on_pool(pool_spec: str) -> ManagerTarget:
+    """vLLM 0.33.0's own KVCacheManager running on the ``BlockPool`` class ``pool_spec``
+    (``module:Class``, a subclass-compatible pool such as the bundled one).
+
+    The pool publishes events built from the release's event classes (the ones the manager
+    and its publisher know), through the pool's ``kv_event_classes`` hook."""
+    pool = resolve(pool_spec)
+    if not isinstance(pool, type):
+        raise TargetError(f"{pool_spec!r} is not a BlockPool class")
+    mods = load_manager(version="0.33.0")
+    release = mods.block_pool  # its event classes are the ones the release imported
+    events = types.SimpleNamespace(BlockStored=release.BlockStored,
+                                   BlockRemoved=release.BlockRemoved,
+                                   AllBlocksCleared=release.AllBlocksCleared)
+    pool_cls = type(pool.__name__, (pool,), {"kv_event_classes": events,
+                                             "__module__": pool.__module__})
+    return ManagerTarget("vllm+" + pool.__module__.split(".")[0], mods, pool_cls=pool_cls)
+
+
+def vllm_v1_manager_on_bundled_pool() -> ManagerTarget:
+    """vLLM 0.33.0's own KVCacheManager on the bundled ``prefixcache.v1`` BlockPool."""
+    return vllm_v1_manager_on_pool(DEFAULT_POOL_SPEC)
