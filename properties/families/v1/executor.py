@@ -9,7 +9,6 @@ any request can ask for through ``get_cached_block``). Programs replay without H
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from models.families.v1.events import Replay, external
 from models.families.v1.keys import check_keys
 from models.families.v1.pool_model import PoolConfig, PoolModel
 from properties.families.v1.adapter import PoolAdapter
+from properties.families.v1.stepping import ProgramExecutor
 from properties.families.v1.targets import PoolTarget
 
 
@@ -35,7 +35,7 @@ class Finding:
         return f"[ROBUSTNESS] {self.target}: {self.kind}: {self.detail}"
 
 
-class Executor:
+class Executor(ProgramExecutor[ops.Op]):
     def __init__(self, target: PoolTarget, config: PoolConfig) -> None:
         self.target = target
         self.config = config
@@ -47,24 +47,8 @@ class Executor:
         self.unannounceable: set[object] = set()  # hashes of null/masked (never keyed) blocks
         self.program: list[ops.Op] = []
 
-    # ---------------------------------------------------------------- one step
-    def step(self, op: ops.Op) -> Any:
-        self.program.append(op)
-        try:
-            result = self._apply(op)
-            self.check()
-        except Violation as v:
-            v.add_note("program: " + json.dumps(ops.program_json(self.program)))
-            raise v.at(op, len(self.program) - 1) from None
-        return result
-
-    def _call(self, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except Violation:
-            raise
-        except Exception as exc:
-            raise Violation(Family.CRASH, f"raised {type(exc).__name__}: {exc}") from exc
+    def _program_json(self, program: list[ops.Op]) -> list[dict[str, Any]]:
+        return ops.program_json(program)
 
     def _apply(self, op: ops.Op) -> Any:
         m, a = self.model, self.adapter
