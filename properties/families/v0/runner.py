@@ -25,10 +25,6 @@ else :data:`MISBEHAVED`) whose message is one line, ``target NAME misbehaved (KI
 
 from __future__ import annotations
 
-import ctypes
-import importlib
-import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +43,7 @@ from models.families.v0.operations import (
 )
 from properties.core.calls import Call, ListOf, Lit, Name, Stmt, eval_expr, render_expr
 from properties.core.targets import Target
+from properties.core.watchdog import StepTimeout, Watchdog
 from properties.families.v0.adapter import (
     FamilyAdapter,
     Misbehaviour,
@@ -62,113 +59,6 @@ MISBEHAVED: Family = Family.TARGET
 #: What a target call may raise and the runner records: anything but ``KeyboardInterrupt``
 #: (and :class:`StepTimeout`, handled apart).
 TARGET_ERRORS = (Exception, SystemExit, GeneratorExit)
-
-
-class StepTimeout(BaseException):
-    """Raised into a target call that outlived its step's time limit. Not an ``Exception``, so
-    a target's own ``except Exception`` does not swallow it."""
-
-
-class _Monitor:
-    """One daemon thread that injects :class:`StepTimeout` into stepping threads past their
-    deadline (``PyThreadState_SetAsyncExc``: delivered at the thread's next bytecode, so a
-    pure-Python loop is interrupted and a blocking C call is reported when it returns)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._armed: dict[int, tuple[float, list[bool]]] = {}
-        self._thread: threading.Thread | None = None
-
-    def arm(self, seconds: float) -> list[bool]:
-        fired = [False]
-        with self._cond:
-            self._armed[threading.get_ident()] = (time.monotonic() + seconds, fired)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._watch, name="prefixcache-watchdog",
-                                                daemon=True)
-                self._thread.start()
-            self._cond.notify()
-        return fired
-
-    def disarm(self, fired: list[bool]) -> None:
-        ident = threading.get_ident()
-        with self._cond:
-            self._armed.pop(ident, None)
-        if fired[0]:
-            # Drop the exception if it is still pending, and raise it here instead.
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)
-            raise StepTimeout
-
-    def _watch(self) -> None:
-        with self._cond:
-            while True:
-                now = time.monotonic()
-                waits = []
-                for ident, (deadline, fired) in self._armed.items():
-                    if fired[0]:
-                        continue
-                    if deadline <= now:
-                        fired[0] = True
-                        ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                            ctypes.c_ulong(ident), ctypes.py_object(StepTimeout))
-                    else:
-                        waits.append(deadline - now)
-                self._cond.wait(min(waits) if waits else None)
-
-
-_MONITOR = _Monitor()
-_MAIN = threading.main_thread().ident
-#: SIGALRM where ``setitimer`` exists (POSIX), else None: the monitor thread does it all.
-_ALARM: int | None = int(signal.SIGALRM) if hasattr(signal, "setitimer") else None
-try:  # ``signal.signal`` wraps these with enum conversions that cost ~10 us per step
-    _raw_signal: Any = importlib.import_module("_signal")
-except ImportError:  # pragma: no cover - CPython always has it
-    _raw_signal = signal
-
-
-class Watchdog:
-    """A per-step time limit that never kills the process.
-
-    On the main thread of a POSIX process with no interval timer running, ``setitimer`` plus a
-    SIGALRM handler raises :class:`StepTimeout` inside the hanging call. Elsewhere (worker
-    threads, or a timer owned by someone else, e.g. pytest-timeout) the shared monitor thread
-    raises it asynchronously in the stepping thread. Pure-C loops that never return cannot be
-    interrupted by either; sleeps and Python loops can."""
-
-    def __init__(self, seconds: float | None) -> None:
-        self.seconds = seconds
-        self._armed = False
-        self._previous: Any = None
-        self._fired: list[bool] | None = None
-
-    def arm(self) -> None:
-        if self.seconds is None:
-            return
-        if _ALARM is not None and threading.get_ident() == _MAIN \
-                and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0):
-            self._previous = _raw_signal.signal(_ALARM, self._on_alarm)
-            self._armed = True
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
-        else:
-            self._fired = _MONITOR.arm(self.seconds)
-
-    def disarm(self) -> None:
-        """Stop the clock; raises :class:`StepTimeout` if it ran out meanwhile."""
-        if self._fired is not None:
-            fired, self._fired = self._fired, None
-            _MONITOR.disarm(fired)
-        elif self._armed:
-            try:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                self._armed = False  # a pending alarm handled up to here still raises
-            finally:
-                self._armed = False
-                _raw_signal.signal(_ALARM, self._previous)
-
-    def _on_alarm(self, signum: int, frame: Any) -> None:
-        if self._armed:
-            self._armed = False
-            raise StepTimeout
 
 
 #: How many steps a returned list or mapping is watched for later changes.
