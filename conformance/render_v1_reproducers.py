@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 from models.families.v1 import ops
-from properties.families.v1.reproducer import render
-from properties.families.v1.test_expected_failures import config_of
+from properties.families.v1.reproducer import config_of, render
 
 
 def main(argv: list[str]) -> int:

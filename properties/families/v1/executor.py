@@ -37,6 +37,7 @@ class Finding:
 
 class Executor(ProgramExecutor[ops.Op]):
     def __init__(self, target: PoolTarget, config: PoolConfig) -> None:
+        super().__init__(target.step_timeout)
         self.target = target
         self.config = config
         self.model = PoolModel(config, target.model_caps)
@@ -45,7 +46,6 @@ class Executor(ProgramExecutor[ops.Op]):
         self.hashes: list[list[bytes]] = []
         self.replay = Replay()
         self.unannounceable: set[object] = set()  # hashes of null/masked (never keyed) blocks
-        self.program: list[ops.Op] = []
 
     def _program_json(self, program: list[ops.Op]) -> list[dict[str, Any]]:
         return ops.program_json(program)

@@ -157,10 +157,16 @@ def cached_wheel(version: str = DEFAULT_VERSION) -> Path | None:
     return found[0] if found else None
 
 
-def _default_source(version: str) -> Path:
+def source_from_env(version: str) -> Path | None:
+    """``$PREFIXCACHE_VLLM_V1_SOURCE`` (it names the default release's source only)."""
     env = os.environ.get(SOURCE_ENV)
-    if env and version == DEFAULT_VERSION:
-        return Path(env).expanduser()
+    return Path(env).expanduser() if env and version == DEFAULT_VERSION else None
+
+
+def _default_source(version: str) -> Path:
+    env = source_from_env(version)
+    if env is not None:
+        return env
     wheel = cached_wheel(version)
     if wheel is None:
         raise UpstreamSourceMissing(

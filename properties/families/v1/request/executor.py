@@ -44,6 +44,7 @@ class Snapshot:
 
 class RequestExecutor(ProgramExecutor[ops.ROp]):
     def __init__(self, target: ManagerTarget, config: ManagerConfig) -> None:
+        super().__init__(getattr(target, "step_timeout", None))
         self.target = target
         self.config = config
         self.mgr = target.create(config)
@@ -56,7 +57,6 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
         self.shadow = KVShadow()
         self.ids = Identities()
         self.step_open = False
-        self.program: list[ops.ROp] = []
         self.trace: list[str] | None = None  # the calls as script lines, when recording
 
     def _t(self, line: str) -> None:
