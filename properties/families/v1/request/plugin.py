@@ -25,7 +25,7 @@ from properties.families.v1.request.loader import TORCH_REQUIREMENT, torch_avail
 from properties.families.v1.request.target import ManagerTarget
 
 DEFAULT_SPEC = "properties.families.v1.request.target:vllm_v1_manager"
-CONFORMANCE_DIR = Path(__file__).resolve().parents[3] / "conformance"
+CONFORMANCE_DIR = Path(__file__).resolve().parents[4] / "conformance"
 REQUIRED = {"id", "family", "class", "explanation", "config", "program", "match"}
 
 
