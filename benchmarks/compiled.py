@@ -123,7 +123,8 @@ class CompiledProgram:
 
     def fresh_env(self) -> dict[str, Any]:
         """Names the rendered calls use, bound to a new allocator (untimed)."""
-        return self.target.adapter(self.config).env()
+        env: dict[str, Any] = self.target.adapter(self.config).env()
+        return env
 
     def run_plain(self, clock: Callable[[], int] = CLOCK,
                   after_chunk: Callable[[int, dict[str, Any]], None] | None = None,

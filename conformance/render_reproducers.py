@@ -132,8 +132,7 @@ def render(target: Target, entry: dict[str, Any], tolerated: frozenset[str] = fr
     for op in entry["program"]:
         runner.execute(op_from_json(op))
     adapter = runner.adapter
-    script = render_script(target, config, runner.log, adapter.device_enum.__module__,
-                           adapter.block_table_cls.__module__)
+    script = render_script(target, config, runner.log, adapter=adapter)
     calls = script.split('\nif __name__ == "__main__":', 1)[0]
     body = calls.split('"""\n', 1)[1]  # after the reproducer's own docstring
     explanation = textwrap.fill(entry["explanation"], width=96)

@@ -31,10 +31,10 @@ from fuzz.core.harness import (
     quiet_target_logs,
 )
 from fuzz.core.instrumentation import atheris_module
-from fuzz.core.listing import format_program
 from fuzz.core.progress import Progress
 from fuzz.core.regress import Regression
 from fuzz.families.v0.decoder import Level
+from fuzz.families.v0.listing import format_program
 from properties.core.targets import ENV_VAR, Target, load_target
 
 #: The v0 family's harnesses, seed corpora, dictionaries and traces.

@@ -21,32 +21,31 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.core.execution import Execution, execute
-from fuzz.core.listing import format_program
-from fuzz.families.v0.decoder import Level
-from fuzz.families.v0.weak_hash import weak_hash
-from models.families.v0.operations import op_to_json
+from properties.core import family as families
 from properties.core import selection
-from properties.core.targets import DEFAULT_SPEC, ENV_VAR, Target, load_target
+from properties.core.targets import ENV_VAR, Target, load_target
 
 #: Environment variable naming the directory for crash artifacts (default: current dir).
 ARTIFACTS_VAR = "PREFIXCACHE_FUZZ_ARTIFACTS"
-#: Set to ``weak`` to inject :func:`fuzz.families.v0.weak_hash.weak_hash` into the bundled
-#allocator.
+#: Set to ``weak`` to inject the family's weak hash (v0: ``fuzz.families.v0.weak_hash``) into
+#: the bundled allocator.
 HASH_MODE_VAR = "PREFIXCACHE_FUZZ_HASH"
 
 
 @dataclass
 class Harness:
-    """One named harness: a decoding level and how its target is built."""
+    """One named harness: a decoding level (of the target's family) and how its target is
+    built."""
 
-    level: Level
+    level: Any
     weak_hash: bool = False
     spec: str | None = None
+    family: str | None = None  # the level's family (None: detected from the spec)
     _target: Target | None = field(default=None, init=False, repr=False)
 
     @property
     def name(self) -> str:
-        return self.level.value
+        return str(self.level.value)
 
     @property
     def target(self) -> Target:
@@ -54,7 +53,8 @@ class Harness:
         weak mode."""
         if self._target is None:
             if self.weak_hash:
-                self._target = load_target(DEFAULT_SPEC).with_kwargs(hash_function=weak_hash)
+                chosen = families.select(self.spec, self.family)
+                self._target = chosen.weak_hash_target(self.level)
             elif self.spec is not None:
                 self._target = load_target(self.spec)
             else:
@@ -74,26 +74,31 @@ class Harness:
         result = self.run(data)
         if result.violation is not None:
             violation = result.violation
-            violation.add_note(format_program(result.config, result.program, result.outcomes))
+            violation.add_note(self.listing(result))
             raise violation
+
+    def listing(self, result: Execution) -> str:
+        """``result``'s program as text (the family's listing)."""
+        family = self.target.family_object
+        return family.format_program(family.geometry(result.config), result.program,
+                                     result.outcomes)
 
     # ------------------------------------------------------------------ artifacts
 
     def crash_record(self, data: bytes, result: Execution) -> dict[str, Any]:
         """What a crash file's JSON sidecar holds: enough to rebuild the program without
         decoding again (decoding depends on the target's responses)."""
-        cfg = result.config
+        family = self.target.family_object
         return {
             "harness": self.name,
             "target": self.target.spec,
             "allocator_type": self.target.allocator_type,
             "weak_hash": self.weak_hash,
             "input_sha1": hashlib.sha1(data).hexdigest(),
-            "config": {"block_size": cfg.block_size, "num_gpu_blocks": cfg.num_gpu_blocks,
-                       "num_cpu_blocks": cfg.num_cpu_blocks},
+            "config": family.geometry(result.config),
             "family": None if result.violation is None else result.violation.family.value,
             "violation": None if result.violation is None else str(result.violation),
-            "program": [op_to_json(op) for op in result.program],
+            "program": [family.op_to_json(op) for op in result.program],
         }
 
     def write_crash(self, data: bytes, result: Execution, directory: Path) -> Path:
@@ -118,7 +123,8 @@ class Harness:
         if atheris is None:
             raise SystemExit("atheris is not installed: pip install 'prefixcache[fuzz]', or "
                              f"use the built-in engine: python -m fuzz run {self.name}")
-        spec = self.spec or os.environ.get(ENV_VAR) or DEFAULT_SPEC
+        spec = (self.spec or os.environ.get(ENV_VAR)
+                or families.select(None, self.family).default_spec)
         with instrumented(True, [spec.partition(":")[0].split(".")[0]]):
             target = self.target  # imports the target's package under instrumentation
         sys.stderr.write(f"[{self.name}] target: {target.describe()}\n")
@@ -144,7 +150,7 @@ class Harness:
             if result.violation is not None:
                 path = self.write_crash(data, result, artifacts)
                 sys.stderr.write(f"\n[{self.name}] VIOLATION\n{result.violation}\n\n"
-                                 f"{format_program(result.config, result.program, result.outcomes)}"
+                                 f"{self.listing(result)}"
                                  f"\n\ncrash input: {path}\n")
                 raise result.violation
 
@@ -176,13 +182,18 @@ def take_allocator(argv: list[str]) -> list[str]:
     return out
 
 
-def harness_for(name: str, *, weak_hash: bool = False, spec: str | None = None) -> Harness:
-    """The harness called ``name`` (``block_level``, ``sequence_level``, ``hashing``)."""
+def harness_for(name: str, *, weak_hash: bool = False, spec: str | None = None,
+                family: str | None = None) -> Harness:
+    """The harness called ``name`` of the target's family (``family``, else detected from
+    ``spec`` or ``$PREFIXCACHE_ALLOCATOR``; v0: ``block_level``, ``sequence_level``,
+    ``hashing``)."""
+    chosen = families.select(spec or os.environ.get(ENV_VAR), family)
     try:
-        level = Level(name)
+        level = chosen.fuzz_level(name)
     except ValueError:
-        known = ", ".join(level.value for level in Level)
+        known = ", ".join(chosen.fuzz_levels)
         raise ValueError(f"unknown harness {name!r}; known: {known}") from None
-    if weak_hash and level is not Level.HASHING:
-        raise ValueError("the weak hash mode belongs to the hashing harness")
-    return Harness(level, weak_hash=weak_hash, spec=spec)
+    if weak_hash and name not in chosen.weak_hash_levels:
+        raise ValueError(f"the weak hash mode belongs to the "
+                         f"{' or '.join(chosen.weak_hash_levels) or 'no'} harness")
+    return Harness(level, weak_hash=weak_hash, spec=spec, family=family)

@@ -26,12 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.core.harness import Harness
-from fuzz.core.listing import format_program
-from fuzz.families.v0.decoder import Level
 from models.core.invariants import Violation
-from models.families.v0.capabilities import Config
-from models.families.v0.operations import Op, Outcome, op_from_json, op_to_json
-from models.families.v0.oracle import OutOfContract
+from properties.core import family as families
 from properties.core.replay import run_program
 from properties.core.targets import Target
 
@@ -44,10 +40,11 @@ class Regression:
     against the target it was loaded with)."""
 
     config: dict[str, int]
-    program: list[Op]
+    program: list[Any]  # operations of the target's family
     source: str
-    outcomes: list[Outcome]
+    outcomes: list[Any]
     violation: str | None
+    family: str = families.DEFAULT_FAMILY
 
 
 def _is_program_json(data: bytes) -> Any:
@@ -62,17 +59,20 @@ def _is_program_json(data: bytes) -> Any:
     return None
 
 
-def harness_from_name(path: Path, default: str) -> str:
-    """The harness a crash file names (``crash-<harness>-...``), else ``default``."""
-    for level in Level:
-        if path.name.startswith(f"crash-{level.value}-"):
-            return level.value
+def harness_from_name(path: Path, default: str, family: str | None = None) -> str:
+    """The harness a crash file names (``crash-<harness>-...``, a level of ``family``, None:
+    the default family's), else ``default``."""
+    chosen = families.by_name(family) if family else families.default()
+    for name in chosen.fuzz_levels:
+        if path.name.startswith(f"crash-{name}-"):
+            return name
     return default
 
 
 def load(path: Path, target: Target, *, harness: str | None, shape: dict[str, int]) -> Regression:
     """Read ``path`` (crash file or program JSON) into a regression, judged against
     ``target``."""
+    family = target.family_object
     data = path.read_bytes()
     sidecar = path.with_suffix(".json")
     parsed = _is_program_json(data)
@@ -86,28 +86,27 @@ def load(path: Path, target: Target, *, harness: str | None, shape: dict[str, in
                      f"{parsed.get('target', '?')})"
         else:
             config, ops_json, source = dict(shape), parsed, path.name
-        program = [op_from_json(o) for o in ops_json]
+        program = [family.op_from_json(o) for o in ops_json]
         outcomes, violation = judge(target, config, program)
-        return Regression(config, program, source, outcomes, violation)
-    name = harness or harness_from_name(path, Level.BLOCK.value)
-    result = Harness(Level(name)).bind(target).run(data)
-    cfg = result.config
-    config = {"block_size": cfg.block_size, "num_gpu_blocks": cfg.num_gpu_blocks,
-              "num_cpu_blocks": cfg.num_cpu_blocks}
+        return Regression(config, program, source, outcomes, violation, family.name)
+    name = harness or harness_from_name(path, family.fuzz_levels[0], family.name)
+    result = Harness(family.fuzz_level(name), family=family.name).bind(target).run(data)
+    config = family.geometry(result.config)
     violation = None if result.violation is None else str(result.violation)
     return Regression(config, result.program, f"{path.name} (harness {name}, target "
-                      f"{target.spec})", result.outcomes, violation)
+                      f"{target.spec})", result.outcomes, violation, family.name)
 
 
 def judge(target: Target, config: dict[str, int],
-          program: list[Op]) -> tuple[list[Outcome], str | None]:
+          program: list[Any]) -> tuple[list[Any], str | None]:
     """Replay ``program`` against ``target``: its outcomes and the violation, if any."""
+    family = target.family_object
     runner = None
     try:
-        runner = run_program(target, Config(caps=target.caps, **config), program)
+        runner = run_program(target, family.config(target, config), program)
     except Violation as violation:
         return [], str(violation)
-    except OutOfContract as why:
+    except family.out_of_contract as why:
         return [], f"out of contract for this target: {why}"
     return [s.outcome for s in runner.log], None
 
@@ -133,16 +132,16 @@ def _wrapped(text: str, indent: str) -> list[str]:
 def render_test(name: str, reg: Regression) -> str:
     """The source of ``tests/regressions/test_<name>.py``."""
     ident = test_name(name)
-    cfg = Config(reg.config["block_size"], reg.config["num_gpu_blocks"],
-                 reg.config["num_cpu_blocks"])
-    listing = format_program(cfg, reg.program, reg.outcomes)
+    family = families.by_name(reg.family)
+    listing = family.format_program(reg.config, reg.program, reg.outcomes)
     doc = [f'"""Regression {ident}.', "", *_wrapped(f"From {reg.source}.", ""), ""]
     if reg.violation:
         doc += ["Violation when recorded:", "", *_wrapped(reg.violation, "    "), ""]
     doc += ["Program (one operation per line):", "", *_wrapped(listing, "    "), '"""']
     ops_lines: list[str] = []
     for op in reg.program:
-        text = pprint.pformat(op_to_json(op), width=WIDTH - 4, compact=True, sort_dicts=False)
+        text = pprint.pformat(family.op_to_json(op), width=WIDTH - 4, compact=True,
+                              sort_dicts=False)
         block = textwrap.indent(text, "    ").splitlines()
         block[-1] += ","
         ops_lines += block
@@ -154,9 +153,6 @@ def render_test(name: str, reg: Regression) -> str:
         "",
         "import pytest",
         "",
-        "from models.families.v0.capabilities import Config",
-        "from models.families.v0.operations import op_from_json",
-        "from models.families.v0.oracle import OutOfContract",
         "from properties.core.replay import run_program",
         "from properties.core.selection import current_target",
         "",
@@ -171,10 +167,11 @@ def render_test(name: str, reg: Regression) -> str:
         'the bug',
         '    is fixed."""',
         "    target = current_target()",
-        "    config = Config(caps=target.caps, **CONFIG)",
+        "    family = target.family_object",
+        "    config = family.config(target, CONFIG)",
         "    try:",
-        "        run_program(target, config, [op_from_json(op) for op in PROGRAM])",
-        "    except OutOfContract as why:",
+        "        run_program(target, config, [family.op_from_json(op) for op in PROGRAM])",
+        "    except family.out_of_contract as why:",
         '        pytest.skip(f"out of contract for {target.describe()}: {why}")',
         "",
     ]

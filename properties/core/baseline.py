@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from models.core.invariants import Violation
-from models.families.v0.capabilities import Config
-from models.families.v0.operations import Op, op_to_json
 from properties.core.signature import Signature, message_regex, signature
 
 if TYPE_CHECKING:
+    from properties.core.family import Step
     from properties.core.targets import Target
-    from properties.families.v0.runner import Step
 
 #: Set on a violation by the machines and the corpus replay: how to replay it.
 FOUND_ATTR = "prefixcache_found"
@@ -42,18 +40,26 @@ class Found:
     violation: Violation  # the one the program raises (after shrinking: the shrunk one's)
 
 
-def attach(violation: Violation, config: Config, program: Sequence[Op], allocator_type: str,
-           script: str, shown: Violation | None = None) -> None:
-    """Record on ``violation`` the program (``shown``: the violation that program raises, when
-    it is a shrunk program and not the one ``violation`` came from)."""
-    geometry = {"block_size": config.block_size, "num_gpu_blocks": config.num_gpu_blocks,
-                "num_cpu_blocks": config.num_cpu_blocks}
-    setattr(violation, FOUND_ATTR, Found(geometry, [op_to_json(op) for op in program],
-                                         allocator_type, script, shown or violation))
+def attach(violation: Violation, geometry: Mapping[str, int],
+           program: Sequence[dict[str, Any]], allocator_type: str, script: str,
+           shown: Violation | None = None) -> None:
+    """Record on ``violation`` the program (JSON operations, run on a pool of ``geometry``;
+    ``shown``: the violation that program raises, when it is a shrunk program and not the one
+    ``violation`` came from)."""
+    setattr(violation, FOUND_ATTR, Found(dict(geometry), list(program), allocator_type, script,
+                                         shown or violation))
 
 
-def shrink_and_attach(target: Target, config: Config, log: list[Step], violation: Violation
-                      ) -> tuple[Config, list[Step]] | None:
+def attach_run(violation: Violation, target: Target, config: Any, program: Sequence[Any],
+               script: str, shown: Violation | None = None) -> None:
+    """:func:`attach` the program of operations run against ``target`` with ``config``."""
+    family = target.family_object
+    attach(violation, family.geometry(config), [family.op_to_json(op) for op in program],
+           target.allocator_type, script, shown)
+
+
+def shrink_and_attach(target: Target, config: Any, log: list[Step], violation: Violation
+                      ) -> tuple[Any, list[Step]] | None:
     """Shrink ``violation``'s executed program ``log`` to the shortest one with the same
     signature, render its reproducer and :func:`attach` it; return the shrunk pool and steps,
     or None when no shorter program fails that way (the program attached is then ``log``)."""
@@ -66,10 +72,8 @@ def shrink_and_attach(target: Target, config: Config, log: list[Step], violation
     shown = violation
     if small is not None:
         config, log, shown = small
-    adapter = target.adapter(config)
-    script = render_script(target, config, log, adapter.device_enum.__module__,
-                           adapter.block_table_cls.__module__, shown)
-    attach(violation, config, [step.op for step in log], target.allocator_type, script, shown)
+    script = render_script(target, config, log, shown)
+    attach_run(violation, target, config, [step.op for step in log], script, shown)
     return None if small is None else (config, log)
 
 
@@ -214,7 +218,7 @@ def write_xfails(path: Path, deviations: Iterable[Deviation],
 
 
 def unreproduced(path: Path, spec: str | None, disable: Sequence[str] = (),
-                 ids: Iterable[str] | None = None) -> list[str]:
+                 ids: Iterable[str] | None = None, family: str | None = None) -> list[str]:
     """The ids (of ``ids``, default all) of the entries in the xfails file ``path`` whose
     program does not raise a violation they match when replayed in a fresh Python process:
     deviations that depend on per-process state (object-address hashes, string-hash seeds)."""
@@ -223,6 +227,7 @@ def unreproduced(path: Path, spec: str | None, disable: Sequence[str] = (),
         return []
     command = [sys.executable, "-m", "properties.core.baseline", str(path)]
     command += ["--allocator", spec] if spec else []
+    command += ["--family", family] if family else []
     command += [f"--disable-feature={f}" for f in disable]
     command += [f"--id={i}" for i in wanted or ()]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
@@ -251,7 +256,6 @@ def _replay_main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import logging
 
-    from models.families.v0.operations import op_from_json
     from properties.core.plugin import load_expected
     from properties.core.replay import run_program
     from properties.core.targets import load_target
@@ -259,6 +263,7 @@ def _replay_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m properties.core.baseline")
     parser.add_argument("xfails")
     parser.add_argument("--allocator", default=None)
+    parser.add_argument("--family", default=None)
     parser.add_argument("--disable-feature", action="append", default=[])
     parser.add_argument("--id", action="append", default=None)
     args = parser.parse_args(argv)
@@ -267,11 +272,12 @@ def _replay_main(argv: Sequence[str] | None = None) -> int:
     for e in load_expected(args.xfails):
         if args.id is not None and e.id not in args.id:
             continue
-        target = load_target(args.allocator, allocator_type=e.allocator_type,
-                             disable=args.disable_feature)
-        program = [op_from_json(op) for op in e.program]
+        target = load_target(args.allocator, family=args.family,
+                             allocator_type=e.allocator_type, disable=args.disable_feature)
+        family = target.family_object
+        program = [family.op_from_json(op) for op in e.program]
         try:
-            run_program(target, Config(caps=target.caps, **e.config), program)
+            run_program(target, family.config(target, e.config), program)
         except Violation as violation:
             history = program[: (violation.step or 0) + 1]
             if e.matches(violation, history, e.allocator_type):

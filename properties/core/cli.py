@@ -13,6 +13,7 @@ xfails file, which ``--xfails-file FILE`` then accepts: only new deviations fail
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -22,13 +23,11 @@ from pathlib import Path
 import pytest
 
 from properties.core import family as families
-from properties.core import plugin, selection
-from properties.core.family import FamilyError
+from properties.core import plugin
 from properties.core.report import Collector, family_verdicts, render_terminal, write_reports
+from properties.core.targets import ENV_VAR
 
 SUITE_DIR = Path(__file__).resolve().parents[1]
-#: The machines the check runs for the default (v0) family; another family names its own.
-MACHINES_DIR = SUITE_DIR / "families" / "v0"
 
 EXIT_CONFORMS, EXIT_DEVIATIONS, EXIT_ERROR = 0, 1, 2
 
@@ -57,11 +56,11 @@ def parser() -> argparse.ArgumentParser:
                                 epilog=EPILOG, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--allocator", default=None,
                    help="target factory module:callable (default: the bundled allocator)")
+    p.add_argument("--family", default=None, metavar="NAME",
+                   help="the target's allocator family (default: detected from the target; "
+                        "it decides which machines run)")
     p.add_argument("--allocator-type", default="prefix_caching",
                    choices=("prefix_caching", "naive"))
-    p.add_argument("--family", default=None, metavar="NAME",
-                   help="allocator family (v0: vLLM v0 / Aphrodite block manager, v1: vLLM v1 "
-                        "BlockPool); default: detected from --allocator, else v0")
     p.add_argument("--profile", default="ci", help="Hypothesis profile (dev, ci, nightly, ...)")
     p.add_argument("--seed", type=int, default=None,
                    help="Hypothesis seed (profiles that are not derandomized)")
@@ -85,15 +84,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def machines_dir(args: argparse.Namespace) -> Path:
-    """The pytest modules of the family that judges ``args.allocator`` (``--family`` wins)."""
-    name = selection.family_of(args.allocator, args.family)
-    return MACHINES_DIR if name is None else families.by_name(name).machines_dir
-
-
 def pytest_arguments(args: argparse.Namespace) -> list[str]:
-    """The pytest command line for ``args``."""
-    out = [str(machines_dir(args)), "-p", "no:cacheprovider", "--rootdir", str(SUITE_DIR),
+    """The pytest command line for ``args`` (the machines of the target's family)."""
+    chosen = families.select(args.allocator or os.environ.get(ENV_VAR), args.family)
+    out = [str(chosen.machines_dir), "-p", "no:cacheprovider", "--rootdir", str(SUITE_DIR),
            f"--hypothesis-profile={args.profile}", f"--allocator-type={args.allocator_type}"]
     if args.verbose or args.pytest_args:
         out += ["-v"] if args.verbose else []
@@ -125,17 +119,18 @@ def check(argv: Sequence[str]) -> int:
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
     try:
-        name = selection.family_of(args.allocator, args.family)
-    except FamilyError as exc:
+        arguments = pytest_arguments(args)
+    except families.FamilyError as exc:
         print(f"prefixcache check: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    if name is not None and args.write_xfails:
-        print(f"prefixcache check: --write-xfails is not supported for the {name} family yet "
-              "(write its entries by hand from the reported deviations)", file=sys.stderr)
+    chosen = families.select(args.allocator or os.environ.get(ENV_VAR), args.family)
+    if chosen.name != families.DEFAULT_FAMILY and args.write_xfails:
+        print(f"prefixcache check: --write-xfails is not supported for the {chosen.name} "
+              "family yet (write its entries from the reported deviations)", file=sys.stderr)
         return EXIT_ERROR
     collector = Collector()
     started = time.monotonic()
-    code = pytest.main(pytest_arguments(args), plugins=[collector])
+    code = pytest.main(arguments, plugins=[collector])
     seconds = time.monotonic() - started
     target_line = plugin._target_line()
     deviations = plugin.session_deviations()

@@ -60,6 +60,7 @@ class Step(Protocol):
 class Runner(Protocol):
     """Drives one fresh allocator of a target (a family's runner)."""
 
+    target: Target
     log: list[Any]  # of :class:`Step`
     adapter: Any
 
@@ -77,6 +78,24 @@ class Oracle(Protocol):
     def initial_check(self, snapshot: Any) -> None: ...
 
     def step(self, op: Any, outcome: Any, snapshot: Any) -> None: ...
+
+
+class Decoder(Protocol):
+    """Fuzz bytes to operations, one at a time, following the target's responses (a family's
+    fuzz decoder)."""
+
+    config: Any  # the pool shape decoded from the first bytes
+    op_starts: list[int]  # the byte offset each operation was decoded from
+    src: Any  # its byte source: ``consumed`` bytes so far
+
+    def use_adapter(self, **features: bool) -> None:
+        """Offer what the target's adapter finds (:meth:`Family.adapter_features`)."""
+
+    def next_op(self, oracle: Any) -> Any | None:
+        """The next operation (None: the input is used up or the program is complete)."""
+
+    def kinds(self) -> frozenset[str]:
+        """The operation kinds this decoder can produce."""
 
 
 class Family(Protocol):
@@ -98,6 +117,8 @@ class Family(Protocol):
     table_fields: tuple[str, ...]
     #: Pool sizes shrinking may lower: ``(config field, smallest value)``, in order.
     pool_fields: tuple[tuple[str, int], ...]
+    #: The upstream deviations the model can follow (xfails ``tolerate``): name -> what.
+    tolerable: Mapping[str, str]
 
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """Whether the target spec (or the callable it names) speaks this family's API,
@@ -150,6 +171,38 @@ class Family(Protocol):
         """The first lines of a reproducer script: imports and building the allocator as
         ``alloc``, plus the names the logged calls use (``adapter``: the one that ran them,
         None: a fresh one)."""
+
+    # ----------------------------------------------------------------- fuzzing (fuzz.core)
+
+    #: The fuzz harness levels (``python -m fuzz run NAME``), the default first.
+    fuzz_levels: tuple[str, ...]
+    #: The most operations one fuzz input decodes to.
+    max_ops: int
+    #: The levels with a weak-hash mode (:meth:`weak_hash_target`).
+    weak_hash_levels: tuple[str, ...]
+
+    def fuzz_level(self, name: str) -> Any:
+        """The level called ``name`` (its ``value`` is the name); ``ValueError`` if none."""
+
+    def decoder(self, data: bytes, level: Any, caps: Any, *, max_ops: int) -> Decoder: ...
+
+    def adapter_features(self, runner: Runner) -> dict[str, bool]:
+        """What the decoder offers beyond the capabilities: the API the target's adapter
+        finds (keyword arguments of :meth:`Decoder.use_adapter`)."""
+
+    def step_features(self, previous: str, op: Any, outcome: Any, snapshot: Any,
+                      oracle: Oracle) -> Iterator[tuple[object, ...]]:
+        """Behavioural coverage of one judged step for the built-in engine: what it did, not
+        which lines ran (an input that makes a step behave in a new way is kept)."""
+
+    def weak_hash_target(self, level: Any) -> Target:
+        """The bundled allocator with a deliberately weak hash injected (the weak mode of
+        ``level``, one of :attr:`weak_hash_levels`)."""
+
+    def format_program(self, geometry: Mapping[str, int], program: Sequence[Any],
+                       outcomes: Sequence[Any] = ()) -> str:
+        """The program as text a person reads: the pool shape (:meth:`geometry`), one
+        numbered line per operation and (when known) what each step returned."""
 
 
 _loaded: dict[str, Family] = {}

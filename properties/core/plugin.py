@@ -75,13 +75,13 @@ from hypothesis.errors import Unsatisfiable
 
 import properties.core.profiles  # noqa: F401  (registers the profiles)
 from models.core.invariants import Family, Violation
-from models.families.v0.operations import Op
-from models.families.v0.oracle import OutOfContract
 from properties.core import baseline, selection
 from properties.core.determinism import fixed_constants
 from properties.core.family import FamilyError
 from properties.core.signature import signature
 from properties.core.targets import TargetError
+
+Op = Any  # an operation of the target's family
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +360,7 @@ def _install_wrapper() -> Any:
         try:
             try:
                 original(self, op)
-            except (Violation, OutOfContract):
+            except (Violation, self.family.out_of_contract):
                 raise
             except Exception as exc:
                 if not _raised_by_target(exc, self.runner.adapter.alloc):
@@ -406,11 +406,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--allocator", default=None,
                     help="target factory module:callable (default $PREFIXCACHE_ALLOCATOR or "
                          "the bundled allocator)")
+    group.addoption("--family", default=None, metavar="NAME",
+                    help="the target's allocator family (default: detected from the target)")
     group.addoption("--allocator-type", default="prefix_caching",
                     choices=("prefix_caching", "naive"))
-    group.addoption("--family", default=None, metavar="NAME",
-                    help="the allocator family of the target (default: detected from "
-                         "--allocator, else v0)")
     group.addoption("--disable-feature", action="append", default=[], metavar="NAME",
                     help="treat a capability as absent (prefix_caching, lru, swap, extra_keys, "
                          "atomic, typed_errors, introspection)")
@@ -685,8 +684,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     kept = load_raw(config.getoption("xfails_file"))
     written = baseline.write_xfails(Path(path), _session.values(), kept)
     new_ids = [e["id"] for e in written[len(kept):]]
-    flaky = baseline.unreproduced(Path(path), selection.current_target().spec,
-                                  config.getoption("disable_feature"), new_ids)
+    target = selection.current_target()
+    flaky = baseline.unreproduced(Path(path), target.spec, config.getoption("disable_feature"),
+                                  new_ids, target.family)
     baseline.mark_flaky(Path(path), flaky)
     config.stash[_WRITTEN] = len(written)
     config.stash[_FLAKY] = flaky

@@ -1,7 +1,8 @@
 """Replay a program (a JSON list of operations) against a target under the oracle.
 
-``python -m properties.core.replay PROGRAM.json [--allocator SPEC] [--block-size N] [--gpu N]
-[--cpu N]`` prints each step and the first violation; exit status 1 when one is found.
+``python -m properties.core.replay PROGRAM.json [--allocator SPEC] [--family NAME]
+[--block-size N] [--gpu N] [--cpu N]`` prints each step and the first violation; exit
+status 1 when one is found.
 """
 
 from __future__ import annotations
@@ -13,17 +14,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from models.core.invariants import Violation
-from models.families.v0.capabilities import Config, tolerating
-from models.families.v0.operations import Op, op_from_json
-from models.families.v0.oracle import Oracle
+from properties.core.family import Runner
 from properties.core.targets import Target, load_target
-from properties.families.v0.runner import Runner
 
 
-def run_program(target: Target, config: Config, program: Sequence[Op]) -> Runner:
-    """Execute ``program`` step by step, judging each step; raises the first ``Violation``."""
-    runner = Runner(target, config)
-    oracle = Oracle(config)
+def run_program(target: Target, config: Any, program: Sequence[Any]) -> Runner:
+    """Execute ``program`` (operations of ``target``'s family) step by step, judging each
+    step; raises the first ``Violation``."""
+    family = target.family_object
+    runner = family.runner(target, config)
+    oracle = family.oracle(config)
     oracle.initial_check(runner.snapshot())
     for index, op in enumerate(program):
         outcome, snapshot = runner.execute(op)
@@ -36,14 +36,16 @@ def run_program(target: Target, config: Config, program: Sequence[Op]) -> Runner
 
 def check_program(spec: str, allocator_type: str, block_size: int, num_gpu: int, num_cpu: int,
                   program_json: str | list[dict[str, Any]],
-                  tolerate: Sequence[str] = ()) -> None:
+                  tolerate: Sequence[str] = (), family: str | None = None) -> None:
     """Entry point used by generated reproducer scripts; ``tolerate``: upstream deviations
-    the model follows (``models.families.v0.capabilities.TOLERABLE``), those of the other xfails
-    entries."""
-    target = load_target(spec, allocator_type=allocator_type)
+    the model follows (the family's ``tolerable``), those of the other xfails entries;
+    ``family``: the target's family (None: detected)."""
+    target = load_target(spec or None, family=family, allocator_type=allocator_type)
+    fam = target.family_object
     data = json.loads(program_json) if isinstance(program_json, str) else program_json
-    config = Config(block_size, num_gpu, num_cpu, tolerating(target.caps, frozenset(tolerate)))
-    run_program(target, config, [op_from_json(d) for d in data])
+    geometry = {"block_size": block_size, "num_gpu_blocks": num_gpu, "num_cpu_blocks": num_cpu}
+    config = fam.config(target, geometry, frozenset(tolerate))
+    run_program(target, config, [fam.op_from_json(d) for d in data])
     print("no violation: the program passes against", target.describe())
 
 
@@ -51,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m properties.core.replay", description=__doc__)
     parser.add_argument("program", help="JSON file: a list of operations")
     parser.add_argument("--allocator", default=None, help="target spec module:callable")
+    parser.add_argument("--family", default=None, help="the target's family (default: detected)")
     parser.add_argument("--allocator-type", default="prefix_caching")
     parser.add_argument("--block-size", type=int, default=4)
     parser.add_argument("--gpu", type=int, default=8)
@@ -60,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = json.load(fh)
     try:
         check_program(args.allocator or "", args.allocator_type, args.block_size, args.gpu,
-                      args.cpu, data)
+                      args.cpu, data, family=args.family)
     except Violation as violation:
         print(violation, file=sys.stderr)
         return 1

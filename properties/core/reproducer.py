@@ -8,30 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from models.core.invariants import Violation
-from models.families.v0.capabilities import Config
-from models.families.v0.operations import op_to_json
 from properties.core.calls import render
+from properties.core.family import Step
 from properties.core.targets import Target
-from properties.families.v0.runner import Step
 
 
-def _factory_lines(target: Target, config: Config) -> list[str]:
-    module, _, path = target.spec.partition(":")
-    root = path.split(".", 1)[0]
-    extra = "".join(f", {k}={v!r}" for k, v in target.factory_kwargs)
-    return [
-        f"from {module} import {root}",
-        "",
-        f"alloc = {path}({target.allocator_type!r}, {config.num_gpu_blocks}, "
-        f"{config.num_cpu_blocks}, {config.block_size}{extra})",
-    ]
-
-
-def program_json(steps: Sequence[Step]) -> str:
+def program_json(steps: Sequence[Step], family: Any) -> str:
     """The program as a JSON list of operations (``python -m properties.core.replay`` reads it)."""
-    return json.dumps([op_to_json(s.op) for s in steps])
+    return json.dumps([family.op_to_json(s.op) for s in steps])
 
 
 def fold_repeats(code: list[str], max_period: int = 4, min_repeats: int = 3) -> list[str]:
@@ -61,17 +48,15 @@ def fold_repeats(code: list[str], max_period: int = 4, min_repeats: int = 3) -> 
     return out
 
 
-def render_script(target: Target, config: Config, steps: Sequence[Step], device_module: str,
-                  table_module: str, violation: Violation | None = None) -> str:
-    """A runnable script replaying ``steps`` against ``target``."""
+def render_script(target: Target, config: Any, steps: Sequence[Step],
+                  violation: Violation | None = None, adapter: Any | None = None) -> str:
+    """A runnable script replaying ``steps`` against ``target`` (``adapter``: the family
+    adapter that ran them; None: the family builds one to name the modules the calls use)."""
+    family = target.family_object
     lines = ['"""Counterexample found by prefixcache.']
     if violation is not None:
         lines += ["", *str(violation).splitlines()]
-    # The allocator is created before Device and BlockTable are imported: a loader-backed
-    # target (e.g. upstream code from a wheel) registers those modules when it builds one.
-    lines += ['"""', *_factory_lines(target, config),
-              f"from {device_module} import Device  # noqa: E402, F401",
-              f"from {table_module} import BlockTable  # noqa: E402, F401"]
+    lines += ['"""', *family.script_prelude(target, config, adapter)]
     for i, step in enumerate(steps):
         lines.append(f"# step {i}: {step.op!r}")
         code = fold_repeats([render(stmt) for stmt in step.stmts])
@@ -89,6 +74,14 @@ def render_script(target: Target, config: Config, steps: Sequence[Step], device_
         "    from properties.core.replay import check_program",
         f"    check_program({target.spec!r}, {target.allocator_type!r}, "
         f"{config.block_size}, {config.num_gpu_blocks}, {config.num_cpu_blocks},",
-        f"                  {program_json(steps)!r})",
+        f"                  {program_json(steps, family)!r}{_family_arg(target)})",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _family_arg(target: Target) -> str:
+    """``, family=NAME`` unless the target's family is the one detection picks anyway."""
+    from properties.core import family as families
+
+    return "" if families.select(target.spec).name == target.family \
+        else f", family={target.family!r}"

@@ -5,13 +5,14 @@ imported fails the tests that use it, not the whole session. The per-step time l
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from models.families.v0.capabilities import Capabilities, tolerating
 from properties.core import family as families
 from properties.core.targets import (
+    ENV_VAR,
     Target,
     load_target,
     set_session_step_timeout,
@@ -22,40 +23,35 @@ _current: Target | None = None
 _tolerated: frozenset[str] = frozenset()  # upstream deviations the model follows (xfails)
 _choice: tuple[str | None, str, tuple[str, ...], float | str | None] = (
     None, "prefix_caching", (), None)
-_family: str | None = None  # a family other than the default chose the target (its name)
+_family: str | None = None  # --family NAME (None: detected from the spec)
 
 
 def select(spec: str | None = None, *, allocator_type: str = "prefix_caching",
            disable: Iterable[str] = (), step_timeout: float | str | None = None,
            family: str | None = None) -> None:
-    """Choose the target for this process; it is loaded on first use. ``step_timeout``
+    """Choose the target for this process; it is loaded on first use, by ``family`` (a
+    family name; None: detected, :func:`properties.core.family.select`). ``step_timeout``
     (seconds; ``None``: ``$PREFIXCACHE_STEP_TIMEOUT`` or the default; ``<= 0``: no limit) is
     validated now (a bad value raises ``TargetError``) and becomes the process's default for
-    every target loaded afterwards. ``family``: its name (``--family``), else the family that
-    accepts ``spec`` (:func:`properties.core.family.select`), else the default family."""
+    every target loaded afterwards."""
     global _current, _choice, _family
+    if family is not None:
+        families.by_name(family)  # an unknown name fails now
     _current = None
     set_session_step_timeout(step_timeout)  # also for targets loaded elsewhere (variants)
     _choice = (spec, allocator_type, tuple(disable), step_timeout)
-    _family = family_of(spec, family)
+    _family = family
 
 
-def family_of(spec: str | None, name: str | None = None) -> str | None:
-    """The name of the family that judges ``spec`` (``name`` wins), None for the default."""
-    if name:
-        families.by_name(name)  # an unknown name fails now
-        return None if name == families.DEFAULT_FAMILY else name
-    if not spec:
-        return None
-    for candidate in families.names():
-        if candidate != families.DEFAULT_FAMILY and families.by_name(candidate).accepts(spec):
-            return candidate
-    return None
+def family_of(spec: str | None, name: str | None = None) -> str:
+    """The name of the family that judges ``spec`` (default ``$PREFIXCACHE_ALLOCATOR``):
+    ``name`` if given, else the family that accepts it, else the default family."""
+    return families.select(spec or os.environ.get(ENV_VAR) or None, name).name
 
 
 def family_name() -> str:
-    """The selected family's name."""
-    return _family or families.DEFAULT_FAMILY
+    """The name of the selected target's family (without loading the target)."""
+    return family_of(_choice[0], _family)
 
 
 def step_timeout() -> float | None:
@@ -66,27 +62,27 @@ def step_timeout() -> float | None:
 def current_target() -> Target:
     """The selected target; defaults to ``$PREFIXCACHE_ALLOCATOR`` or the bundled allocator."""
     global _current
-    if _current is None and _family is not None:
-        spec, allocator_type, disable, seconds = _choice
-        # A family's target is read through what every target offers (describe, spec,
-        # allocator_type, step_timeout).
-        _current = families.by_name(_family).load_target(
-            spec, allocator_type=allocator_type, disable=disable, step_timeout=seconds)
     if _current is None:
         spec, allocator_type, disable, seconds = _choice
-        _current = load_target(spec, allocator_type=allocator_type, disable=disable,
-                               step_timeout=seconds)
+        _current = load_target(spec, family=_family, allocator_type=allocator_type,
+                               disable=disable, step_timeout=seconds)
         if _tolerated:
-            _current = replace(_current, caps=tolerating(_current.caps, _tolerated))
+            caps = _current.family_object.tolerating(_current.caps, _tolerated)
+            _current = replace(_current, caps=caps)
     return _current
 
 
 def tolerate(names: frozenset[str]) -> None:
-    """Have the model follow these upstream deviations
-    (``models.families.v0.capabilities.TOLERABLE``)
-    for the selected target: the xfails entries that declare them (``properties.core.plugin``)."""
+    """Have the model follow these upstream deviations (the family's tolerable ones, e.g.
+    ``models.families.v0.capabilities.TOLERABLE``) for the selected target: the xfails entries
+    that declare them (``properties.core.plugin``). The names are validated now, against the
+    chosen family (none chosen: the default)."""
     global _current, _tolerated
-    tolerating(Capabilities(), names)  # validates the names now
+    chosen = families.by_name(_family) if _family else families.default()
+    bad = names - chosen.tolerable.keys()
+    if bad:
+        raise ValueError(f"unknown tolerated deviation(s) {sorted(bad)}; known: "
+                         f"{sorted(chosen.tolerable)}")
     _tolerated = names
     _current = None
 

@@ -15,13 +15,16 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from models.core.invariants import Family, Violation
-from models.families.v0.capabilities import Config
-from models.families.v0.operations import AllocateImmutableChain, Op
+from properties.core.family import Family as AllocatorFamily
+from properties.core.family import Step
 from properties.core.replay import run_program
 from properties.core.targets import Target
-from properties.families.v0.runner import Runner, Step
+
+Op = Any  # an operation of the target's family
+Config = Any  # the target's family's pool shape
 
 
 @contextmanager
@@ -71,51 +74,44 @@ def _handles(target: Target, config: Config, program: Sequence[Op]) -> list[Made
     return made
 
 
-_BLOCK_FIELDS = ("prev", "block", "blocks")
-
-
-def _uses(op: Op) -> tuple[set[int], set[int]]:
-    """The block and table handles ``op`` names, those of the call it wraps (``Malformed``)
-    included."""
+def _uses(family: AllocatorFamily, op: Op) -> tuple[set[int], set[int]]:
+    """The block and table handles ``op`` names (the family's handle fields), those of the
+    call it wraps (a ``call`` field holding an operation, e.g. ``Malformed``) included."""
     blocks: set[int] = set()
-    for name in _BLOCK_FIELDS:
-        value = getattr(op, name, None)
-        if isinstance(value, int):
-            blocks.add(value)
-        elif isinstance(value, tuple):
-            blocks.update(value)
-    table = getattr(op, "table", None)
-    tables = {table} if isinstance(table, int) else set()
+    tables: set[int] = set()
+    for names, out in ((family.block_fields, blocks), (family.table_fields, tables)):
+        for name in names:
+            value = getattr(op, name, None)
+            if isinstance(value, int):
+                out.add(value)
+            elif isinstance(value, tuple):
+                out.update(value)
     call = getattr(op, "call", None)
-    if isinstance(call, Op):
-        inner_blocks, inner_tables = _uses(call)
+    if family.is_op(call):
+        inner_blocks, inner_tables = _uses(family, call)
         blocks |= inner_blocks
         tables |= inner_tables
     return blocks, tables
 
 
-def _renumber(op: Op, gone_blocks: list[int], gone_tables: list[int]) -> Op:
-    def block(h: int) -> int:
-        return h - sum(1 for g in gone_blocks if g < h)
-
+def _renumber(family: AllocatorFamily, op: Op, gone_blocks: list[int],
+              gone_tables: list[int]) -> Op:
     changes: dict[str, object] = {}
-    for name in _BLOCK_FIELDS:
-        value = getattr(op, name, None)
-        if isinstance(value, int):
-            changes[name] = block(value)
-        elif isinstance(value, tuple):
-            changes[name] = tuple(block(h) for h in value)
-    table = getattr(op, "table", None)
-    if isinstance(table, int):
-        changes["table"] = table - sum(1 for g in gone_tables if g < table)
+    for names, gone in ((family.block_fields, gone_blocks), (family.table_fields, gone_tables)):
+        for name in names:
+            value = getattr(op, name, None)
+            if isinstance(value, int):
+                changes[name] = value - sum(1 for g in gone if g < value)
+            elif isinstance(value, tuple):
+                changes[name] = tuple(h - sum(1 for g in gone if g < h) for h in value)
     call = getattr(op, "call", None)
-    if isinstance(call, Op):
-        changes["call"] = _renumber(call, gone_blocks, gone_tables)
+    if family.is_op(call):
+        changes["call"] = _renumber(family, call, gone_blocks, gone_tables)
     return dataclasses.replace(op, **changes) if changes else op
 
 
-def _without(program: Sequence[Op], made: Sequence[Made], start: int, stop: int,
-             edit: tuple[int, Op, tuple[int, ...]] | None = None) -> list[Op]:
+def _without(family: AllocatorFamily, program: Sequence[Op], made: Sequence[Made], start: int,
+             stop: int, edit: tuple[int, Op, tuple[int, ...]] | None = None) -> list[Op]:
     """``program`` minus operations ``start..stop-1`` and every later one that uses a handle
     a dropped operation created, with the remaining handles renumbered. ``edit`` (index, op,
     handles it no longer creates) also replaces one operation by a smaller one."""
@@ -123,7 +119,7 @@ def _without(program: Sequence[Op], made: Sequence[Made], start: int, stop: int,
     gone_tables: set[int] = set()
     kept: list[Op] = []
     for index, op in enumerate(program):
-        blocks, tables = _uses(op)
+        blocks, tables = _uses(family, op)
         if start <= index < stop or blocks & gone_blocks or tables & gone_tables:
             gone_blocks.update(made[index][0])
             gone_tables.update(made[index][1])
@@ -133,28 +129,16 @@ def _without(program: Sequence[Op], made: Sequence[Made], start: int, stop: int,
         else:
             kept.append(op)
     drop_b, drop_t = sorted(gone_blocks), sorted(gone_tables)
-    return [_renumber(op, drop_b, drop_t) for op in kept]
+    return [_renumber(family, op, drop_b, drop_t) for op in kept]
 
 
-#: Longer chains are kept whole: one candidate per chunk, each replayed in full.
-MAX_CHUNKS = 32
-
-
-def _fewer_chunks(program: Sequence[Op], made: Sequence[Made]) -> Iterator[list[Op]]:
-    """Candidates with one chunk less in one chain allocation (last chunks first): a chain
-    longer than the failure needs may be what keeps other operations (a free to make room)
-    in the program."""
+def _smaller_ops(family: AllocatorFamily, program: Sequence[Op],
+                 made: Sequence[Made]) -> Iterator[list[Op]]:
+    """Candidates with one operation replaced by a smaller variant of it (the family's
+    :meth:`~properties.core.family.Family.smaller_ops`; last operations first)."""
     for index in reversed(range(len(program))):
-        op = program[index]
-        if not isinstance(op, AllocateImmutableChain) or not 2 <= len(op.chunks) <= MAX_CHUNKS:
-            continue
-        handles = made[index][0]
-        if len(handles) != len(op.chunks):
-            continue  # the allocation did not complete: nothing to renumber against
-        for j in reversed(range(len(op.chunks))):
-            chunks = op.chunks[:j] + op.chunks[j + 1:]
-            smaller = dataclasses.replace(op, chunks=chunks)
-            yield _without(program, made, 0, 0, (index, smaller, (handles[j],)))
+        for smaller, dropped in family.smaller_ops(program[index], made[index][0]):
+            yield _without(family, program, made, 0, 0, (index, smaller, dropped))
 
 
 def shrink(target: Target, config: Config, program: Sequence[Op],
@@ -163,6 +147,7 @@ def shrink(target: Target, config: Config, program: Sequence[Op],
     debugging, runs of halving length, to a fixpoint). Returns the program, cut at its
     failing step, and its violation."""
     keep = keep or _same_family(found)
+    family = target.family_object
     current = list(program)
     violation = _replay(target, config, current, keep)
     if violation is None or violation.step is None:
@@ -175,7 +160,7 @@ def shrink(target: Target, config: Config, program: Sequence[Op],
         stop = len(current)
         while stop > 0:
             start = max(0, stop - size)
-            candidate = _without(current, made, start, stop)
+            candidate = _without(family, current, made, start, stop)
             result = _replay(target, config, candidate, keep) if candidate else None
             if result is not None and result.step is not None:
                 current, violation = candidate[: result.step + 1], result
@@ -183,7 +168,7 @@ def shrink(target: Target, config: Config, program: Sequence[Op],
                 shrunk = True
             stop = min(start, len(current))
         if not shrunk and size == 1:
-            for candidate in _fewer_chunks(current, made):
+            for candidate in _smaller_ops(family, current, made):
                 result = _replay(target, config, candidate, keep)
                 if result is not None and result.step is not None:
                     current, violation = candidate[: result.step + 1], result
@@ -209,13 +194,12 @@ def shrink_with_pools(target: Target, config: Config, program: Sequence[Op],
     again after each smaller pool. Returns the config, the program and its violation."""
     keep = keep or _same_family(found)
     program, violation = shrink(target, config, program, found, keep)
-    if config.num_gpu_blocks + config.num_cpu_blocks > MAX_SHRUNK_POOL:
+    pools = target.family_object.pool_fields
+    if sum(getattr(config, name) for name, _ in pools) > MAX_SHRUNK_POOL:
         return config, program, violation  # a dedicated program (long chain): its size is it
-    gpu = [dataclasses.replace(config, num_gpu_blocks=n) for n in range(1, config.num_gpu_blocks)]
-    for candidates in (gpu, None):
-        if candidates is None:  # the CPU pool, once the GPU pool is final
-            candidates = [dataclasses.replace(config, num_cpu_blocks=n)
-                          for n in range(config.num_cpu_blocks)]
+    for name, least in pools:  # each pool in turn, once the ones before it are final
+        candidates = [dataclasses.replace(config, **{name: n})
+                      for n in range(least, getattr(config, name))]
         for smaller in candidates:
             result = _replay(target, smaller, program, keep)
             if result is not None and result.step is not None:
@@ -232,7 +216,7 @@ MAX_SHRUNK_STEPS = 400
 
 def executed(target: Target, config: Config, program: Sequence[Op]) -> list[Step]:
     """The runner log of ``program`` up to its first failing step (for a reproducer)."""
-    runner = Runner(target, config)
+    runner = target.family_object.runner(target, config)
     with quiet():
         for op in program:
             try:

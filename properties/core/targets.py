@@ -1,11 +1,10 @@
 """Targets: which allocator the suite judges, and what it claims.
 
-A target spec is ``module:callable`` naming a factory with the signature of upstream's
-``CpuGpuBlockAllocator.create``:
-``(allocator_type, num_gpu_blocks, num_cpu_blocks, block_size) -> allocator``.
-Capabilities are detected from the allocator's API and from claims its package declares in a
-``PREFIXCACHE_CLAIMS`` mapping (``atomic``, ``typed_errors``, ``lru``); users can switch features
-off (``--disable-feature``).
+A target spec is ``module:callable``. Which family's API it speaks is detected or named
+(:func:`properties.core.family.select`); the family resolves it, detects its capabilities
+(from its API, and from claims its package declares: a ``PREFIXCACHE_CLAIMS`` mapping or a
+``prefixcache_claims(factory)`` hook, read by :func:`claims_of`), and builds allocators of it.
+Users can switch features off (``--disable-feature``).
 
 Each target carries its per-step time limit (``step_timeout`` seconds, ``None``: no limit):
 ``--step-timeout``, else ``$PREFIXCACHE_STEP_TIMEOUT``, else :data:`DEFAULT_STEP_TIMEOUT`.
@@ -20,10 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from models.families.v0.capabilities import Capabilities, Config, Generation
-from properties.families.v0.adapter import FamilyAdapter
+from properties.core import family as families
 
-DEFAULT_SPEC = "prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create"
 ENV_VAR = "PREFIXCACHE_ALLOCATOR"
 TIMEOUT_ENV_VAR = "PREFIXCACHE_STEP_TIMEOUT"
 DEFAULT_STEP_TIMEOUT = 10.0
@@ -54,11 +51,12 @@ def resolve(spec: str) -> Callable[..., Any]:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """A resolved target: its factory, identity, capabilities and error types."""
+    """A resolved target: its factory, identity, capabilities (the family's type) and error
+    types; ``family`` names the family that builds and drives it."""
 
     spec: str
     factory: Callable[..., Any]
-    caps: Capabilities
+    caps: Any
     name: str
     version: str
     misuse_types: tuple[type[BaseException], ...] = ()
@@ -66,22 +64,22 @@ class Target:
     factory_kwargs: tuple[tuple[str, Any], ...] = ()
     step_timeout: float | None = DEFAULT_STEP_TIMEOUT
     extra_key_function: str | None = None  # claim: renders ExtraKey values (module:callable)
+    family: str = families.DEFAULT_FAMILY
 
-    def create(self, config: Config) -> Any:
+    @property
+    def family_object(self) -> families.Family:
+        return families.by_name(self.family)
+
+    def create(self, config: Any) -> Any:
         """A fresh allocator shaped by ``config``."""
-        return self.factory(self.allocator_type, config.num_gpu_blocks, config.num_cpu_blocks,
-                            config.block_size, **dict(self.factory_kwargs))
+        return self.family_object.create(self, config)
 
-    def adapter(self, config: Config) -> FamilyAdapter:
-        return FamilyAdapter(self.create(config), config.block_size, self.misuse_types,
-                             self.extra_key_function)
+    def adapter(self, config: Any) -> Any:
+        """The family's adapter around a fresh allocator shaped by ``config``."""
+        return self.family_object.adapter(self, config)
 
     def describe(self) -> str:
-        caps = self.caps
-        on = [n for n in ("prefix_caching", "lru", "swap", "extra_keys", "atomic",
-                          "typed_errors", "introspection") if getattr(caps, n)]
-        return (f"{self.name} {self.version} ({self.spec}, {self.allocator_type}); "
-                f"API {caps.generation.value}; features: {', '.join(on) or 'none'}")
+        return self.family_object.describe(self)
 
     def with_kwargs(self, **kwargs: Any) -> Target:
         """The same target with extra factory keyword arguments (e.g. an injected hash)."""
@@ -119,14 +117,15 @@ def step_timeout_setting(value: float | str | None = None) -> float | None:
     return seconds if seconds > 0 else None
 
 
-def _package_of(factory: Callable[..., Any]) -> str:
+def package_of(factory: Callable[..., Any]) -> str:
     module = getattr(factory, "__module__", None) or ""
     return module.split(".", 1)[0]
 
 
-def _claims(factory: Callable[..., Any], package: str) -> Mapping[str, Any]:
+def claims_of(factory: Callable[..., Any]) -> Mapping[str, Any]:
     """Claims from the factory's module hook ``prefixcache_claims(factory)``, else the
     package's ``PREFIXCACHE_CLAIMS`` mapping, else none."""
+    package = package_of(factory)
     module = importlib.import_module(getattr(factory, "__module__", package))
     hook = getattr(module, "prefixcache_claims", None)
     claims: Any = hook(factory) if callable(hook) else None
@@ -135,7 +134,8 @@ def _claims(factory: Callable[..., Any], package: str) -> Mapping[str, Any]:
     return claims if isinstance(claims, Mapping) else {}
 
 
-def _version(package: str) -> str:
+def version_of(package: str) -> str:
+    """The installed distribution's version, else the package's ``__version__``."""
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
@@ -146,53 +146,20 @@ def _version(package: str) -> str:
 def load_target(
     spec: str | None = None,
     *,
-    allocator_type: str = "prefix_caching",
-    disable: Iterable[str] = (),
-    step_timeout: float | str | None = None,
+    family: str | None = None,
+    **options: Any,
 ) -> Target:
-    """Resolve ``spec`` (default: ``$PREFIXCACHE_ALLOCATOR``, else the bundled allocator) and
-    detect its capabilities on a tiny instance. Whatever the probe instance does wrong
-    (raises, returns something that is not an allocator) is a :class:`TargetError`."""
-    spec = spec or os.environ.get(ENV_VAR) or DEFAULT_SPEC
-    factory = resolve(spec)
-    package = _package_of(factory)
-    claims = _claims(factory, package)
-    misuse = tuple(_resolve_types(claims.get("misuse_errors", ())))
-    try:
-        extra_key_function = claims.get("extra_key_function")
-        probe = FamilyAdapter(factory(allocator_type, 2, 2, 2), 2, misuse, extra_key_function)
-        introspection = probe.introspect() is not None
-        tracker_switch = probe.tracker_caching_switch()
-    except Exception as exc:  # a factory that cannot build a tiny pool is not a target
-        raise TargetError(f"{spec!r} failed to create a 2+2-block allocator: "
-                          f"{type(exc).__name__}: {exc}") from exc
-    if probe.has_aphrodite_api and probe.has_vllm_api:
-        generation = Generation.BOTH
-    elif probe.has_vllm_api:
-        generation = Generation.VLLM
-    else:
-        generation = Generation.APHRODITE
-    prefix = allocator_type == "prefix_caching"
-    caps = Capabilities(
-        prefix_caching=prefix,
-        lru=prefix and bool(claims.get("lru", True)),
-        swap=True,
-        extra_keys=probe.has_extra_hash,
-        extra_key_fields=probe.extra_key_fields,
-        key_builder=probe.extra_key_function is not None,
-        generation=generation,
-        atomic=bool(claims.get("atomic", False)),
-        typed_errors=bool(claims.get("typed_errors", False)) and bool(misuse),
-        introspection=introspection,
-        tracker_caching_switch=tracker_switch,
-    )
-    disabled = tuple(disable)
-    if disabled:
-        caps = caps.without(*disabled)
-    version = str(claims.get("version") or _version(package))
-    return Target(spec, factory, caps, str(claims.get("name", package)), version, misuse,
-                  allocator_type, step_timeout=step_timeout_setting(step_timeout),
-                  extra_key_function=extra_key_function)
+    """Resolve ``spec`` (default: ``$PREFIXCACHE_ALLOCATOR``, else the family's bundled
+    allocator) through its family (``family`` if named, else detected) and detect its
+    capabilities. ``options`` go to :meth:`Family.load_target` (``allocator_type``,
+    ``disable``, ``step_timeout``). A target that cannot be built is a :class:`TargetError`."""
+    spec = spec or os.environ.get(ENV_VAR) or None
+    return families.select(spec, family).load_target(spec, **options)
+
+
+def resolve_types(specs: Iterable[Any]) -> Iterable[type[BaseException]]:
+    """The exception types named in ``specs`` (types, or ``module:attr`` strings)."""
+    yield from _resolve_types(specs)
 
 
 def _resolve_types(specs: Iterable[Any]) -> Iterable[type[BaseException]]:
@@ -203,3 +170,9 @@ def _resolve_types(specs: Iterable[Any]) -> Iterable[type[BaseException]]:
             obj = resolve(item) if ":" in item else None
             if isinstance(obj, type) and issubclass(obj, BaseException):
                 yield obj
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DEFAULT_SPEC":  # the default family's bundled allocator, looked up when read
+        return families.default().default_spec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -100,7 +100,8 @@ def test_a_deviation_without_a_program_is_not_written(tmp_path: Path) -> None:
 def test_attach_records_the_shown_violation_and_the_type() -> None:
     v = Violation(Family.RC, "count 2")
     shown = Violation(Family.RC, "count 1")
-    attach(v, Config(2, 3, 1), [], "naive", "s", shown)
+    attach(v, {"block_size": 2, "num_gpu_blocks": 3, "num_cpu_blocks": 1}, [], "naive", "s",
+           shown)
     dev = deviation(v, "t", "prefix_caching")
     assert dev.signature.allocator_type == "naive" and dev.text == "count 1"
     assert dev.config == {"block_size": 2, "num_gpu_blocks": 3, "num_cpu_blocks": 1}

@@ -58,7 +58,7 @@ def test_v1_targets_are_detected_from_the_spec() -> None:
                "properties.upstream:vllm_v0_allocator", "json:dumps", "no.such:thing"):
         assert not FAMILY.accepts(v0), v0
     assert selection.family_of(UPSTREAM) == "v1"
-    assert selection.family_of("properties.upstream:vllm_v0_allocator") is None
+    assert selection.family_of("properties.upstream:vllm_v0_allocator") == "v0"
     assert selection.family_of(None, "v1") == "v1"
 
 

@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from fuzz.core.execution import execute
-from fuzz.core.listing import format_program
 from fuzz.families.v0.decoder import (
     LEVEL_KINDS,
     LONG_CHAIN_BLOCKS,
@@ -22,6 +21,7 @@ from fuzz.families.v0.decoder import (
     Decoder,
     Level,
 )
+from fuzz.families.v0.listing import format_program
 from models.core.invariants import Family, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities

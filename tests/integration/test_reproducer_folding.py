@@ -49,8 +49,7 @@ def test_a_hit_burst_prints_a_loop_and_replays(tmp_path: Path) -> None:
     program = [ops.AllocateImmutable(None, (1, 2)), ops.HitBurst(0, 1001), ops.HitRate()]
     runner = run_program(target, config, program)
     adapter = runner.adapter
-    script = render_script(target, config, runner.log, adapter.device_enum.__module__,
-                           adapter.block_table_cls.__module__)
+    script = render_script(target, config, runner.log, adapter=adapter)
     assert "for _ in range(1001):" in script
     assert len(script.splitlines()) < 60, script
     path = tmp_path / "repro.py"

@@ -464,7 +464,8 @@ def _replay_session(tmp_path: Path, entries: list[dict[str, Any]], spec: str) ->
     path = tmp_path / "xfails.json"
     path.write_text(json.dumps(entries), encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", str(ROOT / "properties" / "families" / "v0" / "test_expected_failures.py"),
+        [sys.executable, "-m", "pytest",
+         str(ROOT / "properties" / "families" / "v0" / "test_expected_failures.py"),
          "-p", "no:cacheprovider", "-q", "-rxXfE", f"--allocator={spec}",
          f"--xfails-file={path}", "--rootdir", str(ROOT)],
         capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)

@@ -34,6 +34,7 @@ from models.families.v0.capabilities import Capabilities, Config
 from models.families.v0.operations import Op
 from properties.core.replay import run_program
 from properties.core.targets import Target
+from properties.families.v0.adapter import FamilyAdapter
 
 BLOCK_SIZE = 4
 DISTINCT = 2048  # random first blocks (plus COUNTING counting blocks)
@@ -104,7 +105,8 @@ class KeySource:
 
     def __call__(self, contents: Sequence[Content]) -> list[int | None]:
         blocks = sum(1 if prev is None else 2 for prev, _ in contents)
-        adapter = self.target.adapter(Config(BLOCK_SIZE, blocks, 0, self.target.caps))
+        adapter: FamilyAdapter = self.target.adapter(Config(BLOCK_SIZE, blocks, 0,
+                                                             self.target.caps))
         return adapter.block_keys(contents)
 
 

@@ -38,6 +38,5 @@ def test_block_keys_resist_collisions(request: pytest.FixtureRequest) -> None:
             runner.execute(op)
         adapter = runner.adapter
         violation.add_note("Replay it as a plain Python script:\n\n" + render_script(
-            target, config, runner.log, adapter.device_enum.__module__,
-            adapter.block_table_cls.__module__))
+            target, config, runner.log, adapter=adapter))
         raise

@@ -27,7 +27,7 @@ from properties.core import plugin, selection
 from properties.core.plugin import ExpectedFailure
 from properties.core.targets import TargetError
 from properties.families.v1 import targets, upstream
-from properties.families.v1.family import FAMILY
+from properties.families.v1.family import FAMILY, pool_of
 from properties.families.v1.machine import FINDINGS
 from properties.families.v1.xfails import applies
 
@@ -113,12 +113,9 @@ def pool_target(pytestconfig: pytest.Config) -> targets.PoolTarget:
     ``$PREFIXCACHE_POOL``, else the bundled pool."""
     if v1_selected():
         try:
-            chosen: Any = selection.current_target()
+            return pool_of(selection.current_target())
         except (TargetError, ImportError) as exc:
             raise pytest.UsageError(f"--allocator: {exc}") from None
-        if not isinstance(chosen, targets.PoolTarget):
-            raise pytest.UsageError(f"the v1 family's target is a {type(chosen).__name__}")
-        return chosen
     spec = os.environ.get(targets.ENV_VAR) or targets.default_spec()
     if spec == targets.UPSTREAM_SPEC and upstream.cached_wheel() is None:
         pytest.skip(f"the bundled v1 pool is not importable and no vllm wheel is cached "

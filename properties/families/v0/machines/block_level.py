@@ -24,9 +24,9 @@ from models.families.v0.malformed import ARGUMENTS, bad_values
 from models.families.v0.operations import Dev, Op, Tokens
 from models.families.v0.request_keys import KEY_ARGUMENTS
 from models.families.v0.request_keys import bad_values as key_bad_values
-from properties.core.machine import OracleMachine
 from properties.core.selection import current_target
 from properties.core.targets import Target, TargetError
+from properties.families.v0.machines.base import V0Machine
 from properties.families.v0.machines.variants import naive_variant
 from properties.families.v0.strategies import (
     QUERIES,
@@ -72,7 +72,7 @@ def _has_block_info(m: BlockLevelMachine) -> bool:
     return bool(getattr(m.runner.adapter, "has_block_info", False))
 
 
-class BlockLevelMachine(OracleMachine):
+class BlockLevelMachine(V0Machine):
     """Allocate, append (copy-on-write, promotion), fork, free, swap, mark, query, misuse."""
 
     #: Chains allocated so far, as (device, extra, chunks from the first block): replaying one

@@ -20,9 +20,9 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
-from properties.core.machine import OracleMachine
 from properties.core.selection import current_target
 from properties.core.targets import Target
+from properties.families.v0.machines.base import V0Machine
 
 #: Block ids: a small space so ids are re-added after evict/remove; one far id.
 IDS = st.one_of(st.integers(0, 7), st.just(2**40))
@@ -58,7 +58,7 @@ def evictor_missing(target: Target) -> str | None:
 _missing: dict[int, tuple[Target, str | None]] = {}
 
 
-class EvictorLevelMachine(OracleMachine):
+class EvictorLevelMachine(V0Machine):
     """Add, update, remove, evict and membership questions on a standalone evictor."""
 
     churned: bool

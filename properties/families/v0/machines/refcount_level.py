@@ -20,9 +20,9 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
-from properties.core.machine import OracleMachine
 from properties.core.selection import current_target
 from properties.core.targets import Target
+from properties.families.v0.machines.base import V0Machine
 
 FAR_ID = 2**40
 #: The ids a counter is built with: a small space, duplicates (they merge), one far id.
@@ -53,7 +53,7 @@ def refcount_missing(target: Target) -> str | None:
 _missing: dict[int, tuple[Target, str | None]] = {}
 
 
-class RefcountLevelMachine(OracleMachine):
+class RefcountLevelMachine(V0Machine):
     """Counts up and down, questions (direct and through the read-only view), copy-on-write
     records and clears on a standalone counter and tracker."""
 

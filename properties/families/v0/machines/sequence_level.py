@@ -15,8 +15,8 @@ from models.families.v0.capabilities import Config
 from models.families.v0.malformed import ARGUMENTS, bad_values
 from models.families.v0.operations import Dev, Op
 from models.families.v0.window import holds_null
-from properties.core.machine import OracleMachine
 from properties.core.selection import current_target
+from properties.families.v0.machines.base import V0Machine
 from properties.families.v0.machines.block_level import naive_target
 from properties.families.v0.strategies import configs_of, extra_hashes, tokens, twin
 
@@ -25,7 +25,7 @@ def _has_tables(m: SequenceLevelMachine) -> bool:
     return bool(m.oracle.live_tables())
 
 
-class SequenceLevelMachine(OracleMachine):
+class SequenceLevelMachine(V0Machine):
     """Allocate prompts, append decode tokens, fork, swap out and in, free."""
 
     prompts: list[tuple[int, ...]]

@@ -1,0 +1,250 @@
+"""The v0 block-manager family (vLLM v0 / Aphrodite) as the core sees it: the
+:class:`properties.core.family.Family` object, delegating to this family's runner, oracle,
+operations, adapter and capabilities.
+
+A v0 target spec names a factory with the signature of upstream's
+``CpuGpuBlockAllocator.create``:
+``(allocator_type, num_gpu_blocks, num_cpu_blocks, block_size) -> allocator``. Capabilities are
+detected on a 2+2-block instance and from the claims its package declares (``atomic``,
+``typed_errors``, ``lru``, ``misuse_errors``, ``extra_key_function``, ``name``, ``version``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from models.families.v0 import operations as ops
+from models.families.v0.capabilities import (
+    TOLERABLE,
+    Capabilities,
+    Config,
+    Generation,
+    tolerating,
+)
+from models.families.v0.oracle import Oracle, OutOfContract
+from properties.core.targets import (
+    ENV_VAR,
+    Target,
+    TargetError,
+    claims_of,
+    package_of,
+    resolve,
+    resolve_types,
+    step_timeout_setting,
+    version_of,
+)
+from properties.families.v0.adapter import FamilyAdapter
+from properties.families.v0.runner import Runner
+
+#: The bundled reference allocator.
+DEFAULT_SPEC = "prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create"
+
+#: Chains longer than this are kept whole while shrinking (one candidate per chunk).
+MAX_CHUNKS = 32
+
+
+class V0Family:
+    """The v0 block-manager family."""
+
+    name = "v0"
+    description = "vLLM v0 / Aphrodite block manager (CpuGpuBlockAllocator.create factories)"
+    default_spec = DEFAULT_SPEC
+    machines_dir = Path(__file__).resolve().parent
+    out_of_contract: type[Exception] = OutOfContract
+    block_fields = ("prev", "block", "blocks")
+    table_fields = ("table",)
+    pool_fields = (("num_gpu_blocks", 1), ("num_cpu_blocks", 0))
+    tolerable: Mapping[str, str] = TOLERABLE
+
+    def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
+        """A callable (not a class) taking ``(allocator_type, num_gpu_blocks, num_cpu_blocks,
+        block_size)`` positionally."""
+        try:
+            factory = resolve(spec_or_factory) if isinstance(spec_or_factory, str) \
+                else spec_or_factory
+        except TargetError:
+            return False
+        if isinstance(factory, type):
+            return False
+        try:
+            inspect.signature(factory).bind("prefix_caching", 2, 2, 2)
+        except (TypeError, ValueError):
+            return False
+        return True
+
+    def load_target(self, spec: str | None = None, *, allocator_type: str = "prefix_caching",
+                    disable: Iterable[str] = (), step_timeout: float | str | None = None
+                    ) -> Target:
+        """Resolve ``spec`` (default: ``$PREFIXCACHE_ALLOCATOR``, else the bundled allocator)
+        and detect its capabilities on a tiny instance. Whatever the probe instance does wrong
+        (raises, returns something that is not an allocator) is a :class:`TargetError`."""
+        spec = spec or os.environ.get(ENV_VAR) or DEFAULT_SPEC
+        factory = resolve(spec)
+        package = package_of(factory)
+        claims = claims_of(factory)
+        misuse = tuple(resolve_types(claims.get("misuse_errors", ())))
+        try:
+            extra_key_function = claims.get("extra_key_function")
+            probe = FamilyAdapter(factory(allocator_type, 2, 2, 2), 2, misuse,
+                                  extra_key_function)
+            introspection = probe.introspect() is not None
+            tracker_switch = probe.tracker_caching_switch()
+        except Exception as exc:  # a factory that cannot build a tiny pool is not a target
+            raise TargetError(f"{spec!r} failed to create a 2+2-block allocator: "
+                              f"{type(exc).__name__}: {exc}") from exc
+        if probe.has_aphrodite_api and probe.has_vllm_api:
+            generation = Generation.BOTH
+        elif probe.has_vllm_api:
+            generation = Generation.VLLM
+        else:
+            generation = Generation.APHRODITE
+        prefix = allocator_type == "prefix_caching"
+        caps = Capabilities(
+            prefix_caching=prefix,
+            lru=prefix and bool(claims.get("lru", True)),
+            swap=True,
+            extra_keys=probe.has_extra_hash,
+            extra_key_fields=probe.extra_key_fields,
+            key_builder=probe.extra_key_function is not None,
+            generation=generation,
+            atomic=bool(claims.get("atomic", False)),
+            typed_errors=bool(claims.get("typed_errors", False)) and bool(misuse),
+            introspection=introspection,
+            tracker_caching_switch=tracker_switch,
+        )
+        disabled = tuple(disable)
+        if disabled:
+            caps = caps.without(*disabled)
+        version = str(claims.get("version") or version_of(package))
+        return Target(spec, factory, caps, str(claims.get("name", package)), version, misuse,
+                      allocator_type, step_timeout=step_timeout_setting(step_timeout),
+                      extra_key_function=extra_key_function, family=self.name)
+
+    def create(self, target: Target, config: Config) -> Any:
+        return target.factory(target.allocator_type, config.num_gpu_blocks,
+                              config.num_cpu_blocks, config.block_size,
+                              **dict(target.factory_kwargs))
+
+    def adapter(self, target: Target, config: Config) -> FamilyAdapter:
+        return FamilyAdapter(self.create(target, config), config.block_size,
+                             target.misuse_types, target.extra_key_function)
+
+    def describe(self, target: Target) -> str:
+        caps = target.caps
+        on = [n for n in ("prefix_caching", "lru", "swap", "extra_keys", "atomic",
+                          "typed_errors", "introspection") if getattr(caps, n)]
+        return (f"{target.name} {target.version} ({target.spec}, {target.allocator_type}); "
+                f"API {caps.generation.value}; features: {', '.join(on) or 'none'}")
+
+    def config(self, target: Target, geometry: Mapping[str, int],
+               tolerate: frozenset[str] = frozenset()) -> Config:
+        caps = tolerating(target.caps, tolerate) if tolerate else target.caps
+        return Config(geometry["block_size"], geometry["num_gpu_blocks"],
+                      geometry["num_cpu_blocks"], caps)
+
+    def geometry(self, config: Config) -> dict[str, int]:
+        return {"block_size": config.block_size, "num_gpu_blocks": config.num_gpu_blocks,
+                "num_cpu_blocks": config.num_cpu_blocks}
+
+    def tolerating(self, caps: Capabilities, names: frozenset[str]) -> Capabilities:
+        return tolerating(caps, names)
+
+    def op_from_json(self, data: Mapping[str, Any]) -> ops.Op:
+        return ops.op_from_json(dict(data))
+
+    def op_to_json(self, op: ops.Op) -> dict[str, Any]:
+        return ops.op_to_json(op)
+
+    def is_op(self, value: object) -> bool:
+        return isinstance(value, ops.Op)
+
+    def runner(self, target: Target, config: Config) -> Runner:
+        return Runner(target, config)
+
+    def oracle(self, config: Config) -> Oracle:
+        return Oracle(config)
+
+    def smaller_ops(self, op: ops.Op, made: Sequence[int]
+                    ) -> Iterator[tuple[ops.Op, tuple[int, ...]]]:
+        """A chain allocation with one chunk less (last chunks first): a chain longer than
+        the failure needs may be what keeps other operations (a free to make room) in the
+        program."""
+        if not isinstance(op, ops.AllocateImmutableChain) or \
+                not 2 <= len(op.chunks) <= MAX_CHUNKS or len(made) != len(op.chunks):
+            return  # ``made`` short: the allocation did not complete, nothing to renumber
+        for j in reversed(range(len(op.chunks))):
+            chunks = op.chunks[:j] + op.chunks[j + 1:]
+            yield dataclasses.replace(op, chunks=chunks), (made[j],)
+
+    def script_prelude(self, target: Target, config: Config,
+                       adapter: FamilyAdapter | None = None) -> list[str]:
+        """Build ``alloc`` with the factory, then import ``Device`` and ``BlockTable`` from
+        the modules the target's adapter uses. The allocator is created first: a
+        loader-backed target (upstream code from a wheel) registers those modules when it
+        builds one."""
+        if adapter is None:
+            adapter = self.adapter(target, config)
+        module, _, path = target.spec.partition(":")
+        root = path.split(".", 1)[0]
+        extra = "".join(f", {k}={v!r}" for k, v in target.factory_kwargs)
+        return [
+            f"from {module} import {root}",
+            "",
+            f"alloc = {path}({target.allocator_type!r}, {config.num_gpu_blocks}, "
+            f"{config.num_cpu_blocks}, {config.block_size}{extra})",
+            f"from {adapter.device_enum.__module__} import Device  # noqa: E402, F401",
+            f"from {adapter.block_table_cls.__module__} import BlockTable  # noqa: E402, F401",
+        ]
+
+    # ----------------------------------------------------------------- fuzzing
+
+    fuzz_levels = ("block_level", "sequence_level", "hashing")
+    weak_hash_levels = ("hashing",)
+
+    @property
+    def max_ops(self) -> int:
+        from fuzz.families.v0.decoder import MAX_OPS
+
+        return MAX_OPS
+
+    def fuzz_level(self, name: str) -> Any:
+        from fuzz.families.v0.decoder import Level
+
+        return Level(name)
+
+    def decoder(self, data: bytes, level: Any, caps: Capabilities, *, max_ops: int) -> Any:
+        from fuzz.families.v0.decoder import Decoder
+
+        return Decoder(data, level, caps, max_ops=max_ops)
+
+    def adapter_features(self, runner: Any) -> dict[str, bool]:
+        from fuzz.families.v0.features import adapter_features
+
+        return adapter_features(runner)
+
+    def step_features(self, previous: str, op: Any, outcome: Any, snapshot: Any,
+                      oracle: Any) -> Iterator[tuple[object, ...]]:
+        from fuzz.families.v0.features import step_features
+
+        return step_features(previous, op, outcome, snapshot, oracle)
+
+    def weak_hash_target(self, level: Any) -> Target:
+        from fuzz.families.v0.weak_hash import weak_hash
+
+        return self.load_target(DEFAULT_SPEC).with_kwargs(hash_function=weak_hash)
+
+    def format_program(self, geometry: Mapping[str, int], program: Sequence[Any],
+                       outcomes: Sequence[Any] = ()) -> str:
+        from fuzz.families.v0.listing import format_program
+
+        config = Config(geometry["block_size"], geometry["num_gpu_blocks"],
+                        geometry["num_cpu_blocks"])
+        return format_program(config, program, outcomes)
+
+
+FAMILY = V0Family()

@@ -1,0 +1,27 @@
+"""What the v0 machines share on top of :class:`properties.core.machine.OracleMachine`: the
+v0 runner, oracle and pool shape, the devices of the pool, and not feeding a target that does
+not claim atomicity operations that would fail half way."""
+
+from __future__ import annotations
+
+from models.families.v0.capabilities import Config
+from models.families.v0.operations import Dev, Op
+from models.families.v0.oracle import Oracle
+from properties.core.machine import OracleMachine
+from properties.families.v0.runner import Runner
+
+
+class V0Machine(OracleMachine):
+    """Base class of the v0 block-manager machines."""
+
+    config: Config
+    runner: Runner
+    oracle: Oracle
+
+    def devices(self) -> tuple[Dev, ...]:
+        return (Dev.GPU, Dev.CPU) if self.config.num_cpu_blocks else (Dev.GPU,)
+
+    def skip_if_unsafe(self, op: Op) -> bool:
+        """A target that does not claim atomicity is not fed operations that would fail half
+        way (the model knows exactly which)."""
+        return not self.caps.atomic and self.oracle.would_fail_no_free(op)
