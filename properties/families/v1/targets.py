@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from models.families.v1.pool_model import ModelCaps, PoolConfig
 from properties.core.sources import UpstreamSourceMissing
-from properties.core.targets import TargetError, resolve
+from properties.core.targets import TargetError, resolve, version_of
 from properties.families.v1 import upstream
 
 DEFAULT_SPEC = "prefixcache.v1.core.block_pool:BlockPool"
@@ -124,7 +124,12 @@ def _from_class(cls: Any) -> PoolTarget:
     mods = upstream.V1Modules(block_pool=sys.modules[cls.__module__], kv_cache_utils=utils,
                               kv_cache_metrics=None, hashing=None, version="", origin=package,
                               stubbed=())
-    return PoolTarget(name=package.split(".")[0], version=str(claims.get("version", "")),
+    top = package.split(".")[0]
+    try:
+        installed = version_of(top)
+    except ImportError:
+        installed = ""
+    return PoolTarget(name=top, version=str(claims.get("version", installed)),
                       pool_cls=cls, kv_cache_utils=utils, hash_fn=hashing,
                       caps=upstream.capabilities(mods),
                       misuse_types=tuple(claims.get("misuse_types", ())))
