@@ -96,3 +96,37 @@ def test_vllm_033_without_xfails_lists_known_deviations_with_reproducers(tmp_pat
                          capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode != 0 and "Violation" in run.stderr, run.stdout + run.stderr
     assert found[0]["message"].splitlines()[0].split(" at step ")[0] in run.stderr
+
+
+def test_a_stale_entry_fails_the_check(tmp_path: Path) -> None:
+    """An entry whose program no longer fails (here: a clean program on the bundled pool) is
+    reported, exit 1: a fixed bug is noticed and its entry removed."""
+    stale = [{"id": "fixed-long-ago", "family": "CACHE", "class": "real upstream bug",
+              "explanation": "a program that runs clean", "config": {
+                  "num_blocks": 6, "hash_block_size": 2, "group_block_sizes": [2],
+                  "events": True},
+              "program": [{"op": "get_new_blocks", "n": 1}, {"op": "take_events"}],
+              "match": {"ops": ["take_events"]}}]
+    path = tmp_path / "stale.xfails.json"
+    path.write_text(json.dumps(stale), encoding="utf-8")
+    code, out, data = check(tmp_path, "--family", "v1", "--xfails-file", str(path), *BUDGET)
+    assert code == 1, out
+    assert re.search(r"^  expected-failure replays +1 failed$", out, re.M), out
+    assert "error: families/v1/test_expected_failures.py::test_expected_failure[fixed-long-ago]" \
+        in out
+    assert data["conforming"] is False
+
+
+def test_the_old_pool_options_select_the_v1_tests_only(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", str(ROOT / "properties"), "--collect-only", "-q",
+         "-p", "no:cacheprovider", "--rootdir", str(ROOT), "--pool",
+         "prefixcache.v1.core.block_pool:BlockPool", "--pool-xfails-file", str(XFAILS)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    tests = [line for line in run.stdout.splitlines() if "::" in line]
+    assert tests and all(t.startswith("properties/families/v1/") for t in tests), tests
+    assert "properties/families/v1/test_pool_level.py::TestPoolLevel::test_block_pool" in tests
+    assert sum("test_expected_failure[" in t for t in tests) == len(
+        json.loads(XFAILS.read_text(encoding="utf-8")))
