@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -124,11 +124,14 @@ class Family(Protocol):
         """Whether the target spec (or the callable it names) speaks this family's API,
         judged without building an allocator."""
 
-    def load_target(self, spec: str | None = None, **options: Any) -> Target:
+    def load_target(self, spec: str | None = None, *, allocator_type: str = "prefix_caching",
+                    disable: Iterable[str] = (), step_timeout: float | str | None = None
+                    ) -> Target:
         """Resolve ``spec`` (None: the environment's or :attr:`default_spec`) and detect its
-        capabilities. ``options``: ``allocator_type``, ``disable`` (feature names),
-        ``step_timeout``; a family ignores none silently (unknown ones are a ``TypeError``).
-        A target that cannot be built is a ``TargetError``."""
+        capabilities; ``disable``: feature names to treat as absent, ``step_timeout``: see
+        :func:`properties.core.targets.step_timeout_setting`. A family without allocator
+        types refuses any but the default one. A target that cannot be built is a
+        ``TargetError``."""
 
     def create(self, target: Target, config: Any) -> Any:
         """A fresh allocator of ``target`` shaped by ``config``."""
@@ -176,8 +179,9 @@ class Family(Protocol):
 
     #: The fuzz harness levels (``python -m fuzz run NAME``), the default first.
     fuzz_levels: tuple[str, ...]
-    #: The most operations one fuzz input decodes to.
-    max_ops: int
+    @property
+    def max_ops(self) -> int:
+        """The most operations one fuzz input decodes to."""
     #: The levels with a weak-hash mode (:meth:`weak_hash_target`).
     weak_hash_levels: tuple[str, ...]
 

@@ -147,14 +147,17 @@ def load_target(
     spec: str | None = None,
     *,
     family: str | None = None,
-    **options: Any,
+    allocator_type: str = "prefix_caching",
+    disable: Iterable[str] = (),
+    step_timeout: float | str | None = None,
 ) -> Target:
     """Resolve ``spec`` (default: ``$PREFIXCACHE_ALLOCATOR``, else the family's bundled
     allocator) through its family (``family`` if named, else detected) and detect its
-    capabilities. ``options`` go to :meth:`Family.load_target` (``allocator_type``,
-    ``disable``, ``step_timeout``). A target that cannot be built is a :class:`TargetError`."""
+    capabilities (:meth:`properties.core.family.Family.load_target`). A target that cannot
+    be built is a :class:`TargetError`."""
     spec = spec or os.environ.get(ENV_VAR) or None
-    return families.select(spec, family).load_target(spec, **options)
+    return families.select(spec, family).load_target(
+        spec, allocator_type=allocator_type, disable=disable, step_timeout=step_timeout)
 
 
 def resolve_types(specs: Iterable[Any]) -> Iterable[type[BaseException]]:

@@ -27,6 +27,7 @@ from models.families.v0.capabilities import (
     tolerating,
 )
 from models.families.v0.oracle import Oracle, OutOfContract
+from properties.core.family import Family
 from properties.core.targets import (
     ENV_VAR,
     Target,
@@ -51,14 +52,15 @@ MAX_CHUNKS = 32
 class V0Family:
     """The v0 block-manager family."""
 
-    name = "v0"
-    description = "vLLM v0 / Aphrodite block manager (CpuGpuBlockAllocator.create factories)"
-    default_spec = DEFAULT_SPEC
-    machines_dir = Path(__file__).resolve().parent
+    name: str = "v0"
+    description: str = ("vLLM v0 / Aphrodite block manager "
+                        "(CpuGpuBlockAllocator.create factories)")
+    default_spec: str = DEFAULT_SPEC
+    machines_dir: Path = Path(__file__).resolve().parent
     out_of_contract: type[Exception] = OutOfContract
-    block_fields = ("prev", "block", "blocks")
-    table_fields = ("table",)
-    pool_fields = (("num_gpu_blocks", 1), ("num_cpu_blocks", 0))
+    block_fields: tuple[str, ...] = ("prev", "block", "blocks")
+    table_fields: tuple[str, ...] = ("table",)
+    pool_fields: tuple[tuple[str, int], ...] = (("num_gpu_blocks", 1), ("num_cpu_blocks", 0))
     tolerable: Mapping[str, str] = TOLERABLE
 
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
@@ -203,8 +205,8 @@ class V0Family:
 
     # ----------------------------------------------------------------- fuzzing
 
-    fuzz_levels = ("block_level", "sequence_level", "hashing")
-    weak_hash_levels = ("hashing",)
+    fuzz_levels: tuple[str, ...] = ("block_level", "sequence_level", "hashing")
+    weak_hash_levels: tuple[str, ...] = ("hashing",)
 
     @property
     def max_ops(self) -> int:
@@ -247,4 +249,6 @@ class V0Family:
         return format_program(config, program, outcomes)
 
 
-FAMILY = V0Family()
+#: The object the registry loads (entry point ``prefixcache.families`` ``v0``); typed as the
+#: protocol so mypy checks that the family implements all of it.
+FAMILY: Family = V0Family()
