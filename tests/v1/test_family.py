@@ -51,8 +51,6 @@ def test_the_core_target_wraps_the_pool_target() -> None:
         FAMILY.load_target(disable=["lru"])
     with pytest.raises(TargetError, match="one allocator type"):
         FAMILY.load_target(allocator_type="naive")
-    with pytest.raises(TypeError):
-        FAMILY.load_target(colour="red")
 
 
 def test_a_hanging_call_is_a_target_violation_with_its_program() -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,22 +160,21 @@ class V1Family:
             return False
         return returns is PoolTarget or returns == "PoolTarget"
 
-    def load_target(self, spec: str | None = None, **options: Any) -> Target:
-        """``spec`` (None: ``$PREFIXCACHE_POOL`` or the bundled pool). Options: ``step_timeout``;
-        ``allocator_type`` (a pool has one kind: ``prefix_caching``, the CLI's default, or
-        ``block_pool``); ``disable`` (the v1 family has no feature to switch off: must be
-        empty). The core target's ``caps`` is the :class:`PoolTarget` (:func:`pool_of`)."""
-        unknown = set(options) - {"step_timeout", "allocator_type", "disable"}
-        if unknown:
-            raise TypeError(f"unknown v1 target options: {sorted(unknown)}")
-        kind = options.get("allocator_type") or "prefix_caching"
-        if kind not in ("prefix_caching", "block_pool"):
-            raise TargetError(f"the v1 family has one allocator type, not {kind!r}")
-        if tuple(options.get("disable") or ()):
+    def load_target(self, spec: str | None = None, *, allocator_type: str = "prefix_caching",
+                    disable: Iterable[str] = (), step_timeout: float | str | None = None
+                    ) -> Target:
+        """``spec`` (None: ``$PREFIXCACHE_POOL`` or the bundled pool). A pool has one kind
+        (``prefix_caching``, the core's default, or ``block_pool``) and no feature to switch
+        off (``disable`` must be empty). The core target's ``caps`` is the
+        :class:`PoolTarget` (:func:`pool_of`)."""
+        if allocator_type not in ("prefix_caching", "block_pool"):
+            raise TargetError(f"the v1 family has one allocator type, not {allocator_type!r}")
+        disabled = tuple(disable)
+        if disabled:
             raise TargetError("the v1 family has no features to disable "
-                              f"(--disable-feature {', '.join(options['disable'])})")
+                              f"(--disable-feature {', '.join(disabled)})")
         chosen = spec or os.environ.get(targets.ENV_VAR) or self.default_spec
-        seconds = step_timeout_setting(options.get("step_timeout"))
+        seconds = step_timeout_setting(step_timeout)
         pool = targets.load(chosen, step_timeout=seconds)
         return Target(spec=chosen, factory=pool.pool_cls, caps=pool, name=pool.name,
                       version=pool.version, misuse_types=pool.misuse_types,
