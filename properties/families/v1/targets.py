@@ -82,17 +82,23 @@ def from_modules(mods: upstream.V1Modules, name: str = "vllm") -> PoolTarget:
                       hash_fn=upstream.hash_function(mods), caps=upstream.capabilities(mods))
 
 
+_FETCH_FAILED: dict[str, UpstreamSourceMissing] = {}
+
+
 def _release(version: str) -> PoolTarget:
     """A release's pool; its wheel is fetched into the cache on first use (pip, no
     dependencies), an unreachable index is an ``UpstreamSourceMissing`` naming the command."""
     if upstream.cached_wheel(version) is None and not upstream.source_from_env(version):
+        if version in _FETCH_FAILED:  # one attempt per process: the index stays unreachable
+            raise _FETCH_FAILED[version]
         try:
             upstream.fetch(version)
         except UpstreamSourceMissing as exc:
-            raise UpstreamSourceMissing(
+            _FETCH_FAILED[version] = UpstreamSourceMissing(
                 f"vllm {version} is not cached and fetching it failed (is the package index "
                 f"reachable?): {exc}; fetch it with `{upstream.FETCH_COMMAND} --version "
-                f"{version}` or set ${upstream.SOURCE_ENV} to a wheel or source tree") from exc
+                f"{version}` or set ${upstream.SOURCE_ENV} to a wheel or source tree")
+            raise _FETCH_FAILED[version] from exc
     return from_modules(upstream.load_vllm_v1(version=version))
 
 
