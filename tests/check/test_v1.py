@@ -43,7 +43,7 @@ def test_the_bundled_pool_conforms_with_family_v1(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args", [("--family", "v9"),
-                                  ("--family", "v1", "--write-xfails", "out.json"),
+                                  ("--family", "v1", "--allocator-type", "naive"),
                                   ("--family", "v1", "--disable-feature", "lru")])
 def test_usage_errors_exit_2(tmp_path: Path, args: tuple[str, ...]) -> None:
     code, out, _ = check(tmp_path, *args, *BUDGET)
@@ -130,3 +130,18 @@ def test_the_old_pool_options_select_the_v1_tests_only(tmp_path: Path) -> None:
     assert "properties/families/v1/test_pool_level.py::TestPoolLevel::test_block_pool" in tests
     assert sum("test_expected_failure[" in t for t in tests) == len(
         json.loads(XFAILS.read_text(encoding="utf-8")))
+
+
+@needs_wheel
+def test_write_xfails_adopts_the_v1_deviations_then_the_check_ratchets(tmp_path: Path) -> None:
+    written = tmp_path / "adopted.xfails.json"
+    code, out, _ = check(tmp_path, "--allocator", UPSTREAM, "--write-xfails", str(written),
+                         *BUDGET)
+    assert code == 1, out
+    entries = json.loads(written.read_text(encoding="utf-8"))
+    assert entries and all(e["allocator_type"] == "block_pool" and not e.get("flaky")
+                           for e in entries), entries
+    code, out, _ = check(tmp_path, "--allocator", UPSTREAM, "--xfails-file", str(written),
+                         *BUDGET)
+    assert code == 0, out
+    assert f"expected failures met: {len(entries)} entries" in out
