@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 from models.families.v1 import ops
-from properties.families.v1.reproducer import render
-from properties.families.v1.test_expected_failures import config_of
+from properties.families.v1.reproducer import config_of, render
 
 
 def main(argv: list[str]) -> int:
@@ -24,7 +23,7 @@ def main(argv: list[str]) -> int:
             version = entry["versions"][0]
             program = [ops.from_json(r) for r in entry["program"]]
             title = f"{entry['id']} ({entry['class']}, {entry['family']}): vLLM {version}."
-            text = render(version, config_of(entry), program, title,
+            text = render(version, config_of(entry["config"]), program, title,
                           touch_per_group=version == "0.11.0")
             (out_dir / f"{entry['id']}.py").write_text(text, encoding="utf-8")
     return 0

@@ -12,7 +12,11 @@ Where upstream is a defect the pool departs from it; each departure is listed in
 
 from __future__ import annotations
 
-#: Capability claims read by the suite (same vocabulary as the v0 package).
-PREFIXCACHE_CLAIMS = frozenset({"atomic", "typed_errors", "lru", "misuse_errors"})
+from prefixcache.errors import PrefixCacheError
+
+#: Capability claims read by the suite (the v0 package's vocabulary): misuse raises a
+#: ``PrefixCacheError`` and leaves the pool as it was.
+PREFIXCACHE_CLAIMS = {"name": "prefixcache", "atomic": True, "typed_errors": True, "lru": True,
+                      "misuse_errors": (PrefixCacheError,)}
 
 __all__ = ["PREFIXCACHE_CLAIMS"]

@@ -37,6 +37,9 @@ EPILOG = """exit status:
   2  usage error, or the target cannot be loaded or built
 
 examples:
+  prefixcache check --family v1
+  prefixcache check --allocator properties.upstream:vllm_v1_block_pool \\
+      --xfails-file conformance/vllm-0.33.xfails.json
   prefixcache check --allocator properties.upstream:vllm_v0_allocator --all \\
       --write-xfails vllm.xfails.json
   prefixcache check --allocator properties.upstream:vllm_v0_allocator \\

@@ -39,6 +39,7 @@ ENTRY_POINT_GROUP = "prefixcache.families"
 #: The families of this checkout, used when no entry point is installed (``NAME``, ``module:attr``).
 BUILTIN: tuple[tuple[str, str], ...] = (
     ("v0", "properties.families.v0.family:FAMILY"),
+    ("v1", "properties.families.v1.family:FAMILY"),
 )
 #: The family a target belongs to when none is named and none accepts it.
 DEFAULT_FAMILY = "v0"

@@ -146,7 +146,11 @@ def _tokens(op: Op) -> Iterator[int]:
 def load_expected(path: str | None) -> list[ExpectedFailure]:
     if not path:
         return []
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return parse_expected(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def parse_expected(data: Sequence[dict[str, Any]]) -> list[ExpectedFailure]:
+    """The entries of an xfails file's JSON list (see the module docstring)."""
     entries = []
     for e in data:
         match = e.get("match", {})

@@ -188,6 +188,15 @@ def _body(script: str) -> str:
     return script.split('"""\n', 1)[-1] if script.startswith('"""') else script
 
 
+def _shape(cfg: dict[str, Any]) -> str:
+    """The pool shape of a replay: the block manager's geometry in words, any other family's
+    config as its fields."""
+    if {"block_size", "num_gpu_blocks", "num_cpu_blocks"} <= set(cfg):
+        return (f"block_size {cfg['block_size']}, {cfg['num_gpu_blocks']} GPU and "
+                f"{cfg['num_cpu_blocks']} CPU blocks")
+    return ", ".join(f"{k} {v}" for k, v in cfg.items())
+
+
 def _where(dev: Deviation) -> str:
     tests = ", ".join(label(t) for t in dev.tests)
     return f"met {dev.count}x in {tests}"
@@ -208,10 +217,8 @@ def render_terminal(deviations: list[Deviation], collector: Collector, verdicts:
                   f"{', '.join(dev.steps_before) or 'nothing'}", ""]
         lines += [f"   {line}" for line in dev.message.splitlines()]
         if dev.program:
-            cfg = dev.config
-            lines += ["", f"   replay ({len(dev.program)} step(s), block_size "
-                          f"{cfg['block_size']}, {cfg['num_gpu_blocks']} GPU and "
-                          f"{cfg['num_cpu_blocks']} CPU blocks):", ""]
+            lines += ["", f"   replay ({len(dev.program)} step(s), {_shape(dev.config)}):",
+                      ""]
             lines += [f"   {line}".rstrip() for line in _body(dev.script).splitlines()]
     hit = sorted({f.message.rsplit("(expected: ", 1)[-1].rstrip(")") for f in collector.expected})
     if hit:

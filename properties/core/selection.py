@@ -5,12 +5,14 @@ imported fails the tests that use it, not the whole session. The per-step time l
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
 from properties.core import family as families
 from properties.core.targets import (
+    ENV_VAR,
     Target,
     load_target,
     set_session_step_timeout,
@@ -39,6 +41,17 @@ def select(spec: str | None = None, *, allocator_type: str = "prefix_caching",
     set_session_step_timeout(step_timeout)  # also for targets loaded elsewhere (variants)
     _choice = (spec, allocator_type, tuple(disable), step_timeout)
     _family = family
+
+
+def family_of(spec: str | None, name: str | None = None) -> str:
+    """The name of the family that judges ``spec`` (default ``$PREFIXCACHE_ALLOCATOR``):
+    ``name`` if given, else the family that accepts it, else the default family."""
+    return families.select(spec or os.environ.get(ENV_VAR) or None, name).name
+
+
+def family_name() -> str:
+    """The name of the selected target's family (without loading the target)."""
+    return family_of(_choice[0], _family)
 
 
 def step_timeout() -> float | None:

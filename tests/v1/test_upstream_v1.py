@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from properties.families.v0.upstream import UpstreamSourceInvalid, UpstreamSourceMissing
+from properties.core.sources import UpstreamSourceInvalid, UpstreamSourceMissing
 from properties.families.v1 import upstream as v1
 
 RELEASES = [v for v in v1.SUPPORTED_VERSIONS if v1.cached_wheel(v) is not None]

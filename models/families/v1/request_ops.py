@@ -17,6 +17,11 @@ from typing import Any, ClassVar
 class ROp:
     name: ClassVar[str] = ""
 
+    @property
+    def kind(self) -> str:
+        """The operation kind, as the core's signatures and ``match.ops`` rules read it."""
+        return self.name
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.name}
         for f in fields(self):

@@ -44,16 +44,30 @@ import importlib.util
 import logging
 import os
 import re
-import subprocess
 import sys
 import threading
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from email.parser import Parser
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any, Protocol
+
+from properties.core.sources import (
+    Entry,
+    PlanFinder,
+    PlanLoader,
+    Runner,
+    SourceFile,
+    UpstreamError,
+    UpstreamSourceInvalid,
+    UpstreamSourceMissing,
+    cache_dir,
+    is_ours,
+    parse_metadata,
+    pip_download,
+    with_packages,
+)
 
 __all__ = [
     "APHRODITE_FETCH_COMMAND",
@@ -88,22 +102,6 @@ APHRODITE_WHEEL = "aphrodite_engine-0.6.5-cp38-abi3-manylinux1_x86_64.whl"
 APHRODITE_FETCH_COMMAND = "python -m properties.upstream fetch aphrodite"
 VLLM_SOURCE_ENV = "PREFIXCACHE_VLLM_SOURCE"
 APHRODITE_SOURCE_ENV = "PREFIXCACHE_APHRODITE_SOURCE"
-
-# Attribute set on every module this loader creates; its value is the origin.
-_MARKER = "__prefixcache_upstream__"
-
-
-class UpstreamError(ImportError):
-    """Base of every error raised while locating or loading upstream code."""
-
-
-class UpstreamSourceMissing(UpstreamError):
-    """No upstream source was given and none could be found."""
-
-
-class UpstreamSourceInvalid(UpstreamError):
-    """A source exists but is not usable: bad path, missing modules, unknown imports."""
-
 
 @dataclass(frozen=True)
 class UpstreamModules:
@@ -322,26 +320,13 @@ _APHRODITE = _Flavour(
 
 
 @dataclass(frozen=True)
-class _SourceFile:
-    text: str
-    filename: str  # shown in tracebacks; a real path for trees
-
-
-@dataclass(frozen=True)
 class _Source:
     """The upstream files of one source, keyed by dotted name relative to ``top``."""
 
     key: str
     origin: str
     version: str
-    files: Mapping[str, _SourceFile]
-
-
-def cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/prefixcache`` (absolute XDG paths only), else ``~/.cache/prefixcache``."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
-    return base / "prefixcache"
+    files: Mapping[str, SourceFile]
 
 
 def cached_vllm_wheel() -> Path:
@@ -361,19 +346,13 @@ def _wanted_paths(flavour: _Flavour) -> dict[str, PurePosixPath]:
     return {name: PurePosixPath(*name.split(".")).with_suffix(".py") for name in names}
 
 
-def _check_complete(flavour: _Flavour, files: Mapping[str, _SourceFile], origin: str) -> None:
+def _check_complete(flavour: _Flavour, files: Mapping[str, SourceFile], origin: str) -> None:
     missing = [m for m in _BLOCK_MODULES if f"{flavour.block_package}.{m}" not in files]
     if not any(e in files for e in flavour.evictors):
         missing.append(" or ".join(flavour.full(e) for e in flavour.evictors))
     if missing:
         names = ", ".join(m if "." in m else flavour.block(m) for m in missing)
         raise UpstreamSourceInvalid(f"{origin}: upstream modules missing: {names}")
-
-
-def _parse_metadata(text: str) -> str | None:
-    message = Parser().parsestr(text, headersonly=True)
-    name, version = message.get("Name"), message.get("Version")
-    return f"{name} {version}" if name and version else None
 
 
 def _tree_source(flavour: _Flavour, path: Path) -> _Source:
@@ -393,17 +372,17 @@ def _tree_source(flavour: _Flavour, path: Path) -> _Source:
             f"{d}/{flavour.block_package.replace('.', '/')}/" for d in flavour.package_dirs
         )
         raise UpstreamSourceInvalid(f"{path}: no {layouts} in this directory")
-    files: dict[str, _SourceFile] = {}
+    files: dict[str, SourceFile] = {}
     for name, rel in _wanted_paths(flavour).items():
         file = root / rel
         if file.is_file():
-            files[name] = _SourceFile(file.read_text(encoding="utf-8"), str(file))
+            files[name] = SourceFile(file.read_text(encoding="utf-8"), str(file))
     origin = str(root)
     _check_complete(flavour, files, origin)
     version = "unknown"
     dist_name = root.name.replace("_", "-")
     for meta in sorted(root.parent.glob("*.dist-info/METADATA")):
-        parsed = _parse_metadata(meta.read_text(encoding="utf-8", errors="replace"))
+        parsed = parse_metadata(meta.read_text(encoding="utf-8", errors="replace"))
         if parsed is not None and parsed.split(" ")[0].lower().replace("_", "-") == dist_name:
             version = parsed
             break
@@ -436,19 +415,19 @@ def _zip_source(flavour: _Flavour, path: Path) -> _Source:
                 )
             prefix = prefixes[0]
             present = set(names)
-            files: dict[str, _SourceFile] = {}
+            files: dict[str, SourceFile] = {}
             for name, rel in _wanted_paths(flavour).items():
                 member = f"{prefix}/{rel}"
                 if member in present:
                     text = archive.read(member).decode("utf-8")
-                    files[name] = _SourceFile(text, f"{path}/{member}")
+                    files[name] = SourceFile(text, f"{path}/{member}")
             version = "unknown"
             parent = prefix.rpartition("/")[0]
             for member in names:
                 head, _, tail = member.rpartition("/")
                 sibling = head.endswith(".dist-info") and head.rpartition("/")[0] == parent
                 if tail == "METADATA" and sibling:
-                    parsed = _parse_metadata(archive.read(member).decode("utf-8", "replace"))
+                    parsed = parse_metadata(archive.read(member).decode("utf-8", "replace"))
                     if parsed is not None:
                         version = parsed
                         break
@@ -470,103 +449,23 @@ def _read_source(flavour: _Flavour, source: str | os.PathLike[str]) -> _Source:
     raise UpstreamSourceInvalid(f"{path}: no such file or directory")
 
 
-# --------------------------------------------------------------------------- #
-# Import machinery: a meta path finder that serves exactly the planned names.
-# --------------------------------------------------------------------------- #
-
-
-@dataclass(frozen=True)
-class _Entry:
-    package: bool
-    stub: Callable[[ModuleType], None] | None = None
-    file: _SourceFile | None = None
-
-
-class _PlanLoader(importlib.abc.InspectLoader):
-    """Creates the planned modules: synthetic packages, engine stubs, upstream sources."""
-
-    def __init__(self, entries: Mapping[str, _Entry], origin: str) -> None:
-        self._entries = entries
-        self._origin = origin
-        self.stubbed: list[str] = []
-
-    def is_package(self, fullname: str) -> bool:
-        return self._entry(fullname).package
-
-    def get_source(self, fullname: str) -> str | None:
-        file = self._entry(fullname).file
-        return None if file is None else file.text
-
-    def exec_module(self, module: ModuleType) -> None:
-        entry = self._entry(module.__name__)
-        setattr(module, _MARKER, self._origin)
-        if entry.stub is not None:
-            entry.stub(module)
-            self.stubbed.append(module.__name__)
-        elif entry.file is not None:
-            code = compile(entry.file.text, entry.file.filename, "exec", dont_inherit=True)
-            exec(code, vars(module))
-
-    def _entry(self, fullname: str) -> _Entry:
-        try:
-            return self._entries[fullname]
-        except KeyError:
-            raise ImportError(f"{fullname} is not served by this loader", name=fullname) from None
-
-
-class _PlanFinder(importlib.abc.MetaPathFinder):
-    """Answers for the planned names only; everything else falls through."""
-
-    def __init__(self, entries: Mapping[str, _Entry], loader: _PlanLoader) -> None:
-        self._entries = entries
-        self._loader = loader
-
-    def find_spec(
-        self,
-        fullname: str,
-        path: Sequence[str] | None,
-        target: ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
-        entry = self._entries.get(fullname)
-        if entry is None:
-            return None
-        origin = entry.file.filename if entry.file is not None else None
-        spec = importlib.machinery.ModuleSpec(
-            fullname, self._loader, origin=origin, is_package=entry.package
-        )
-        if entry.package:
-            spec.submodule_search_locations = []
-        spec.has_location = origin is not None
-        return spec
-
-
-def _plan(flavour: _Flavour, source: _Source) -> dict[str, _Entry]:
-    entries: dict[str, _Entry] = {}
+def _plan(flavour: _Flavour, source: _Source) -> dict[str, Entry]:
+    entries: dict[str, Entry] = {}
     for rel, file in source.files.items():
-        entries[flavour.full(rel)] = _Entry(package=False, file=file)
+        entries[flavour.full(rel)] = Entry(package=False, file=file)
     for rel, build in flavour.stubs.items():
-        entries[flavour.full(rel)] = _Entry(package=False, stub=build)
-    for name in list(entries):
-        parts = name.split(".")
-        for depth in range(1, len(parts)):
-            parent = ".".join(parts[:depth])
-            if parent not in entries or not entries[parent].package:
-                entries[parent] = _Entry(package=True)
-    return entries
+        entries[flavour.full(rel)] = Entry(package=False, stub=build)
+    return with_packages(entries)
 
 
 def _owned_names(top: str) -> list[str]:
     return [n for n in sys.modules if n == top or n.startswith(top + ".")]
 
 
-def _is_ours(module: ModuleType | None) -> bool:
-    return module is not None and hasattr(module, _MARKER)
-
-
 def _real_package_importable(top: str) -> bool:
     module = sys.modules.get(top)
     if module is not None:
-        return not _is_ours(module)
+        return not is_ours(module)
     try:
         return importlib.util.find_spec(top) is not None
     except (ImportError, ValueError):
@@ -576,8 +475,8 @@ def _real_package_importable(top: str) -> bool:
 def _execute(flavour: _Flavour, source: _Source, register: bool) -> UpstreamModules:
     """Run the planned imports; leave ``sys.modules`` untouched unless ``register``."""
     entries = _plan(flavour, source)
-    loader = _PlanLoader(entries, source.origin)
-    finder = _PlanFinder(entries, loader)
+    loader = PlanLoader(entries, source.origin)
+    finder = PlanFinder(entries, loader)
     saved = {name: sys.modules.pop(name) for name in _owned_names(flavour.top)}
     if register and saved:
         raise UpstreamError(f"internal: {flavour.top} is already in sys.modules")
@@ -642,7 +541,7 @@ def _installed_package_dir(top: str) -> Path | None:
     """The directory of an installed, not-ours ``top`` package, found without importing it."""
     module = sys.modules.get(top)
     if module is not None:
-        if _is_ours(module):
+        if is_ours(module):
             return None
         locations = list(getattr(module, "__path__", []))
     else:
@@ -799,56 +698,24 @@ def prefixcache_claims(factory: Any) -> dict[str, Any]:
             "typed_errors": False}
 
 
-class _Runner(Protocol):
-    def __call__(self, args: list[str], *, check: bool) -> object: ...
-
-
-def _pip_download(requirement: str, dest: Path, wheel: str, extra: Sequence[str],
-                  runner: _Runner | None) -> Path:
-    """``pip download --no-deps`` of ``requirement`` into ``dest``; return the wheel there whose
-    name matches the glob ``wheel`` (an exact file name, or a pattern where the platform tag
-    varies by release).
-
-    An existing wheel is kept. Raises ``UpstreamSourceMissing`` if pip fails or no such wheel
-    is there afterwards.
-    """
-    found = sorted(dest.glob(wheel))
-    if found:
-        return found[0]
-    dest.mkdir(parents=True, exist_ok=True)
-    run: _Runner = subprocess.run if runner is None else runner
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", *extra,
-               "--dest", str(dest), requirement]
-    try:
-        run(command, check=True)
-    except subprocess.CalledProcessError as exc:
-        raise UpstreamSourceMissing(
-            f"`{' '.join(command)}` failed with exit code {exc.returncode}"
-        ) from exc
-    found = sorted(dest.glob(wheel))
-    if not found:
-        raise UpstreamSourceMissing(f"pip finished but no {wheel} is in {dest}")
-    return found[0]
-
-
-def fetch_vllm_block(dest: Path | None = None, runner: _Runner | None = None) -> Path:
+def fetch_vllm_block(dest: Path | None = None, runner: Runner | None = None) -> Path:
     """Download the vllm-block wheel into ``dest`` (default: the cache) with pip; return its path.
 
     An existing wheel is kept. Raises ``UpstreamSourceMissing`` if pip ran but the
     wheel is not there afterwards.
     """
     target_dir = cache_dir() if dest is None else dest
-    return _pip_download(VLLM_BLOCK_REQUIREMENT, target_dir, VLLM_BLOCK_WHEEL, (), runner)
+    return pip_download(VLLM_BLOCK_REQUIREMENT, target_dir, VLLM_BLOCK_WHEEL, (), runner)
 
 
-def fetch_aphrodite(dest: Path | None = None, runner: _Runner | None = None) -> Path:
+def fetch_aphrodite(dest: Path | None = None, runner: Runner | None = None) -> Path:
     """Download the aphrodite-engine 0.6.5 wheel into ``dest`` (default: the cache); return it.
 
     The wheel is binary but only read as a zip, so its platform is asked for explicitly: the
     same file is fetched on any host. Nothing is installed.
     """
     target_dir = cache_dir() if dest is None else dest
-    return _pip_download(APHRODITE_REQUIREMENT, target_dir, APHRODITE_WHEEL,
+    return pip_download(APHRODITE_REQUIREMENT, target_dir, APHRODITE_WHEEL,
                          ("--only-binary=:all:", "--platform", "manylinux1_x86_64"), runner)
 
 

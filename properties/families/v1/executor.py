@@ -9,7 +9,6 @@ any request can ask for through ``get_cached_block``). Programs replay without H
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from models.families.v1.events import Replay, external
 from models.families.v1.keys import check_keys
 from models.families.v1.pool_model import PoolConfig, PoolModel
 from properties.families.v1.adapter import PoolAdapter
+from properties.families.v1.stepping import ProgramExecutor
 from properties.families.v1.targets import PoolTarget
 
 
@@ -35,8 +35,9 @@ class Finding:
         return f"[ROBUSTNESS] {self.target}: {self.kind}: {self.detail}"
 
 
-class Executor:
+class Executor(ProgramExecutor[ops.Op]):
     def __init__(self, target: PoolTarget, config: PoolConfig) -> None:
+        super().__init__(target.step_timeout)
         self.target = target
         self.config = config
         self.model = PoolModel(config, target.model_caps)
@@ -45,26 +46,9 @@ class Executor:
         self.hashes: list[list[bytes]] = []
         self.replay = Replay()
         self.unannounceable: set[object] = set()  # hashes of null/masked (never keyed) blocks
-        self.program: list[ops.Op] = []
 
-    # ---------------------------------------------------------------- one step
-    def step(self, op: ops.Op) -> Any:
-        self.program.append(op)
-        try:
-            result = self._apply(op)
-            self.check()
-        except Violation as v:
-            v.add_note("program: " + json.dumps(ops.program_json(self.program)))
-            raise v.at(op, len(self.program) - 1) from None
-        return result
-
-    def _call(self, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except Violation:
-            raise
-        except Exception as exc:
-            raise Violation(Family.CRASH, f"raised {type(exc).__name__}: {exc}") from exc
+    def _program_json(self, program: list[ops.Op]) -> list[dict[str, Any]]:
+        return ops.program_json(program)
 
     def _apply(self, op: ops.Op) -> Any:
         m, a = self.model, self.adapter
@@ -258,7 +242,9 @@ class Executor:
     def _cache_beyond(self, pool: Any, arg: int) -> bool:
         """cache_full_blocks with num_full beyond the request's hashes (``False``: too few
         free blocks to try)."""
-        req = stand_in_request(self.adapter, 0)
+        hashed = [r for r in self.adapter.requests if r.block_hashes]
+        # A request with hashes, so a pool that keys some before it refuses shows it.
+        req = hashed[arg % len(hashed)] if hashed else stand_in_request(self.adapter, 0)
         n = len(req.block_hashes) + 1 + arg % 2
         blocks = [pool.blocks[i] for i in self.model.free[:n]]
         if len(blocks) < n:

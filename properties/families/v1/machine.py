@@ -22,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.pool_model import PoolConfig
+from properties.core.plugin import PROGRESS
 from properties.families.v1.executor import Executor, Finding
 from properties.families.v1.targets import PoolTarget
 
@@ -72,6 +73,7 @@ class PoolMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        PROGRESS.examples += 1
         self.ex = Executor(self.target, self.config)
         self.tables: list[Table] = []
 
@@ -81,6 +83,9 @@ class PoolMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ helpers
     def step(self, op: ops.Op) -> Any:
+        PROGRESS.steps += 1
+        if PROGRESS.ticker is not None:
+            PROGRESS.ticker()
         return self.ex.step(op)
 
     @property

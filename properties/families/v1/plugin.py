@@ -1,50 +1,80 @@
-"""pytest plugin of the v1 family (entry point ``prefixcache_v1``).
+"""pytest plugin of the v1 family (entry point ``prefixcache_v1``): the core's options reach v1.
 
-Options: ``--pool SPEC`` picks the v1 target (default ``$PREFIXCACHE_POOL``, else the bundled
-``prefixcache.v1.core.block_pool:BlockPool`` when importable, else vLLM 0.33.0's pool);
-``--pool-xfails-file FILE`` lists the target's known deviations (``conformance/*.xfails.json``
-format: ``id``, ``family``, ``class``, ``explanation``, ``versions``, ``config``, ``program``,
-``match``). Family selection: with ``--allocator`` and no ``--pool`` the v1 tests are
-deselected; with ``--pool`` and no ``--allocator`` the v0 tests under ``properties/`` are;
-with neither (or both) both families run.
+The target and the expected failures are the core's (:mod:`properties.core.plugin`):
+``--allocator SPEC`` names a v1 pool (a ``BlockPool`` class or a function returning a
+:class:`~properties.families.v1.targets.PoolTarget`; detected, or ``--family v1``), and
+``--xfails-file FILE`` its known deviations, in the core's format (see
+:mod:`properties.families.v1.xfails`). ``--pool SPEC`` and ``--pool-xfails-file FILE`` are kept
+as aliases of the two (with ``--family v1``).
+
+Which tests run: with a family chosen (``--allocator``, ``--family``, ``--pool`` or
+``$PREFIXCACHE_ALLOCATOR``), only that family's tests under ``properties/`` (the v1 ones are
+this folder's; the request level, ``request/``, only with ``--manager``, its own target). With
+none, both families run on their bundled references (v1: ``$PREFIXCACHE_POOL``, else the
+bundled pool); an xfails file then belongs to the default family, so the v1 replays are left
+out.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from properties.core import plugin, selection
+from properties.core.plugin import ExpectedFailure
 from properties.core.targets import TargetError
 from properties.families.v1 import targets, upstream
+from properties.families.v1.family import FAMILY, pool_of
 from properties.families.v1.machine import FINDINGS
+from properties.families.v1.xfails import applies
 
 V1_DIR = Path(__file__).resolve().parent
+REQUEST_DIR = V1_DIR / "request"
 PROPERTIES_DIR = V1_DIR.parents[1]
-CONFORMANCE_DIR = PROPERTIES_DIR.parent / "conformance"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("prefixcache-v1", "vLLM v1 BlockPool conformance")
-    group.addoption("--pool", default=None, help="v1 pool spec module:callable "
-                    f"(default ${targets.ENV_VAR} or {targets.DEFAULT_SPEC} if importable, "
-                    f"else {targets.UPSTREAM_SPEC})")
+    group.addoption("--pool", default=None,
+                    help="alias of --allocator SPEC --family v1 (a v1 pool spec)")
     group.addoption("--pool-xfails-file", default=None,
-                    help="JSON list of the v1 target's expected deviations")
+                    help="alias of --xfails-file for a v1 pool")
 
 
-def load_xfails(path: str | None) -> list[dict[str, Any]]:
-    if not path:
-        return []
-    entries: list[dict[str, Any]] = json.loads(Path(path).read_text(encoding="utf-8"))
-    for e in entries:
-        missing = {"id", "family", "class", "explanation", "program", "match"} - set(e)
-        if missing:
-            raise pytest.UsageError(f"{path}: entry {e.get('id')!r} lacks {sorted(missing)}")
-    return entries
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Fold the aliases into the core's options before the core selects the target."""
+    pool = config.getoption("pool")
+    if pool:
+        allocator = config.getoption("allocator")
+        if allocator and allocator != pool:
+            raise pytest.UsageError("--pool is an alias of --allocator for the v1 family: "
+                                    "give one of them")
+        config.option.allocator = pool
+        if config.getoption("family") not in (None, FAMILY.name):
+            raise pytest.UsageError(f"--pool names a v1 pool, not a "
+                                    f"{config.getoption('family')} target")
+        config.option.family = FAMILY.name
+    pool_xfails = config.getoption("pool_xfails_file")
+    if pool_xfails:
+        xfails = config.getoption("xfails_file")
+        if xfails and xfails != pool_xfails:
+            raise pytest.UsageError("--pool-xfails-file is an alias of --xfails-file: "
+                                    "give one of them")
+        config.option.xfails_file = pool_xfails
+
+
+def _chosen(config: pytest.Config) -> bool:
+    """Whether the session names its target (so its family alone runs)."""
+    return bool(config.getoption("allocator") or config.getoption("family")
+                or os.environ.get("PREFIXCACHE_ALLOCATOR"))
+
+
+def v1_selected() -> bool:
+    return selection.family_name() == FAMILY.name
 
 
 def _under(item: pytest.Item, directory: Path) -> bool:
@@ -56,52 +86,62 @@ def _under(item: pytest.Item, directory: Path) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    v0 = config.getoption("allocator") is not None
-    v1 = config.getoption("pool") is not None
-    if v0 == v1:
-        return
+    chosen, v1 = _chosen(config), v1_selected()
+    manager = config.getoption("manager", None) is not None
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
         is_v1 = _under(item, V1_DIR)
-        is_v0 = not is_v1 and _under(item, PROPERTIES_DIR)
-        (drop if (v0 and is_v1) or (v1 and is_v0) else keep).append(item)
+        is_request = _under(item, REQUEST_DIR)
+        is_other = not is_v1 and _under(item, PROPERTIES_DIR)
+        if chosen and v1:
+            # The request level judges its own target (--manager), only when that is given.
+            unwanted = is_other or (is_request and not manager)
+        elif chosen:
+            unwanted = is_v1 and not (is_request and manager)
+        else:
+            unwanted = is_v1 and item.name.startswith("test_expected_failure")
+        (drop if unwanted else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 
-def _chosen_spec(config: pytest.Config) -> str | None:
-    return config.getoption("pool") or os.environ.get(targets.ENV_VAR) or None
-
-
 @pytest.fixture(scope="session")
 def pool_target(pytestconfig: pytest.Config) -> targets.PoolTarget:
-    spec = _chosen_spec(pytestconfig)
-    if spec is None:
-        spec = targets.default_spec()
-        if spec == targets.UPSTREAM_SPEC and upstream.cached_wheel() is None:
-            pytest.skip(f"the bundled v1 pool is not importable and no vllm wheel is cached "
-                        f"(`{upstream.FETCH_COMMAND}`)")
+    """The selected v1 target (``--allocator``), or with no v1 target chosen the v1 default:
+    ``$PREFIXCACHE_POOL``, else the bundled pool."""
+    if v1_selected():
+        try:
+            return pool_of(selection.current_target())
+        except (TargetError, ImportError) as exc:
+            raise pytest.UsageError(f"--allocator: {exc}") from None
+    spec = os.environ.get(targets.ENV_VAR) or targets.default_spec()
+    if spec == targets.UPSTREAM_SPEC and upstream.cached_wheel() is None:
+        pytest.skip(f"the bundled v1 pool is not importable and no vllm wheel is cached "
+                    f"(`{upstream.FETCH_COMMAND}`)")
     try:
         return targets.load(spec)
     except (TargetError, ImportError) as exc:
-        raise pytest.UsageError(f"--pool {spec}: {exc}") from None
+        raise pytest.UsageError(f"${targets.ENV_VAR} {spec}: {exc}") from None
 
 
 @pytest.fixture(scope="session")
-def pool_xfails(pytestconfig: pytest.Config, pool_target: targets.PoolTarget
-                ) -> list[dict[str, Any]]:
-    """The xfails file's entries for this target's version. Without the option, a run that
-    fell back to upstream vLLM (no ``--pool``, bundled pool absent) uses the repository's
-    ``conformance/vllm-<minor>.xfails.json``."""
-    path = pytestconfig.getoption("pool_xfails_file")
-    if path is None and _chosen_spec(pytestconfig) is None and pool_target.name == "vllm":
-        minor = ".".join(pool_target.version.split(".")[:2])
-        candidate = CONFORMANCE_DIR / f"vllm-{minor}.xfails.json"
-        path = str(candidate) if candidate.is_file() else None
-    entries = load_xfails(path)
-    return [e for e in entries if pool_target.version in e.get("versions", [pool_target.version])]
+def pool_raw_xfails(pytestconfig: pytest.Config, pool_target: targets.PoolTarget
+                    ) -> list[dict[str, Any]]:
+    """The xfails file's entries as written, those for this target's version (a v1 run only)."""
+    if not v1_selected():
+        return []
+    raw = plugin.load_raw(pytestconfig.getoption("xfails_file"))
+    return [e for e in raw if applies(e, pool_target.version)]
+
+
+@pytest.fixture(scope="session")
+def pool_xfails(pytestconfig: pytest.Config, pool_raw_xfails: list[dict[str, Any]]
+                ) -> list[ExpectedFailure]:
+    """The core's entries for this target's version (a v1 run only)."""
+    ids = {e["id"] for e in pool_raw_xfails}
+    return [e for e in plugin.expected_entries(pytestconfig) if e.id in ids]
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -1,16 +1,23 @@
-"""Plain reproducer scripts: a v1 program as direct calls on the upstream pool.
+"""Plain reproducer scripts: a v1 program as direct calls on a pool.
 
-The script loads the release through :mod:`properties.families.v1.upstream` (no torch), builds the
-stand-in requests and hashes them with the release's own hasher, then makes exactly the
-program's calls and prints what a reader needs to see (the events, the queue, the keys).
+A script builds the pool (a vLLM release through :mod:`properties.families.v1.upstream`, no
+torch; any other target from its spec), builds the stand-in requests and hashes them with the
+target's own hasher, then makes exactly the program's calls and prints what a reader needs to
+see (the events, the queue, the keys). :func:`render` writes the conformance scripts of a
+release; :func:`render_check` the deviations ``prefixcache check`` reports for any target,
+ending with a replay of the same program under the model (which raises the violation).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.pool_model import PoolConfig
+from properties.families.v1.targets import PoolTarget
 
 
 def _req_line(i: int, r: ops.Req) -> str:
@@ -32,22 +39,60 @@ def _names(program: Sequence[ops.Op]) -> list[str]:
     return sorted(names)
 
 
+def _ctor(config: PoolConfig, hash_block_size: bool) -> str:
+    if hash_block_size:
+        return (f"BlockPool({config.num_blocks}, True, {config.hash_block_size}, "
+                f"enable_kv_cache_events={config.events})")
+    return f"BlockPool({config.num_blocks}, True, enable_kv_cache_events={config.events})"
+
+
+def release_prelude(version: str, config: PoolConfig) -> list[str]:
+    """Build ``pool`` and ``hasher`` from vLLM ``version``'s wheel."""
+    return [
+        "from properties.families.v1.upstream import hash_function, load_vllm_v1",
+        "",
+        f"m = load_vllm_v1(version={version!r})",
+        f"pool = m.block_pool.{_ctor(config, version != '0.11.0')}",
+        f"hasher = m.kv_cache_utils.get_request_block_hasher({config.hash_block_size}, "
+        "hash_function(m))",
+    ]
+
+
+def target_prelude(target: PoolTarget, config: PoolConfig) -> list[str]:
+    """Build ``pool`` and ``hasher`` for ``target``: a vLLM release from its wheel, a pool class
+    by importing it, any other spec through :func:`properties.families.v1.targets.load`."""
+    if target.name == "vllm" and target.spec.startswith("properties.upstream:"):
+        return release_prelude(target.version, config)
+    module, _, path = target.spec.partition(":")
+    if path == "BlockPool" and target.pool_cls.__name__ == "BlockPool":
+        return [
+            f"from {module} import BlockPool",
+            f"from {target.kv_cache_utils.__name__} import get_request_block_hasher",
+            f"from {target.hash_fn.__module__} import {target.hash_fn.__name__} as hash_fn",
+            "",
+            f"pool = {_ctor(config, target.caps.hash_block_size)}",
+            f"hasher = get_request_block_hasher({config.hash_block_size}, hash_fn)",
+        ]
+    return [
+        "from models.families.v1.pool_model import PoolConfig",
+        "from properties.families.v1.targets import load",
+        "",
+        f"target = load({target.spec!r})",
+        f"pool = target.create({config!r})",
+        f"hasher = target.hasher({config.hash_block_size})",
+    ]
+
+
 def render(version: str, config: PoolConfig, program: Sequence[ops.Op], title: str,
-           touch_per_group: bool = False) -> str:
+           touch_per_group: bool = False, prelude: Sequence[str] | None = None) -> str:
+    """A script making ``program``'s calls (``prelude``: the lines building ``pool`` and
+    ``hasher``; default: vLLM ``version``'s)."""
     sizes = config.group_block_sizes
-    ctor = (f"BlockPool({config.num_blocks}, True, {config.hash_block_size}, "
-            f"enable_kv_cache_events={config.events})" if version != "0.11.0" else
-            f"BlockPool({config.num_blocks}, True, enable_kv_cache_events={config.events})")
     lines = [
         f'"""{title}"""',
         "",
         "from properties.families.v1.stand_ins import " + ", ".join(_names(program)),
-        "from properties.families.v1.upstream import hash_function, load_vllm_v1",
-        "",
-        f"m = load_vllm_v1(version={version!r})",
-        f"pool = m.block_pool.{ctor}",
-        f"hasher = m.kv_cache_utils.get_request_block_hasher({config.hash_block_size}, "
-        "hash_function(m))",
+        *(release_prelude(version, config) if prelude is None else prelude),
         "B = pool.blocks",
         "",
     ]
@@ -85,3 +130,36 @@ def render(version: str, config: PoolConfig, program: Sequence[ops.Op], title: s
               "pool.free_block_queue.get_all_free_blocks()])",
               "print('ref_cnt', [b.ref_cnt for b in B])", ""]
     return "\n".join(lines)
+
+
+def render_check(target: PoolTarget, config: PoolConfig, program: Sequence[ops.Op],
+                 violation: Violation | None = None) -> str:
+    """The reproducer of a deviation ``prefixcache check`` found on ``target``: the calls, then
+    (run as a script) the same program replayed under the model, which raises the violation."""
+    title = "Counterexample found by prefixcache (v1 family)."
+    if violation is not None:
+        title += "\n\n" + str(violation).replace('"' * 3, "'" * 3)
+    body = render(target.version, config, program, title, target.caps.touch_per_group,
+                  prelude=target_prelude(target, config))
+    return body + "\n".join([
+        "",
+        'if __name__ == "__main__":',
+        "    # Re-run the same program under the model; raises the violation above.",
+        "    from properties.families.v1.family import check_program",
+        f"    check_program({target.spec!r}, {json.dumps(config_json(config))!r},",
+        f"                  {json.dumps(ops.program_json(list(program)))!r})",
+        "",
+    ])
+
+
+def config_json(config: PoolConfig) -> dict[str, Any]:
+    """``config`` as the xfails files and reproducers write it."""
+    return {"num_blocks": config.num_blocks, "hash_block_size": config.hash_block_size,
+            "group_block_sizes": list(config.group_block_sizes), "events": config.events}
+
+
+def config_of(data: Mapping[str, Any]) -> PoolConfig:
+    """The :class:`PoolConfig` written by :func:`config_json` (an xfails entry's ``config``)."""
+    c = dict(data)
+    c["group_block_sizes"] = tuple(c["group_block_sizes"])
+    return PoolConfig(**c)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 from models.families.v1.pool_model import ModelCaps, PoolConfig
-from properties.core.targets import TargetError, resolve
+from properties.core.sources import UpstreamSourceMissing
+from properties.core.targets import TargetError, resolve, version_of
 from properties.families.v1 import upstream
 
 DEFAULT_SPEC = "prefixcache.v1.core.block_pool:BlockPool"
@@ -41,6 +42,11 @@ class PoolTarget:
     caps: upstream.Capabilities
     misuse_types: tuple[type[BaseException], ...] = ()
     atomic: bool = False
+    spec: str = ""  # the spec it was loaded from (reports, reproducers)
+    step_timeout: float | None = None  # per-step time limit in seconds (None: no limit)
+
+    #: What the core's signatures call the allocator type: a pool has one.
+    allocator_type: ClassVar[str] = "block_pool"
 
     @property
     def model_caps(self) -> ModelCaps:
@@ -61,7 +67,15 @@ class PoolTarget:
         return fn
 
     def describe(self) -> str:
-        return f"{self.name} {self.version} ({self.caps})"
+        """One line: name, version, spec, API and detected features."""
+        c = self.caps
+        features = [n for n in ("hash_block_size", "partial_blocks", "evict_blocks",
+                                "unhashed_free_to_front", "touch_per_group",
+                                "keys_prompt_embeds", "skips_null_blocks") if getattr(c, n)]
+        claims = "typed errors" if self.misuse_types else "no typed errors"
+        where = f"{self.spec}, " if self.spec else ""
+        return (f"{self.name} {self.version or 'unversioned'} ({where}v1 BlockPool); "
+                f"features: {', '.join(features) or 'none'}; {claims}")
 
 
 def from_modules(mods: upstream.V1Modules, name: str = "vllm") -> PoolTarget:
@@ -70,15 +84,35 @@ def from_modules(mods: upstream.V1Modules, name: str = "vllm") -> PoolTarget:
                       hash_fn=upstream.hash_function(mods), caps=upstream.capabilities(mods))
 
 
+_FETCH_FAILED: dict[str, UpstreamSourceMissing] = {}
+
+
+def _release(version: str) -> PoolTarget:
+    """A release's pool; its wheel is fetched into the cache on first use (pip, no
+    dependencies), an unreachable index is an ``UpstreamSourceMissing`` naming the command."""
+    if upstream.cached_wheel(version) is None and not upstream.source_from_env(version):
+        if version in _FETCH_FAILED:  # one attempt per process: the index stays unreachable
+            raise _FETCH_FAILED[version]
+        try:
+            upstream.fetch(version)
+        except UpstreamSourceMissing as exc:
+            _FETCH_FAILED[version] = UpstreamSourceMissing(
+                f"vllm {version} is not cached and fetching it failed (is the package index "
+                f"reachable?): {exc}; fetch it with `{upstream.FETCH_COMMAND} --version "
+                f"{version}` or set ${upstream.SOURCE_ENV} to a wheel or source tree")
+            raise _FETCH_FAILED[version] from exc
+    return from_modules(upstream.load_vllm_v1(version=version))
+
+
 def vllm_v1_block_pool() -> PoolTarget:
-    """vLLM 0.33.0's BlockPool from the cached wheel (``python -m properties.families.v1.upstream
-    fetch``)."""
-    return from_modules(upstream.load_vllm_v1(version="0.33.0"))
+    """vLLM 0.33.0's BlockPool from its wheel (fetched on first use:
+    ``python -m properties.upstream fetch vllm-v1``)."""
+    return _release("0.33.0")
 
 
 def vllm_v011_block_pool() -> PoolTarget:
-    """vLLM 0.11.0's BlockPool (``... fetch --version 0.11.0``)."""
-    return from_modules(upstream.load_vllm_v1(version="0.11.0"))
+    """vLLM 0.11.0's BlockPool (``... fetch vllm-v1 --version 0.11.0``)."""
+    return _release("0.11.0")
 
 
 def patched_vllm_pool(name: str, patches: Sequence[upstream.Patch],
@@ -94,25 +128,47 @@ def _from_class(cls: Any) -> PoolTarget:
     hashing = getattr(utils, "sha256", None) or getattr(utils, "hash_fn", None)
     if hashing is None:
         raise TargetError(f"{package}.kv_cache_utils offers no sha256 hash function")
-    claims = getattr(sys.modules[cls.__module__], "PREFIXCACHE_CLAIMS", {})
+    claims = _claims(cls.__module__)
     mods = upstream.V1Modules(block_pool=sys.modules[cls.__module__], kv_cache_utils=utils,
                               kv_cache_metrics=None, hashing=None, version="", origin=package,
                               stubbed=())
-    return PoolTarget(name=package.split(".")[0], version=str(claims.get("version", "")),
+    top = package.split(".")[0]
+    try:
+        installed = version_of(top)
+    except ImportError:
+        installed = ""
+    return PoolTarget(name=top, version=str(claims.get("version", installed)),
                       pool_cls=cls, kv_cache_utils=utils, hash_fn=hashing,
                       caps=upstream.capabilities(mods),
-                      misuse_types=tuple(claims.get("misuse_types", ())))
+                      misuse_types=tuple(claims.get("misuse_errors", ())),
+                      atomic=bool(claims.get("atomic", False)))
 
 
-def load(spec: str) -> PoolTarget:
-    """Resolve ``spec`` (see the module docstring) to a target."""
+def _claims(module: str) -> dict[str, Any]:
+    """The ``PREFIXCACHE_CLAIMS`` mapping of ``module`` or of the nearest package above it that
+    declares one (the bundled pool's are ``prefixcache.v1``'s); none: no claims."""
+    parts = module.split(".")
+    for i in range(len(parts), 0, -1):
+        mod = sys.modules.get(".".join(parts[:i]))
+        if mod is None:
+            try:
+                mod = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+        claims = getattr(mod, "PREFIXCACHE_CLAIMS", None)
+        if isinstance(claims, dict):
+            return claims
+    return {}
+
+
+def load(spec: str, step_timeout: float | None = None) -> PoolTarget:
+    """Resolve ``spec`` (see the module docstring) to a target carrying ``spec`` and the
+    per-step time limit ``step_timeout`` (seconds, None: no limit)."""
     obj = resolve(spec)
-    if isinstance(obj, type):
-        return _from_class(obj)
-    target = obj()
+    target = _from_class(obj) if isinstance(obj, type) else obj()
     if not isinstance(target, PoolTarget):
         raise TargetError(f"{spec!r} returned {type(target).__name__}, not a PoolTarget")
-    return target
+    return replace(target, spec=spec, step_timeout=step_timeout)
 
 
 def default_spec() -> str:

@@ -1,8 +1,9 @@
-"""Every entry of ``--pool-xfails-file`` still reproduces on the selected pool.
+"""Each ``--xfails-file`` entry (v1 family) still reproduces on the selected pool.
 
-Each entry's program is replayed with its config (no Hypothesis) and must raise a violation
-of the entry's family at one of its operations; an entry that stops reproducing fails here,
-so a fixed upstream bug is noticed and its entry removed.
+The entry's program is replayed with its config (no Hypothesis) and must raise a violation the
+entry matches (the core's matching), reported as an expected failure; an entry that stops
+reproducing fails here ("no longer fails: remove the entry"), so a fixed upstream bug is
+noticed. An entry for other releases (``versions``) is skipped, naming them.
 """
 
 from __future__ import annotations
@@ -13,24 +14,25 @@ import pytest
 
 from models.core.invariants import Violation
 from models.families.v1 import ops
-from models.families.v1.pool_model import PoolConfig
+from properties.core.plugin import ExpectedFailure, record
 from properties.families.v1.executor import run_program
+from properties.families.v1.reproducer import config_of
 from properties.families.v1.targets import PoolTarget
-from properties.families.v1.test_pool_level import matching_entry
+
+__all__ = ["config_of", "test_expected_failure"]
 
 
-def config_of(entry: dict[str, Any]) -> PoolConfig:
-    c = dict(entry["config"])
-    c["group_block_sizes"] = tuple(c["group_block_sizes"])
-    return PoolConfig(**c)
-
-
-def test_each_expected_failure_reproduces(pool_target: PoolTarget,
-                                          pool_xfails: list[dict[str, Any]]) -> None:
-    if not pool_xfails:
-        pytest.skip("no --pool-xfails-file entries for this target")
-    for entry in pool_xfails:
-        program = [ops.from_json(r) for r in entry["program"]]
-        with pytest.raises(Violation) as info:
-            run_program(pool_target, config_of(entry), program)
-        assert matching_entry(info.value, [entry]) is entry, (entry["id"], str(info.value))
+def test_expected_failure(expected_failure: ExpectedFailure, pool_target: PoolTarget,
+                          pool_raw_xfails: list[dict[str, Any]]) -> None:
+    if expected_failure.id not in {e["id"] for e in pool_raw_xfails}:
+        pytest.skip(f"{expected_failure.id} is listed for other releases than "
+                    f"{pool_target.version or 'this target'}")
+    program = [ops.from_json(dict(r)) for r in expected_failure.program]
+    try:
+        run_program(pool_target, config_of(expected_failure.config), program)
+    except Violation as violation:
+        if not expected_failure.matches(violation):
+            raise
+        record(expected_failure, violation)
+        pytest.xfail(f"{expected_failure.id}: {expected_failure.explanation}")
+    pytest.fail(f"expected failure {expected_failure.id!r} no longer fails: remove the entry")

@@ -1,44 +1,46 @@
-"""The v1 block-level state machine against the selected pool (``--pool``).
+"""The v1 block-level state machine against the selected pool (``--allocator``, v1 family).
 
-A violation listed in ``--pool-xfails-file`` (same family, at one of its operations) makes
-the test an expected failure naming the entry; anything else fails with the replayable
-program in the exception notes. Robustness findings of the misuse probes are printed in the
-terminal summary and never fail the run.
+A violation an ``--xfails-file`` entry covers (the core's matching) is recorded as that entry's
+hit, so the core reports the test as an expected failure naming it; any other leaves with its
+replayable program and reproducer attached (the core reports it as a deviation). Robustness
+findings of the misuse probes are printed in the terminal summary and never fail the run.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from models.core.invariants import Violation
 from properties.core.determinism import fixed_constants
+from properties.core.plugin import ExpectedFailure, record
 from properties.families.v1.machine import bind
 from properties.families.v1.targets import PoolTarget
+from properties.families.v1.xfails import attach, avoided, first_match, leaves, matching_entry
+
+__all__ = ["TestPoolLevel", "matching_entry"]
 
 
-def matching_entry(v: Violation, entries: list[dict[str, Any]]) -> dict[str, Any] | None:
-    name = getattr(v.op, "name", None)
-    for e in entries:
-        match = e["match"]
-        if (v.family.value == e["family"] and name in match.get("ops", [name])
-                and match.get("message", "") in v.message):
-            return e
-    return None
-
-
-def test_block_pool(pool_target: PoolTarget, pool_xfails: list[dict[str, Any]]) -> None:
-    """Known deviations' generator features are left out (``avoid``), so the rest is explored."""
-    avoid = frozenset(f for e in pool_xfails for f in e.get("avoid", ()))
-    machine = bind(pool_target, avoid=avoid)
-    with fixed_constants():
-        try:
-            run_state_machine_as_test(machine, settings=settings())
-        except Violation as v:
-            entry = matching_entry(v, pool_xfails)
-            if entry is None:
-                raise
-            pytest.xfail(f"{entry['id']} ({entry['class']}): {v.family.value} {v.message}")
+class TestPoolLevel:
+    def test_block_pool(self, pool_target: PoolTarget, pool_xfails: list[ExpectedFailure],
+                        pool_raw_xfails: list[dict[str, Any]]) -> None:
+        """Known deviations' generator features are left out (``avoid``), so the rest is
+        explored."""
+        machine = bind(pool_target, avoid=avoided(pool_raw_xfails))
+        with fixed_constants():
+            try:
+                run_state_machine_as_test(machine, settings=settings())
+            except (Violation, BaseExceptionGroup) as exc:
+                found = list(leaves(exc))
+                hits = [first_match(v, pool_xfails) if isinstance(v, Violation) else None
+                        for v in found]
+                if any(hit is None for hit in hits):
+                    for v in found:
+                        if isinstance(v, Violation):
+                            attach(v, pool_target, machine.config)
+                    raise
+                for v, hit in zip(found, hits, strict=True):
+                    if hit is not None and isinstance(v, Violation):
+                        record(hit, v)

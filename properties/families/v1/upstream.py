@@ -4,8 +4,8 @@ The modules ``vllm/v1/core/block_pool.py``, ``kv_cache_utils.py``, ``kv_cache_me
 ``vllm/utils/hashing.py`` and ``vllm/utils/math_utils.py`` (the last three where the release has
 them) are executed from the wheel under their upstream names; the rest of their import closure
 comes from the small stand-ins of :mod:`properties.families.v1.stand_ins`. The import machinery (a
-meta path finder serving exactly the planned names) is the v0 loader's
-(:mod:`properties.families.v0.upstream`).
+meta path finder serving exactly the planned names) and the wheel/tree reading are the core's
+(:mod:`properties.core.sources`), shared with the v0 loader.
 
 Isolation: every load is isolated. The modules are executed under their upstream names, then
 ``sys.modules`` is restored exactly as it was, so a v0 load (which may register ``vllm.core``),
@@ -14,7 +14,7 @@ memoised per (source, patches): the same source always yields the same module ob
 
 Source lookup for a release when ``source`` is None: ``$PREFIXCACHE_VLLM_V1_SOURCE`` (a wheel or
 a tree holding ``vllm/v1/core/``), else the cached wheel ``vllm-<version>-*.whl`` under
-:func:`properties.families.v0.upstream.cache_dir`, which ``python -m properties.families.v1.upstream
+:func:`properties.core.sources.cache_dir`, which ``python -m properties.families.v1.upstream
 fetch`` downloads (``--version``: 0.33.0, the default, or 0.11.0).
 
 Supported releases: 0.33.0 (the newest) and 0.11.0, the last release before the pool learnt
@@ -36,25 +36,26 @@ import inspect
 import os
 import sys
 import threading
-import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from properties.families.v0.upstream import (
+from properties.core.sources import (
+    Entry,
+    PlanFinder,
+    PlanLoader,
+    Runner,
+    SourceFile,
     UpstreamError,
     UpstreamSourceInvalid,
     UpstreamSourceMissing,
-    _Entry,
-    _parse_metadata,
-    _pip_download,
-    _PlanFinder,
-    _PlanLoader,
-    _Runner,
-    _SourceFile,
+    apply_patches,
     cache_dir,
+    pip_download,
+    read_modules,
+    with_packages,
 )
 from properties.families.v1 import stand_ins
 
@@ -138,55 +139,16 @@ def capabilities(mods: V1Modules) -> Capabilities:
 
 
 def _read(source: Path, modules: Mapping[str, bool] = _MODULES
-          ) -> tuple[str, str, dict[str, _SourceFile]]:
+          ) -> tuple[str, str, dict[str, SourceFile]]:
     """(origin, version, files by module relative to ``vllm``) of a wheel or a tree.
 
     ``modules``: module -> required (default: the block level's; a hook for wider loads)."""
-    files: dict[str, _SourceFile] = {}
-    version = "vllm unknown"
-    if source.is_dir():
-        root = source / "vllm" if (source / "vllm" / "v1" / "core").is_dir() else source
-        for rel in modules:
-            path = root.joinpath(*rel.split(".")).with_suffix(".py")
-            if path.is_file():
-                files[rel] = _SourceFile(path.read_text(encoding="utf-8"), str(path))
-        for meta in sorted(root.parent.glob("vllm-*.dist-info/METADATA")):
-            version = _parse_metadata(meta.read_text(encoding="utf-8")) or version
-        origin = str(root)
-    elif source.is_file() and zipfile.is_zipfile(source):
-        with zipfile.ZipFile(source) as archive:
-            present = set(archive.namelist())
-            for rel in modules:
-                member = "vllm/" + rel.replace(".", "/") + ".py"
-                if member in present:
-                    text = archive.read(member).decode("utf-8")
-                    files[rel] = _SourceFile(text, f"{source}/{member}")
-            for member in sorted(present):
-                if member.endswith(".dist-info/METADATA") and member.count("/") == 1:
-                    parsed = _parse_metadata(archive.read(member).decode("utf-8", "replace"))
-                    version = parsed or version
-        origin = str(source)
-    else:
-        raise UpstreamSourceInvalid(f"{source}: neither a source tree nor a zip/wheel")
-    missing = [rel for rel, required in modules.items() if required and rel not in files]
-    if missing:
-        names = ", ".join(f"vllm.{m}" for m in missing)
-        raise UpstreamSourceInvalid(f"{origin}: upstream v1 modules missing: {names}")
-    return origin, version, files
+    read = read_modules(source, "vllm", modules)
+    return read.origin, read.version, read.files
 
 
-def _patched(files: dict[str, _SourceFile], patches: Sequence[Patch]) -> dict[str, _SourceFile]:
-    out = dict(files)
-    for rel, old, new in patches:
-        if rel not in out:
-            raise UpstreamSourceInvalid(f"patch of vllm.{rel}: the source has no such module")
-        text = out[rel].text
-        if text.count(old) != 1:
-            raise UpstreamSourceInvalid(
-                f"patch of vllm.{rel}: {old!r} occurs {text.count(old)} times, not once"
-            )
-        out[rel] = _SourceFile(text.replace(old, new), out[rel].filename + " (patched)")
-    return out
+def _patched(files: dict[str, SourceFile], patches: Sequence[Patch]) -> dict[str, SourceFile]:
+    return apply_patches(files, patches, "vllm")
 
 
 def cached_wheel(version: str = DEFAULT_VERSION) -> Path | None:
@@ -195,10 +157,16 @@ def cached_wheel(version: str = DEFAULT_VERSION) -> Path | None:
     return found[0] if found else None
 
 
-def _default_source(version: str) -> Path:
+def source_from_env(version: str) -> Path | None:
+    """``$PREFIXCACHE_VLLM_V1_SOURCE`` (it names the default release's source only)."""
     env = os.environ.get(SOURCE_ENV)
-    if env and version == DEFAULT_VERSION:
-        return Path(env).expanduser()
+    return Path(env).expanduser() if env and version == DEFAULT_VERSION else None
+
+
+def _default_source(version: str) -> Path:
+    env = source_from_env(version)
+    if env is not None:
+        return env
     wheel = cached_wheel(version)
     if wheel is None:
         raise UpstreamSourceMissing(
@@ -219,27 +187,21 @@ _LOADED: dict[tuple[str, tuple[Patch, ...]], V1Modules] = {}
 StubMap = Mapping[str, Callable[[ModuleType], None]]
 
 
-def _plan(files: Mapping[str, _SourceFile], real_hashing: bool,
-          stubs: StubMap | None = None) -> dict[str, _Entry]:
+def _plan(files: Mapping[str, SourceFile], real_hashing: bool,
+          stubs: StubMap | None = None) -> dict[str, Entry]:
     """``stubs``: stand-ins by dotted name (default :data:`stand_ins.STUBS`); a real file of
     the same name wins."""
-    entries: dict[str, _Entry] = {f"vllm.{rel}": _Entry(False, file=f) for rel, f in files.items()}
+    entries: dict[str, Entry] = {f"vllm.{rel}": Entry(False, file=f) for rel, f in files.items()}
     for name, build in (stand_ins.STUBS if stubs is None else stubs).items():
-        entries.setdefault(name, _Entry(False, stub=build))
+        entries.setdefault(name, Entry(False, stub=build))
     if not real_hashing:
-        entries["vllm.utils"] = _Entry(False, stub=stand_ins.ENGINE_UTILS_STUB)
+        entries["vllm.utils"] = Entry(False, stub=stand_ins.ENGINE_UTILS_STUB)
     if importlib.util.find_spec("cbor2") is None:
-        entries["cbor2"] = _Entry(False, stub=stand_ins.CBOR2_STUB)
-    for name in list(entries):
-        parts = name.split(".")
-        for depth in range(1, len(parts)):
-            parent = ".".join(parts[:depth])
-            if parent not in entries or not entries[parent].package:
-                entries[parent] = _Entry(True)
-    return entries
+        entries["cbor2"] = Entry(False, stub=stand_ins.CBOR2_STUB)
+    return with_packages(entries)
 
 
-def _execute(origin: str, version: str, files: dict[str, _SourceFile],
+def _execute(origin: str, version: str, files: dict[str, SourceFile],
              patches: tuple[Patch, ...]) -> V1Modules:
     real_hashing = "utils.hashing" in files
     mods, stubbed = run_plan(_plan(files, real_hashing), origin, files)
@@ -258,15 +220,15 @@ def _execute(origin: str, version: str, files: dict[str, _SourceFile],
     )
 
 
-def run_plan(entries: Mapping[str, _Entry], origin: str, names: Iterable[str],
+def run_plan(entries: Mapping[str, Entry], origin: str, names: Iterable[str],
              during: Callable[[dict[str, ModuleType]], None] | None = None,
              ) -> tuple[dict[str, ModuleType], tuple[str, ...]]:
     """Import ``vllm.<name>`` for each of ``names`` under the plan, isolated (``sys.modules``
     restored afterwards); ``during`` runs on the modules while the plan is still installed
     (for upstream code that imports lazily, e.g. a registry filled on first use). Returns the
     modules by name and the stubbed names."""
-    loader = _PlanLoader(entries, origin)
-    finder = _PlanFinder(entries, loader)
+    loader = PlanLoader(entries, origin)
+    finder = PlanFinder(entries, loader)
     tops = {name.split(".")[0] for name in entries}  # "vllm", and "cbor2" when stubbed
     saved = {n: sys.modules.pop(n) for n in list(sys.modules) if n.split(".")[0] in tops}
     sys.meta_path.insert(0, finder)
@@ -317,9 +279,9 @@ def hash_function(mods: V1Modules) -> Any:
 
 
 def fetch(version: str = DEFAULT_VERSION, dest: Path | None = None,
-          runner: _Runner | None = None) -> Path:
+          runner: Runner | None = None) -> Path:
     """Download the vllm ``version`` wheel (no dependencies) into ``dest`` (default: the cache)."""
-    return _pip_download(f"vllm=={version}", cache_dir() if dest is None else dest,
+    return pip_download(f"vllm=={version}", cache_dir() if dest is None else dest,
                          f"vllm-{version}-*.whl", ("--only-binary", ":all:"), runner)
 
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from types import ModuleType
 
 import prefixcache.v1
-from prefixcache.errors import PrefixCacheError
 from properties.families.v1 import targets
 from tests.zoo.patching import Patch, PatchError, apply
 
@@ -78,8 +77,8 @@ def _claimed(target: targets.PoolTarget, name: str) -> targets.PoolTarget:
     claims = prefixcache.v1.PREFIXCACHE_CLAIMS
     return dataclasses.replace(
         target, name=name, version="mutant" if name.startswith("zoo/") else target.version,
-        misuse_types=(PrefixCacheError,) if "typed_errors" in claims else (),
-        atomic="atomic" in claims)
+        misuse_types=tuple(claims["misuse_errors"]) if claims.get("typed_errors") else (),
+        atomic=bool(claims.get("atomic")))
 
 
 def patched_bundled_pool(name: str, patches: Sequence[Patch]) -> targets.PoolTarget:

@@ -10,7 +10,6 @@ without Hypothesis (:func:`run_program`), as the xfails file and reproducers nee
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from models.families.v1.request_model import (
 from properties.families.v1.request.stand_ins import ManagerRequest, RequestStatus
 from properties.families.v1.request.target import ManagerConfig, ManagerTarget
 from properties.families.v1.stand_ins import LoraRef
+from properties.families.v1.stepping import ProgramExecutor
 
 Tables = tuple[tuple[int, ...], ...]
 
@@ -42,8 +42,9 @@ class Snapshot:
     tables: dict[int, Tables]
 
 
-class RequestExecutor:
+class RequestExecutor(ProgramExecutor[ops.ROp]):
     def __init__(self, target: ManagerTarget, config: ManagerConfig) -> None:
+        super().__init__(getattr(target, "step_timeout", None))
         self.target = target
         self.config = config
         self.mgr = target.create(config)
@@ -56,32 +57,14 @@ class RequestExecutor:
         self.shadow = KVShadow()
         self.ids = Identities()
         self.step_open = False
-        self.program: list[ops.ROp] = []
         self.trace: list[str] | None = None  # the calls as script lines, when recording
 
     def _t(self, line: str) -> None:
         if self.trace is not None:
             self.trace.append(line)
 
-    # ---------------------------------------------------------------- one operation
-    def step(self, op: ops.ROp) -> Any:
-        self.program.append(op)
-        try:
-            result = self._apply(op)
-            self.check()
-        except Violation as v:
-            v.add_note("program: " + json.dumps(ops.program_json(self.program)))
-            raise v.at(op, len(self.program) - 1) from None
-        return result
-
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except Violation:
-            raise
-        except Exception as exc:
-            raise Violation(Family.CRASH, f"{getattr(fn, '__name__', fn)} raised "
-                            f"{type(exc).__name__}: {exc}") from exc
+    def _program_json(self, program: list[ops.ROp]) -> list[dict[str, Any]]:
+        return ops.program_json(program)
 
     def _apply(self, op: ops.ROp) -> Any:
         if isinstance(op, ops.Add):

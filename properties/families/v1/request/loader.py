@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from properties.families.v0.upstream import UpstreamError, UpstreamSourceInvalid
+from properties.core.sources import UpstreamError, UpstreamSourceInvalid
 from properties.families.v1 import upstream
 from properties.families.v1.request import stand_ins
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from properties.core.sources import UpstreamError
 from properties.core.targets import TargetError, resolve
-from properties.families.v0.upstream import UpstreamError
 from properties.families.v1 import upstream
 from properties.families.v1.request.loader import TORCH_REQUIREMENT, torch_available
 from properties.families.v1.request.target import ManagerTarget

@@ -1,0 +1,285 @@
+"""The v1 family as the core sees it (:class:`properties.core.family.Family`): vLLM v1's
+``BlockPool`` at the block level.
+
+``prefixcache check --family v1`` runs this folder's pytest modules (the block-level machine and
+the replay of each ``--xfails-file`` entry) against the bundled pool
+(``prefixcache.v1.core.block_pool:BlockPool``), and ``--allocator SPEC`` picks this family by
+itself for a pool class or a function returning a
+:class:`~properties.families.v1.targets.PoolTarget` (``properties.upstream:vllm_v1_block_pool``).
+The xfails files are the core's format (``id``, ``family``, ``class``, ``explanation``,
+``config``, ``program``, ``match``: ``ops`` and ``message``, a regex); the v1 keys ``versions``,
+``avoid`` (generator features the machine leaves out) and ``vllm_tests_miss`` ride along.
+
+One operation, one place: the v1 executor applies an operation to the pool and the model and
+judges it in the same step, so :meth:`V1Family.runner` is the judging executor and
+:meth:`V1Family.oracle` re-checks what needs no model (the free queue and the counts agree with
+the reference counts). Shrinking is Hypothesis's: the operations name blocks by id, not by
+handle, so there are no handle fields (``block_fields``/``table_fields`` are empty) and no
+per-operation shrink candidates.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from models.core.invariants import Family, Violation
+from models.families.v1 import ops
+from models.families.v1.pool_model import Observed, PoolConfig
+from properties.core.targets import Target, TargetError, resolve, step_timeout_setting
+from properties.families.v1 import targets
+from properties.families.v1.adapter import PoolAdapter
+from properties.families.v1.executor import Executor, run_program
+from properties.families.v1.reproducer import config_json, config_of, target_prelude
+from properties.families.v1.targets import PoolTarget
+
+__all__ = ["FAMILY", "OutOfContract", "V1Family", "check_program", "pool_of"]
+
+#: The pool methods that make a class a v1 ``BlockPool`` (detection reads the API only).
+POOL_METHODS = ("get_new_blocks", "cache_full_blocks", "free_blocks", "touch",
+                "get_cached_block", "reset_prefix_cache", "get_num_free_blocks")
+
+
+def pool_of(target: Target) -> PoolTarget:
+    """The v1 view of a core target of this family: its :class:`PoolTarget` (pool class,
+    release hasher, detected capabilities), which the core keeps as the target's ``caps``."""
+    if not isinstance(target.caps, PoolTarget):
+        raise TargetError(f"{target.spec!r} is not a v1 target (its caps are a "
+                          f"{type(target.caps).__name__})")
+    return target.caps
+
+
+class OutOfContract(Exception):
+    """A program the v1 model cannot judge (an operation on a request the program never made)."""
+
+
+@dataclass
+class Step:
+    """One executed operation: the operation and what the pool returned (v1 scripts are
+    rendered from the operations, so no call statements are logged)."""
+
+    op: ops.Op
+    outcome: Any
+    stmts: list[Any] = field(default_factory=list)
+
+
+class PoolRunner:
+    """Runs a program on a fresh pool of the target, judged step by step by the model."""
+
+    def __init__(self, target: Target, config: PoolConfig) -> None:
+        self.target = target
+        self.executor = Executor(pool_of(target), config)
+        self.adapter = self.executor.adapter
+        self.log: list[Step] = []
+        self.executor.check()
+
+    def execute(self, op: Any) -> tuple[Any, Any]:
+        if not isinstance(op, ops.Op):
+            raise OutOfContract(f"not a v1 operation: {op!r}")
+        if isinstance(op, ops.CacheFull | ops.CachePartial | ops.Lookup) \
+                and op.req >= len(self.executor.reqs):
+            raise OutOfContract(f"{op.kind} names request {op.req}, the program made "
+                                f"{len(self.executor.reqs)}")
+        outcome = self.executor.step(op)
+        self.log.append(Step(op, outcome))
+        return outcome, self.snapshot()
+
+    def snapshot(self) -> Observed:
+        return self.adapter.snapshot()
+
+
+class PoolOracle:
+    """What a snapshot must show whatever the program: the free queue holds each id once, only
+    unreferenced ids, and ``get_num_free_blocks`` counts it; no reference count is negative."""
+
+    def __init__(self, config: PoolConfig) -> None:
+        self.config = config
+
+    def initial_check(self, snapshot: Observed) -> None:
+        self._check(snapshot)
+        if snapshot.num_free != self.config.num_blocks - 1:
+            raise Violation(Family.FREE, "a fresh pool has every block but the null one free",
+                            expected=self.config.num_blocks - 1, observed=snapshot.num_free)
+
+    def step(self, op: Any, outcome: Any, snapshot: Observed) -> None:
+        self._check(snapshot)
+
+    def _check(self, snap: Observed) -> None:
+        free = list(snap.free)
+        if len(set(free)) != len(free):
+            raise Violation(Family.LEAK, "the free queue holds an id twice", observed=free)
+        if snap.num_free != len(free):
+            raise Violation(Family.FREE, "get_num_free_blocks() counts the free queue",
+                            expected=len(free), observed=snap.num_free)
+        held = sorted(b for b in free if snap.ref.get(b, 0) != 0)
+        if held:
+            raise Violation(Family.RC, "a block in the free queue has references",
+                            observed={b: snap.ref[b] for b in held})
+        negative = sorted(b for b, n in snap.ref.items() if n < 0)
+        if negative:
+            raise Violation(Family.RC, "negative reference counts", observed=negative)
+
+
+class V1Family:
+    """The v1 ``BlockPool`` family (see the module docstring)."""
+
+    name = "v1"
+    description = "vLLM v1 BlockPool (vllm/v1/core/block_pool.py), block level"
+    default_spec = targets.DEFAULT_SPEC
+    machines_dir = Path(__file__).resolve().parent
+    out_of_contract: type[Exception] = OutOfContract
+    block_fields: tuple[str, ...] = ()
+    table_fields: tuple[str, ...] = ()
+    pool_fields: tuple[tuple[str, int], ...] = (("num_blocks", 2),)
+    #: The v1 model follows no upstream deviation (xfails ``tolerate``).
+    tolerable: Mapping[str, str] = {}
+
+    def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
+        """A ``BlockPool`` class (it has :data:`POOL_METHODS`), or a callable annotated to
+        return a :class:`PoolTarget`. A spec that does not resolve is not ours."""
+        obj: Any = spec_or_factory
+        if isinstance(obj, str):
+            if obj == self.default_spec:
+                return True
+            try:
+                obj = resolve(obj)
+            except (TargetError, ImportError):
+                return False
+        if isinstance(obj, type):
+            return all(callable(getattr(obj, m, None)) for m in POOL_METHODS)
+        if not callable(obj):
+            return False
+        try:
+            returns = inspect.signature(obj).return_annotation
+        except (TypeError, ValueError):
+            return False
+        return returns is PoolTarget or returns == "PoolTarget"
+
+    def load_target(self, spec: str | None = None, *, allocator_type: str = "prefix_caching",
+                    disable: Iterable[str] = (), step_timeout: float | str | None = None
+                    ) -> Target:
+        """``spec`` (None: ``$PREFIXCACHE_POOL`` or the bundled pool). A pool has one kind
+        (``prefix_caching``, the core's default, or ``block_pool``) and no feature to switch
+        off (``disable`` must be empty). The core target's ``caps`` is the
+        :class:`PoolTarget` (:func:`pool_of`)."""
+        if allocator_type not in ("prefix_caching", "block_pool"):
+            raise TargetError(f"the v1 family has one allocator type, not {allocator_type!r}")
+        disabled = tuple(disable)
+        if disabled:
+            raise TargetError("the v1 family has no features to disable "
+                              f"(--disable-feature {', '.join(disabled)})")
+        chosen = spec or os.environ.get(targets.ENV_VAR) or self.default_spec
+        seconds = step_timeout_setting(step_timeout)
+        pool = targets.load(chosen, step_timeout=seconds)
+        return Target(spec=chosen, factory=pool.pool_cls, caps=pool, name=pool.name,
+                      version=pool.version, misuse_types=pool.misuse_types,
+                      allocator_type=pool.allocator_type, step_timeout=seconds,
+                      family=self.name)
+
+    def create(self, target: Target, config: Any) -> Any:
+        return pool_of(target).create(config)
+
+    def adapter(self, target: Target, config: Any) -> PoolAdapter:
+        return PoolAdapter(pool_of(target), config)
+
+    def describe(self, target: Target) -> str:
+        return pool_of(target).describe()
+
+    def config(self, target: Any, geometry: Mapping[str, int],
+               tolerate: frozenset[str] = frozenset()) -> PoolConfig:
+        self.tolerating(None, tolerate)
+        return config_of(geometry)
+
+    def geometry(self, config: Any) -> dict[str, Any]:
+        return config_json(config)
+
+    def tolerating(self, caps: Any, names: frozenset[str]) -> Any:
+        """The v1 model follows no upstream deviation: any name is unknown."""
+        if names:
+            raise ValueError(f"the v1 model tolerates no deviations, not {sorted(names)}")
+        return caps
+
+    def op_from_json(self, data: Mapping[str, Any]) -> ops.Op:
+        return ops.from_json(dict(data))
+
+    def op_to_json(self, op: Any) -> dict[str, Any]:
+        return dict(op.to_json())
+
+    def is_op(self, value: object) -> bool:
+        return isinstance(value, ops.Op)
+
+    def runner(self, target: Target, config: Any) -> PoolRunner:
+        return PoolRunner(target, config)
+
+    def oracle(self, config: Any) -> PoolOracle:
+        return PoolOracle(config)
+
+    def smaller_ops(self, op: Any, made: Sequence[int]) -> Iterator[tuple[Any, tuple[int, ...]]]:
+        return iter(())
+
+    def script_prelude(self, target: Target, config: Any, adapter: Any | None = None
+                       ) -> list[str]:
+        return target_prelude(pool_of(target), config)
+
+    # ----------------------------------------------------------------- fuzzing
+    # No fuzz harness level of this family yet: the levels are empty, so the fuzz core never
+    # asks for a decoder, and asking by name is the core's usual unknown-level error.
+
+    fuzz_levels: tuple[str, ...] = ()
+    weak_hash_levels: tuple[str, ...] = ()
+    max_ops = 0
+
+    def fuzz_level(self, name: str) -> Any:
+        raise ValueError(f"the v1 family has no fuzz level {name!r} (it has none yet)")
+
+    def decoder(self, data: bytes, level: Any, caps: Any, *, max_ops: int) -> Any:
+        raise ValueError("the v1 family has no fuzz levels, so no decoder")
+
+    def adapter_features(self, runner: Any) -> dict[str, bool]:
+        return {}
+
+    def step_features(self, previous: str, op: Any, outcome: Any, snapshot: Any,
+                      oracle: Any) -> Iterator[tuple[object, ...]]:
+        return iter(())
+
+    def weak_hash_target(self, level: Any) -> Target:
+        raise ValueError("the v1 family has no weak-hash fuzz level")
+
+    def format_program(self, geometry: Mapping[str, int], program: Sequence[Any],
+                       outcomes: Sequence[Any] = ()) -> str:
+        """The pool shape, then one numbered line per operation (and what it returned)."""
+        config = config_of(geometry)
+        lines = [f"pool: {config_json(config)}"]
+        for i, op in enumerate(program):
+            line = f"{i:>3}. {op!r}"
+            if i < len(outcomes):
+                line += f"  -> {outcomes[i]!r}"
+            lines.append(line)
+        return "\n".join(lines) + "\n"
+
+
+FAMILY = V1Family()
+
+
+def check_program(spec: str, config: str | Mapping[str, Any],
+                  program: str | Sequence[Mapping[str, Any]]) -> None:
+    """Replay ``program`` (JSON text or rows) on a fresh pool of ``spec`` shaped by ``config``
+    under the model; raises the first :class:`Violation` (what a reproducer's ``__main__``
+    calls)."""
+    geometry = json.loads(config) if isinstance(config, str) else config
+    rows = json.loads(program) if isinstance(program, str) else program
+    target = pool_of(FAMILY.load_target(spec))
+    run_program(target, config_of(geometry), [ops.from_json(dict(r)) for r in rows])
+    print(f"the program runs clean on {target.describe()}")
+
+
+
+if TYPE_CHECKING:  # mypy checks that FAMILY is a core Family (the protocol)
+    from properties.core.family import Family as CoreFamily
+
+    _checked: CoreFamily = FAMILY

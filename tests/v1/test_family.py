@@ -1,0 +1,124 @@
+"""The v1 family object and what it shares with the core: the step watchdog (a hanging pool
+call is a TARGET violation, the process lives on), crashes naming the call, the core target
+wrapping the pool, the structural oracle and the family's program listing."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from models.core.invariants import Family, Violation
+from models.families.v1 import ops
+from models.families.v1.pool_model import Observed, PoolConfig
+from prefixcache.v1.core.block_pool import BlockPool
+from properties.core.targets import TargetError
+from properties.families.v1.executor import run_program
+from properties.families.v1.family import FAMILY, PoolOracle, pool_of
+from properties.families.v1.stepping import PROGRAM_ATTR
+from properties.families.v1.targets import PoolTarget
+
+CONFIG = PoolConfig(num_blocks=6, hash_block_size=2, group_block_sizes=(2,))
+
+
+class HangingPool(BlockPool):
+    def get_new_blocks(self, num_blocks: int) -> Any:
+        if num_blocks == 2:
+            time.sleep(30)
+        return super().get_new_blocks(num_blocks)
+
+
+class CrashingPool(BlockPool):
+    def touch(self, blocks: Any) -> None:
+        raise KeyError("boom")
+
+
+def bundled(cls: type[BlockPool], step_timeout: float | None = None) -> PoolTarget:
+    target = pool_of(FAMILY.load_target(step_timeout=step_timeout))
+    return replace(target, pool_cls=cls)
+
+
+def test_the_core_target_wraps_the_pool_target() -> None:
+    target = FAMILY.load_target(step_timeout=3)
+    assert target.family == "v1" and target.spec == FAMILY.default_spec
+    assert target.allocator_type == "block_pool" and target.step_timeout == 3.0
+    assert target.describe().startswith("prefixcache ") and "v1 BlockPool" in target.describe()
+    assert pool_of(target).step_timeout == 3.0
+    assert isinstance(target.create(CONFIG), BlockPool)
+    with pytest.raises(TargetError, match="no features to disable"):
+        FAMILY.load_target(disable=["lru"])
+    with pytest.raises(TargetError, match="one allocator type"):
+        FAMILY.load_target(allocator_type="naive")
+
+
+def test_a_hanging_call_is_a_target_violation_with_its_program() -> None:
+    started = time.monotonic()
+    with pytest.raises(Violation) as info:
+        run_program(bundled(HangingPool, step_timeout=0.3), CONFIG,
+                    [ops.GetNew(1), ops.GetNew(2)])
+    assert time.monotonic() - started < 10
+    assert info.value.family is Family.TARGET and "exceeded 0.3 s" in info.value.message
+    assert info.value.step == 1
+    assert getattr(info.value, PROGRAM_ATTR) == [ops.GetNew(1), ops.GetNew(2)]
+
+
+def test_a_crash_names_the_call() -> None:
+    with pytest.raises(Violation) as info:
+        run_program(bundled(CrashingPool), CONFIG, [ops.GetNew(1), ops.Touch((1,))])
+    assert info.value.family is Family.CRASH
+    assert info.value.message.startswith("touch raised KeyError")
+
+
+def test_runner_logs_steps_and_the_oracle_checks_snapshots() -> None:
+    target = FAMILY.load_target()
+    runner = FAMILY.runner(target, CONFIG)
+    oracle = FAMILY.oracle(CONFIG)
+    oracle.initial_check(runner.snapshot())
+    for op in (ops.Req(tokens=(1, 2, 3, 4)), ops.GetNew(2), ops.CacheFull(0, (1, 2), 0, 2, 0)):
+        outcome, snapshot = runner.execute(op)
+        oracle.step(op, outcome, snapshot)
+    assert [s.op for s in runner.log][1:] == [ops.GetNew(2), ops.CacheFull(0, (1, 2), 0, 2, 0)]
+    with pytest.raises(FAMILY.out_of_contract):
+        runner.execute(ops.Lookup(3, 0, (0,)))
+    bad = Observed(ref={1: 1, 2: 0}, free=(1, 2), primary={}, num_free=2, usage=0.0)
+    with pytest.raises(Violation, match="free queue has references"):
+        PoolOracle(CONFIG).step(None, None, bad)
+    short = Observed(ref={1: 0, 2: 0}, free=(1, 2), primary={}, num_free=1, usage=0.0)
+    with pytest.raises(Violation, match="counts the free queue"):
+        PoolOracle(CONFIG).step(None, None, short)
+
+
+def test_json_round_trip_and_listing() -> None:
+    program = [ops.Req(tokens=(0, 1), lora=1), ops.GetNew(1), ops.TakeEvents()]
+    assert [FAMILY.op_from_json(FAMILY.op_to_json(op)) for op in program] == program
+    geometry = FAMILY.geometry(CONFIG)
+    assert FAMILY.config(None, geometry) == CONFIG
+    listing = FAMILY.format_program(geometry, program, [0, [1]])
+    assert listing.splitlines()[2] == "  1. GetNew(n=1)  -> [1]"
+    with pytest.raises(ValueError):
+        FAMILY.tolerating(None, frozenset({"anything"}))
+    assert FAMILY.fuzz_levels == () and not list(FAMILY.smaller_ops(program[0], ()))
+
+
+def test_an_unfetchable_release_is_a_clear_error_tried_once(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    from properties.core.sources import UpstreamSourceMissing
+    from properties.families.v1 import targets, upstream
+
+    calls: list[str] = []
+
+    def fetch(version: str) -> None:
+        calls.append(version)
+        raise UpstreamSourceMissing("`pip download` failed with exit code 1")
+
+    monkeypatch.setattr(upstream, "cached_wheel", lambda version="0.33.0": None)
+    monkeypatch.setattr(upstream, "fetch", fetch)
+    monkeypatch.delenv(upstream.SOURCE_ENV, raising=False)
+    monkeypatch.setattr(targets, "_FETCH_FAILED", {})
+    for _ in range(2):
+        with pytest.raises(UpstreamSourceMissing, match="is the package index reachable") as info:
+            targets.vllm_v1_block_pool()
+        assert "python -m properties.upstream fetch vllm-v1 --version 0.33.0" in str(info.value)
+    assert calls == ["0.33.0"]
