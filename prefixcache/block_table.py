@@ -40,6 +40,7 @@ from prefixcache.utils import Device, cdiv, chunk_list
 __all__ = ["BlockTable"]
 
 _block_id_of = operator.attrgetter("block_id")
+_JUST_INT = frozenset((int,))
 
 
 def _detach_prev(block: Block) -> None:
@@ -184,17 +185,50 @@ class BlockTable:
         ``num_lookahead_slots``; shared blocks are copied on write and filled blocks
         promoted. With a sliding window, blocks below ``num_computed_slots // block_size
         - window`` are freed and replaced by the null block first. All or nothing."""
-        if not self._blocks.list():
+        blocks = self._blocks._blocks
+        if not blocks:
             raise InvalidArgumentError("the block table has no blocks; allocate it first")
-        tokens = checked_tokens(token_ids)
+        if token_ids.__class__ is list and _JUST_INT.issuperset(map(type, token_ids)):
+            tokens = token_ids.copy()  # checked_tokens' own fast path, without the call
+        else:
+            tokens = checked_tokens(token_ids)
         if num_lookahead_slots.__class__ is not int or num_lookahead_slots < 0:
             check_count(num_lookahead_slots, "num_lookahead_slots")
         if extra_hash is not None:
             check_extra_hash(extra_hash)
-        if self._max_block_sliding_window is None and self._append_in_place(
-            tokens, num_lookahead_slots
-        ):
-            return
+        if self._max_block_sliding_window is None:
+            # The decode step, in one frame: the tokens stay within an unshared, uncomputed,
+            # partial block of the bundled allocator and the lookahead slots exist already.
+            # Nothing to copy, hash, promote or allocate; the block's token total keeps its
+            # invariant (predecessor's total + own tokens) by adding what was written.
+            count = len(tokens)
+            num_full = self._num_full_slots
+            size = self._block_size
+            if count > 0 and count + num_lookahead_slots <= len(blocks) * size - num_full:
+                block = blocks[num_full // size]
+                if type(block) is PrefixCachingBlock:
+                    owner = block._owner
+                    written = block._token_ids
+                    if (
+                        count < block._block_size - len(written)
+                        and count <= size - num_full % size
+                        and not block._computed
+                        and type(owner) is PrefixCachingBlockAllocator
+                        and owner._refcounter._refcounts.get(block._block_id) == 1  # type: ignore[arg-type]
+                    ):
+                        written.extend(tokens)
+                        block._cached_num_tokens_total += count
+                        self._num_full_slots = num_full + count
+                        return
+            elif (
+                0 < count < size
+                and count + num_lookahead_slots <= size
+                and num_full == len(blocks) * size
+                and self._append_fresh_block(tokens, extra_hash)
+            ):
+                return
+            if self._append_in_place(tokens, num_lookahead_slots):
+                return
         drop_end = self._sliding_window_end(num_computed_slots)
         chunks = self._chunk_token_blocks_for_append(tokens)
         # A third-party allocator without the admission extensions skips the check.
@@ -226,6 +260,31 @@ class BlockTable:
                 dropped = True
         if dropped:
             _detach_prev(blocks[end])
+
+    def _append_fresh_block(self, tokens: list[int], extra_hash: int | None) -> bool:
+        """The decode step that starts a block, done if it applies (else ``False``, nothing
+        changed): the table has no empty slot, and ``tokens`` (checked, fresh, fewer than a
+        block) plus the lookahead fit one new GPU block of the bundled allocator, which stays
+        partial. Exactly what the general path does then (one fresh id chained after the
+        last block, the tokens written, nothing copied or promoted), without its admission
+        count: with no free id the general path refuses."""
+        allocator = self._allocator
+        if type(allocator) is not CpuGpuBlockAllocator:
+            return False
+        gpu = allocator._gpu_allocator
+        if type(gpu) is not PrefixCachingBlockAllocator or gpu._block_size != self._block_size:
+            return False
+        block_list = self._blocks
+        prev = block_list._blocks[-1]
+        if type(prev) is not PrefixCachingBlock:
+            return False
+        if not gpu._hashless_allocator._free_block_indices and not gpu.evictor.num_blocks:
+            return False
+        block = gpu._new_block(prev, tokens, gpu._take_fresh_id(), extra_hash, owned=True)
+        block_list._blocks.append(block)
+        block_list._block_ids.append(block._block_id)  # type: ignore[arg-type]
+        self._num_full_slots += len(tokens)
+        return True
 
     def _append_in_place(self, tokens: list[int], num_lookahead_slots: int) -> bool:
         """The common decode step, done if it applies (else ``False``, nothing changed):
