@@ -108,8 +108,12 @@ class BlockTable:
                 type(device_allocator) is PrefixCachingBlockAllocator
                 and device_allocator._block_size == self._block_size
             ):
-                # Checked once here; the bundled allocator hashes and counts once.
-                self.update(device_allocator._allocate_table(full, tail, extra_hash))
+                # Checked once here; the bundled allocator hashes and counts once, and every
+                # block it returns has just taken an id (no re-check per block).
+                blocks = device_allocator._allocate_table(full, tail, extra_hash)
+                block_list = self._blocks
+                block_list._blocks = blocks
+                block_list._block_ids = [block._block_id for block in blocks]  # type: ignore[attr-defined]
                 self._num_full_slots = len(tokens)
                 return
         needed = self._needed_for_immutable(full, device, extra_hash)
@@ -209,16 +213,24 @@ class BlockTable:
                 if type(block) is PrefixCachingBlock:
                     owner = block._owner
                     written = block._token_ids
+                    block_id = block._block_id
+                    room = block._block_size - len(written)
                     if (
-                        count < block._block_size - len(written)
+                        count <= room
                         and count <= size - num_full % size
                         and not block._computed
                         and type(owner) is PrefixCachingBlockAllocator
-                        and owner._refcounter._refcounts.get(block._block_id) == 1  # type: ignore[arg-type]
+                        and owner._refcounter._refcounts.get(block_id) == 1  # type: ignore[arg-type]
+                        and block._cached_content_hash is None
                     ):
                         written.extend(tokens)
                         block._cached_num_tokens_total += count
                         self._num_full_slots = num_full + count
+                        if count == room and block._current_hash() is not None:
+                            # it filled: cache it, or move it onto the id cached for it
+                            new_id = owner.promote_to_immutable_block(block)
+                            if new_id != block_id:
+                                self._blocks._block_ids[num_full // size] = new_id
                         return
             elif (
                 0 < count < size

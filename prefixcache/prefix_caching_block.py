@@ -656,13 +656,16 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     def _count_needed(self, hashes: Iterable[PrefixHash]) -> int:
         """Free-count drop of acquiring ``hashes`` in order: one per distinct hash that is
         not cached on an active id (a miss takes a fresh id, an evictable hit revives)."""
+        cached = self._cached_blocks
+        refcounts = self._refcounter._refcounts
         seen: set[PrefixHash] = set()
         needed = 0
         for content_hash in hashes:
             if content_hash in seen:
                 continue
             seen.add(content_hash)
-            if not self._is_active_cached(content_hash):
+            block_id = cached.get(content_hash)
+            if block_id is None or not refcounts[block_id]:  # _is_active_cached, inline
                 needed += 1
         return needed
 
