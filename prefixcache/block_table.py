@@ -41,6 +41,7 @@ __all__ = ["BlockTable"]
 
 _block_id_of = operator.attrgetter("block_id")
 _JUST_INT = frozenset((int,))
+_BUNDLED_BLOCKS = (PrefixCachingBlock, NaiveBlock)
 
 
 def _detach_prev(block: Block) -> None:
@@ -445,7 +446,22 @@ class BlockTable:
         table = BlockTable.__new__(BlockTable)
         table._block_size = self._block_size
         table._allocator = self._allocator
-        table._blocks = BlockList(head + forked if head else forked)
+        ids: list[int | None] | None = None
+        if (
+            not head
+            and type(self._allocator) is CpuGpuBlockAllocator
+            and type(forked[-1]) in _BUNDLED_BLOCKS  # one device allocator forked them all
+        ):
+            with contextlib.suppress(AttributeError):
+                ids = [block._block_id for block in forked]  # type: ignore[attr-defined]
+        if ids is not None and None not in ids:
+            # the bundled blocks' ids, read once (BlockList's invariant: none is None)
+            block_list = BlockList.__new__(BlockList)
+            block_list._blocks = forked
+            block_list._block_ids = ids  # type: ignore[assignment]
+            table._blocks = block_list
+        else:
+            table._blocks = BlockList(head + forked if head else forked)
         table._max_block_sliding_window = self._max_block_sliding_window
         table._num_full_slots = self._num_full_slots
         return table
