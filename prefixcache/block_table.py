@@ -40,6 +40,8 @@ from prefixcache.utils import Device, cdiv, chunk_list
 __all__ = ["BlockTable"]
 
 _block_id_of = operator.attrgetter("block_id")
+_JUST_INT = frozenset((int,))
+_BUNDLED_BLOCKS = (PrefixCachingBlock, NaiveBlock)
 
 
 def _detach_prev(block: Block) -> None:
@@ -107,8 +109,12 @@ class BlockTable:
                 type(device_allocator) is PrefixCachingBlockAllocator
                 and device_allocator._block_size == self._block_size
             ):
-                # Checked once here; the bundled allocator hashes and counts once.
-                self.update(device_allocator._allocate_table(full, tail, extra_hash))
+                # Checked once here; the bundled allocator hashes and counts once, and every
+                # block it returns has just taken an id (no re-check per block).
+                blocks = device_allocator._allocate_table(full, tail, extra_hash)
+                block_list = self._blocks
+                block_list._blocks = blocks
+                block_list._block_ids = [block._block_id for block in blocks]  # type: ignore[attr-defined]
                 self._num_full_slots = len(tokens)
                 return
         needed = self._needed_for_immutable(full, device, extra_hash)
@@ -184,17 +190,58 @@ class BlockTable:
         ``num_lookahead_slots``; shared blocks are copied on write and filled blocks
         promoted. With a sliding window, blocks below ``num_computed_slots // block_size
         - window`` are freed and replaced by the null block first. All or nothing."""
-        if not self._blocks.list():
+        blocks = self._blocks._blocks
+        if not blocks:
             raise InvalidArgumentError("the block table has no blocks; allocate it first")
-        tokens = checked_tokens(token_ids)
+        if token_ids.__class__ is list and _JUST_INT.issuperset(map(type, token_ids)):
+            tokens = token_ids.copy()  # checked_tokens' own fast path, without the call
+        else:
+            tokens = checked_tokens(token_ids)
         if num_lookahead_slots.__class__ is not int or num_lookahead_slots < 0:
             check_count(num_lookahead_slots, "num_lookahead_slots")
         if extra_hash is not None:
             check_extra_hash(extra_hash)
-        if self._max_block_sliding_window is None and self._append_in_place(
-            tokens, num_lookahead_slots
-        ):
-            return
+        if self._max_block_sliding_window is None:
+            # The decode step, in one frame: the tokens stay within an unshared, uncomputed,
+            # partial block of the bundled allocator and the lookahead slots exist already.
+            # Nothing to copy, hash, promote or allocate; the block's token total keeps its
+            # invariant (predecessor's total + own tokens) by adding what was written.
+            count = len(tokens)
+            num_full = self._num_full_slots
+            size = self._block_size
+            if count > 0 and count + num_lookahead_slots <= len(blocks) * size - num_full:
+                block = blocks[num_full // size]
+                if type(block) is PrefixCachingBlock:
+                    owner = block._owner
+                    written = block._token_ids
+                    block_id = block._block_id
+                    room = block._block_size - len(written)
+                    if (
+                        count <= room
+                        and count <= size - num_full % size
+                        and not block._computed
+                        and type(owner) is PrefixCachingBlockAllocator
+                        and owner._refcounter._refcounts.get(block_id) == 1  # type: ignore[arg-type]
+                        and block._cached_content_hash is None
+                    ):
+                        written.extend(tokens)
+                        block._cached_num_tokens_total += count
+                        self._num_full_slots = num_full + count
+                        if count == room and block._current_hash() is not None:
+                            # it filled: cache it, or move it onto the id cached for it
+                            new_id = owner.promote_to_immutable_block(block)
+                            if new_id != block_id:
+                                self._blocks._block_ids[num_full // size] = new_id
+                        return
+            elif (
+                0 < count < size
+                and count + num_lookahead_slots <= size
+                and num_full == len(blocks) * size
+                and self._append_fresh_block(tokens, extra_hash)
+            ):
+                return
+            if self._append_in_place(tokens, num_lookahead_slots):
+                return
         drop_end = self._sliding_window_end(num_computed_slots)
         chunks = self._chunk_token_blocks_for_append(tokens)
         # A third-party allocator without the admission extensions skips the check.
@@ -226,6 +273,31 @@ class BlockTable:
                 dropped = True
         if dropped:
             _detach_prev(blocks[end])
+
+    def _append_fresh_block(self, tokens: list[int], extra_hash: int | None) -> bool:
+        """The decode step that starts a block, done if it applies (else ``False``, nothing
+        changed): the table has no empty slot, and ``tokens`` (checked, fresh, fewer than a
+        block) plus the lookahead fit one new GPU block of the bundled allocator, which stays
+        partial. Exactly what the general path does then (one fresh id chained after the
+        last block, the tokens written, nothing copied or promoted), without its admission
+        count: with no free id the general path refuses."""
+        allocator = self._allocator
+        if type(allocator) is not CpuGpuBlockAllocator:
+            return False
+        gpu = allocator._gpu_allocator
+        if type(gpu) is not PrefixCachingBlockAllocator or gpu._block_size != self._block_size:
+            return False
+        block_list = self._blocks
+        prev = block_list._blocks[-1]
+        if type(prev) is not PrefixCachingBlock:
+            return False
+        if not gpu._hashless_allocator._free_block_indices and not gpu.evictor.num_blocks:
+            return False
+        block = gpu._new_block(prev, tokens, gpu._take_fresh_id(), extra_hash, owned=True)
+        block_list._blocks.append(block)
+        block_list._block_ids.append(block._block_id)  # type: ignore[arg-type]
+        self._num_full_slots += len(tokens)
+        return True
 
     def _append_in_place(self, tokens: list[int], num_lookahead_slots: int) -> bool:
         """The common decode step, done if it applies (else ``False``, nothing changed):
@@ -374,7 +446,22 @@ class BlockTable:
         table = BlockTable.__new__(BlockTable)
         table._block_size = self._block_size
         table._allocator = self._allocator
-        table._blocks = BlockList(head + forked if head else forked)
+        ids: list[int | None] | None = None
+        if (
+            not head
+            and type(self._allocator) is CpuGpuBlockAllocator
+            and type(forked[-1]) in _BUNDLED_BLOCKS  # one device allocator forked them all
+        ):
+            with contextlib.suppress(AttributeError):
+                ids = [block._block_id for block in forked]  # type: ignore[attr-defined]
+        if ids is not None and None not in ids:
+            # the bundled blocks' ids, read once (BlockList's invariant: none is None)
+            block_list = BlockList.__new__(BlockList)
+            block_list._blocks = forked
+            block_list._block_ids = ids  # type: ignore[assignment]
+            table._blocks = block_list
+        else:
+            table._blocks = BlockList(head + forked if head else forked)
         table._max_block_sliding_window = self._max_block_sliding_window
         table._num_full_slots = self._num_full_slots
         return table

@@ -92,6 +92,10 @@ PrefixHash = int
 
 _DEFAULT_LAST_ACCESSED_TIME = -1
 
+# Ids may spread over at most twice their count plus this before the id-indexed tracker
+# list is left out (a CPU pool's ids start after the GPU's).
+_DENSE_SLACK = 1024
+
 # What get_common_computed_block_ids returns when every list is empty: upstream returns
 # os.path.commonprefix([]), which is the empty *string*. Kept for compatibility.
 _EMPTY_COMMON_PREFIX = cast("list[int]", "")
@@ -103,12 +107,18 @@ class BlockTracker:
 
     ``enable``/``disable`` require the opposite state (else :class:`InvalidBlockError`)
     and reset ``last_accessed`` and ``computed``; ``content_hash`` is left alone.
+    ``block_id`` is the allocator's own id object for this tracker (-1 for a
+    stand-alone tracker); ``held`` is that object while active and ``None`` otherwise, so
+    one identity test (``tracker.held is block_id``) proves an id an exact, held int of
+    this allocator: a bool, a float or an equal int from elsewhere fails it.
     """
 
-    __slots__ = ("active", "computed", "content_hash", "last_accessed")
+    __slots__ = ("active", "block_id", "computed", "content_hash", "held", "last_accessed")
 
-    def __init__(self) -> None:
+    def __init__(self, block_id: int = -1) -> None:
         self.active = False
+        self.block_id = block_id
+        self.held: int | None = None
         self.last_accessed: float = _DEFAULT_LAST_ACCESSED_TIME
         self.computed = False
         self.content_hash: int | None = None
@@ -121,13 +131,17 @@ class BlockTracker:
         if self.active:
             raise InvalidBlockError("block tracker is already active")
         self.active = True
-        self.reset()
+        self.held = self.block_id
+        self.last_accessed = _DEFAULT_LAST_ACCESSED_TIME
+        self.computed = False
 
     def disable(self) -> None:
         if not self.active:
             raise InvalidBlockError("block tracker is not active")
         self.active = False
-        self.reset()
+        self.held = None
+        self.last_accessed = _DEFAULT_LAST_ACCESSED_TIME
+        self.computed = False
 
 
 def _real_block(block: object) -> PrefixCachingBlock | None:
@@ -459,8 +473,17 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         # re-request hits them), but their KV was never written, so they are not computed.
         self._unwritten: set[BlockId] = set()
         self._block_tracker: dict[BlockId, BlockTracker] = {
-            block_id: BlockTracker() for block_id in ids
+            block_id: BlockTracker(block_id) for block_id in ids
         }
+        # The same trackers indexed by id (None where no id), when the ids are dense enough
+        # for a list: ``mark_blocks_as_accessed``'s fast path (list indexing, no hashing).
+        self._tracker_at: list[BlockTracker | None] | None = None
+        top = max(ids, default=-1)
+        if top < 2 * len(ids) + _DENSE_SLACK:
+            tracker_at: list[BlockTracker | None] = [None] * (top + 1)
+            for block_id, tracker in self._block_tracker.items():
+                tracker_at[block_id] = tracker
+            self._tracker_at = tracker_at
         self._block_pool = BlockPool(block_size, self._create_block, self, num_blocks * 4)
         self._hashless_allocator = NaiveBlockAllocator(
             create_block=self._create_block,
@@ -511,6 +534,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             block_id, content_hash = self.evictor.evict()
             del self._cached_blocks[content_hash]
             tracker = self._block_tracker[block_id]
+            block_id = tracker.block_id  # this allocator's own id object (see BlockTracker)
             tracker.content_hash = None
             self._unwritten.discard(block_id)
         else:
@@ -632,13 +656,16 @@ class PrefixCachingBlockAllocator(BlockAllocator):
     def _count_needed(self, hashes: Iterable[PrefixHash]) -> int:
         """Free-count drop of acquiring ``hashes`` in order: one per distinct hash that is
         not cached on an active id (a miss takes a fresh id, an evictable hit revives)."""
+        cached = self._cached_blocks
+        refcounts = self._refcounter._refcounts
         seen: set[PrefixHash] = set()
         needed = 0
         for content_hash in hashes:
             if content_hash in seen:
                 continue
             seen.add(content_hash)
-            if not self._is_active_cached(content_hash):
+            block_id = cached.get(content_hash)
+            if block_id is None or not refcounts[block_id]:  # _is_active_cached, inline
                 needed += 1
         return needed
 
@@ -938,25 +965,23 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             block_ids = checked_list(block_ids, "block_ids")
         if now.__class__ is not float or now != now:  # a non-NaN float passes check_time
             check_time(now)
+        tracker_at = self._tracker_at
+        if tracker_at is not None:
+            # The common case: every id is held and is this allocator's own id object
+            # (BlockTracker.held), checked for all before any is stamped. Anything else
+            # (an evictable, free, foreign, negative or non-int id) leaves for the checking
+            # pass below, which accepts or refuses it before any update.
+            try:
+                for block_id in block_ids:
+                    if tracker_at[block_id].held is not block_id:  # type: ignore[union-attr]
+                        break
+                else:
+                    for block_id in block_ids:
+                        tracker_at[block_id].last_accessed = now  # type: ignore[union-attr]
+                    return
+            except (IndexError, TypeError, AttributeError):  # off the list, not an index
+                pass
         trackers = self._block_tracker
-        # The common case in one pass: every id a held plain int. The old stamps are kept
-        # and put back (newest first) at the first other id, which the checking pass below
-        # then accepts or refuses before any update.
-        olds: list[float] = []
-        save = olds.append
-        try:
-            for block_id in block_ids:
-                held = trackers[block_id]
-                if not held.active or block_id.__class__ is not int:
-                    break
-                save(held.last_accessed)
-                held.last_accessed = now
-            else:
-                return
-        except (KeyError, TypeError):  # unknown or unhashable: named below
-            pass
-        for index in range(len(olds) - 1, -1, -1):
-            trackers[block_ids[index]].last_accessed = olds[index]
         evictor = self.evictor
         active: list[BlockTracker] = []
         evictable: list[BlockId] = []
@@ -1066,7 +1091,7 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             tracker = self._block_tracker[block_id]
             tracker.reset()
             tracker.content_hash = None
-            free_ids.appendleft(block_id)
+            free_ids.appendleft(tracker.block_id)  # the id object, not the evictor's copy
         self._cached_blocks.clear()
         self._touched_blocks.clear()
         self._unwritten.clear()
