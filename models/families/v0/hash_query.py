@@ -26,7 +26,6 @@ from typing import Any
 from models.core.invariants import Family
 from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
-from models.families.v0.block_ops import BLOCK_STEPS
 from models.families.v0.operations import Op
 
 F = Family
@@ -76,5 +75,4 @@ def hash_recompute(m: Model, op: ops.HashRecompute) -> None:
 
 HASH_STEPS: dict[type[Op], Callable[[Model, Any], None]] = {
     ops.HashRecompute: hash_recompute,
-    ops.AllocateImmutableIntLike: BLOCK_STEPS[ops.AllocateImmutable],
 }

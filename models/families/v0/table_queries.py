@@ -22,12 +22,13 @@ id space, and the swap log. All are predicted exactly:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from models.core.invariants import Family
 from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
-from models.families.v0.block_ops import pairs
+from models.families.v0.ops.common import pairs
 
 F = Family
 
@@ -87,24 +88,9 @@ def swap_log(m: Model, op: ops.SwapLog) -> None:
                  observed=m.c.outcome.value)
 
 
-def null_block_query(m: Model, op: ops.NullBlockQuery) -> None:
-    got: Any = m.c.outcome.value
-    if not isinstance(got, dict):
-        m.c.flag(F.TABLE, "null block read-outs missing", observed=got)
-        return
-    if got.get("block_id") != m.null_id:
-        m.c.flag(F.LEAK, "the null block changed", expected=m.null_id,
-                 observed=got.get("block_id"))
-    want: dict[str, object] = {"token_ids": [], "num_empty_slots": m.bs, "is_full": False,
-                               "no_prev_block": True, "content_hash": None}
-    if "extra_hash" in got:
-        want["extra_hash"] = None
-    if op.stamp is not None:
-        want["computed"] = False
-    for read, value in want.items():
-        if got.get(read, "missing") != value:
-            m.c.flag(F.TABLE, f"the null block's {read}: it forwards the empty block it "
-                     "wraps", expected=value, observed=got.get(read, "missing"))
-    if op.stamp is not None and got.get("last_accessed") != op.stamp:
-        m.c.flag(F.LRU, "the null block's last_accessed: a write reads back",
-                 expected=op.stamp, observed=got.get("last_accessed"))
+#: The table queries' steps (``TableSlots``, ``IdSpace``, ``SwapLog``).
+TABLE_QUERY_STEPS: dict[type[ops.Op], Callable[[Model, Any], None]] = {
+    ops.TableSlots: table_slots,
+    ops.IdSpace: id_space,
+    ops.SwapLog: swap_log,
+}
