@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
-from models.families.v0.hash_query import hash_contract
 from models.families.v0.malformed import NotValidated, malformed_misuse
 from models.families.v0.operations import Op
 from models.families.v0.ops import common
@@ -50,10 +49,9 @@ def misuse_or_out(m: Model, op: Op) -> str | None:
 #: The operations whose contract is still judged here, by ``_check``; every other operation
 #: holds its own (``Op.misuse``, ``models.families.v0.ops``).
 LEGACY: tuple[type[Op], ...] = (
-    ops.Malformed, ops.BlockInfo, ops.HashRecompute, ops.MarkStaleIds, ops.SeqTrackerEdit,
+    ops.Malformed, ops.SeqTrackerEdit,
     ops.TableFreeBlock, ops.SeqLostBlocks, ops.SeqCachedTokensUnsized, ops.InjectedHash,
-    ops.Construct, *ops.ENGINE_OPS, ops.IdSpace, ops.SwapLog, ops.TableSlots,
-    ops.TableReallocate, *ops.EVICTOR_OPS, *ops.REFCOUNT_OPS)
+    ops.Construct, *ops.ENGINE_OPS)
 
 
 def _check(m: Model, op: Op) -> str | None:
@@ -67,28 +65,11 @@ def _check(m: Model, op: Op) -> str | None:
             return malformed_misuse(m, op)
         except NotValidated as why:
             raise _Out(str(why)) from None
-    if isinstance(op, ops.BlockInfo):  # block queries: semantics in models.families.v0.block_info
-        for h in op.blocks:
-            rec = _block(m, h)
-            _not_reused(m, rec)
-            if not rec.live:
-                return f"refcount/device query of freed block {h} (it holds no id)"
-        return None
-    if isinstance(op, ops.HashRecompute):  # content hash: semantics in hash_query
-        out = hash_contract(m, op)
-        if out is not None:
-            raise _Out(out)
-        return None
-    # stale ids: marking freed handles' ids, one-tracker edits (models.families.v0.stale_ids,
-    # models.families.v0.tracker_edits)
-    if isinstance(op, ops.MarkStaleIds | ops.SeqTrackerEdit):
-        from models.families.v0.stale_ids import StaleOut, mark_stale_misuse
+    if isinstance(op, ops.SeqTrackerEdit):  # one-tracker edits (tracker_edits)
         from models.families.v0.tracker_edits import EditOut, edit_misuse
         try:
-            if isinstance(op, ops.MarkStaleIds):
-                return mark_stale_misuse(m, op)
             return edit_misuse(m, op)
-        except (StaleOut, EditOut) as why:
+        except EditOut as why:
             raise _Out(str(why)) from None
     # end stale ids
     # freed behind: a table block freed through the allocator, what the damaged table may
@@ -123,28 +104,6 @@ def _check(m: Model, op: Op) -> str | None:
     if isinstance(op, ops.ENGINE_OPS):  # engine-side ops: contract in models.families.v0.trackers
         from models.families.v0.trackers import engine_check
         return engine_check(m, op)
-    if isinstance(op, ops.IdSpace | ops.SwapLog):  # table queries: read-only, no misuse
-        if isinstance(op, ops.IdSpace) and any(i not in m.pools[op.device].ids for i in op.ids):
-            raise _Out(f"an id outside {op.device.value}")
-        return None
-    return _check_table(m, op)
-
-
-def _check_table(m: Model, op: Op) -> str | None:
-    table = getattr(op, "table", None)
-    if not isinstance(table, int) or table not in m.tables:
-        raise _Out(f"table handle {table} never existed")
-    if not m.tables[table].live:
-        # A freed table holds no blocks: upstream allocates it afresh.
-        raise _Out(f"{op.kind} on freed (empty) table {table}")
-    if isinstance(op, ops.TableReallocate):
-        if not op.tokens:
-            raise _Out("reallocate with no tokens")
-        return f"allocate of table {table}, which already holds blocks"
-    if isinstance(op, ops.TableSlots):
-        if op.lookahead < 0:
-            raise _Out("negative lookahead")
-        return None
     raise _Out(f"unknown operation {op.kind}")
 
 

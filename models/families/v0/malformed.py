@@ -44,15 +44,7 @@ ARGUMENTS.update({(cls, name): spec for cls in ops.OPS_BY_KIND.values()
 
 
 # --------------------------------------------------------------------------- content hash
-# ``hash_block_tokens`` is static: refusing a bad argument changes nothing by construction.
-# Its token ids are int-like (``operator.index``; an engine passes numpy ints), so a bool
-# token is left open there; the allocation calls refuse bools (Arg.TOKENS).
-HASH_ARGUMENTS: dict[tuple[type[Op], str], tuple[Arg, bool]] = {
-    (ops.HashRecompute, "is_first_block"): (Arg.FIRST_FLAG, False),
-    (ops.HashRecompute, "prev_block_hash"): (Arg.PREV_HASH, False),
-    (ops.HashRecompute, "token_ids"): (Arg.HASH_TOKENS, False),
-}
-ARGUMENTS.update(HASH_ARGUMENTS)
+# ``hash_block_tokens``' arguments (``HashRecompute.malformed``).
 
 
 def _hash_well_formed(call: Op, arg: Arg, bad: JSON) -> bool:

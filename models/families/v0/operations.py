@@ -39,7 +39,8 @@ from models.families.v0.ops.device import (
 )
 from models.families.v0.ops.fork import Fork
 from models.families.v0.ops.free import Free
-from models.families.v0.ops.marks import MarkAccessed, MarkComputed
+from models.families.v0.ops.hashing import AllocateImmutableIntLike, HashRecompute
+from models.families.v0.ops.marks import MarkAccessed, MarkComputed, MarkStaleIds
 from models.families.v0.ops.null_block import (
     NULL_BLOCK_MISUSES,
     NULL_BLOCK_WRITES,
@@ -48,6 +49,7 @@ from models.families.v0.ops.null_block import (
     NullBlockQuery,
 )
 from models.families.v0.ops.queries import (
+    BlockInfo,
     CachedPrefix,
     ClearCopyOnWrites,
     ComputedBlockIds,
@@ -57,6 +59,7 @@ from models.families.v0.ops.queries import (
     ResetPrefixCache,
 )
 from models.families.v0.ops.swap import DeviceSwap, Swap, TableSwap
+from models.families.v0.ops.table_queries import IdSpace, SwapLog, TableReallocate, TableSlots
 from models.families.v0.ops.tables import (
     TableAllocate,
     TableAppend,
@@ -90,9 +93,11 @@ __all__ = [
     "NULL_BLOCK_WRITES",
     "AllocateImmutable",
     "AllocateImmutableChain",
+    "AllocateImmutableIntLike",
     "AllocateMutable",
     "Append",
     "Arg",
+    "BlockInfo",
     "CachedPrefix",
     "ClearCopyOnWrites",
     "ComputedBlockIds",
@@ -110,10 +115,13 @@ __all__ = [
     "Fork",
     "Free",
     "GetNullBlock",
+    "HashRecompute",
     "HitRate",
+    "IdSpace",
     "KeyIdentity",
     "MarkAccessed",
     "MarkComputed",
+    "MarkStaleIds",
     "NullBlockMisuse",
     "NullBlockQuery",
     "Op",
@@ -123,12 +131,15 @@ __all__ = [
     "ResetPrefixCache",
     "Snapshot",
     "Swap",
+    "SwapLog",
     "TableAllocate",
     "TableAppend",
     "TableEnsureSlots",
     "TableFork",
     "TableFree",
     "TableMarkAccessed",
+    "TableReallocate",
+    "TableSlots",
     "TableSwap",
     "Tokens",
     "extra_from_json",
@@ -279,39 +290,7 @@ ENGINE_OPS: tuple[type[Op], ...] = (
 # (physical ids, totals) and the swap log.
 
 
-@dataclass(frozen=True, slots=True)
-class TableSlots(Op):
-    """``num_full_slots``, ``get_unseen_token_ids(tokens)`` (``tokens``: the whole sequence),
-    ``get_num_blocks_touched_by_append_slots(unseen, lookahead)`` and, where the static method
-    takes lookahead (vLLM generation), ``get_num_required_blocks(tokens, block_size,
-    lookahead)``; value: ``{"full_slots": int, "unseen": [int], "touched": int[, "required":
-    int]}``."""
 
-    kind: ClassVar[str] = "table_slots"
-    mutates: ClassVar[bool] = False
-    table: int
-    tokens: Tokens
-    lookahead: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class IdSpace(Op):
-    """``get_num_total_blocks(device)``, ``all_block_ids`` and ``get_physical_block_id(device,
-    i)`` for each ``i`` of ``ids`` (absolute ids of ``device``: GPU ``0..G-1``, CPU ``G..``);
-    value: ``{"total": int, "all": sorted [int], "physical": [int]}``."""
-
-    kind: ClassVar[str] = "id_space"
-    mutates: ClassVar[bool] = False
-    device: Dev
-    ids: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class SwapLog(Op):
-    """``get_and_reset_swaps()``; value: ``[src, dst]`` pairs of every swap since the last
-    call (a later swap of the same source id overwrites its entry in place)."""
-
-    kind: ClassVar[str] = "swap_log"
 
 
 # The null block's surface and table misuse: reads the null block must forward, writes it
@@ -321,14 +300,6 @@ class SwapLog(Op):
 
 
 
-
-@dataclass(frozen=True, slots=True)
-class TableReallocate(Op):
-    """``allocate(tokens)`` on the existing table ``table``: a misuse while it holds blocks."""
-
-    kind: ClassVar[str] = "table_reallocate"
-    table: int
-    tokens: Tokens
 
 
 TABLE_QUERY_OPS: tuple[type[Op], ...] = (TableSlots, IdSpace, SwapLog, NullBlockQuery,
@@ -400,16 +371,6 @@ OPS_BY_KIND[Malformed.kind] = Malformed
 # them): the adapter detects them and the machines ask only targets that have them.
 
 
-@dataclass(frozen=True, slots=True)
-class BlockInfo(Op):
-    """``get_block_refcount(id)`` and ``get_block_device(id)`` of each block's id; value:
-    ``[[refcount, device value], ...]`` in the order of ``blocks``."""
-
-    kind: ClassVar[str] = "block_info"
-    misuse_family: ClassVar[Family] = Family.RC  # a freed handle holds no id to ask about
-    mutates: ClassVar[bool] = False
-    blocks: tuple[int, ...]
-
 
 BLOCK_QUERY_OPS: tuple[type[Op], ...] = (BlockInfo,)
 OPS_BY_KIND[BlockInfo.kind] = BlockInfo
@@ -422,35 +383,6 @@ OPS_BY_KIND[BlockInfo.kind] = BlockInfo
 # prefix-caching only.
 
 
-@dataclass(frozen=True, slots=True)
-class HashRecompute(Op):
-    """``block.content_hash``, then the block class's ``hash_block_tokens(is_first_block,
-    prev_block.content_hash (None when first), block.token_ids[, extra_hash=block.extra_hash])``
-    (Aphrodite: static, no ``extra_hash``; vLLM: a classmethod taking it). ``is_first_block``
-    says whether ``block`` starts its chain; ``int_like`` passes the token ids, and a
-    predecessor's hash, as instances of an ``int`` subclass; ``sentinel`` passes a first
-    block's predecessor hash as the class's ``_none_hash`` (vLLM generation: the same as
-    ``None``). Value: ``[content_hash, recomputed]``.
-
-    A :class:`Malformed` call of it may also name ``prev_block_hash`` and ``token_ids``, the
-    hash function's parameters the plan fills from the block."""
-
-    kind: ClassVar[str] = "hash_recompute"
-    misuse_family: ClassVar[Family] = Family.HASH  # recomputing a valid block's hash must succeed
-    mutates: ClassVar[bool] = False
-    block: int
-    is_first_block: bool
-    int_like: bool = False
-    sentinel: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class AllocateImmutableIntLike(AllocateImmutable):
-    """``AllocateImmutable`` with the token ids passed as instances of an ``int`` subclass
-    (as numpy hands them out): the same call, so the same hit, hash and KV content."""
-
-    kind: ClassVar[str] = "allocate_immutable_int_like"
-    misuse_family: ClassVar[Family] = Family.CACHE
 
 
 HASH_OPS: tuple[type[Op], ...] = (HashRecompute, AllocateImmutableIntLike)
@@ -608,18 +540,6 @@ OPS_BY_KIND.update({cls.kind: cls for cls in REFCOUNT_OPS})
 # What an engine passes after a free: the raw ids a sequence held (a stale id list), and the
 # trackers' add/remove one tracker at a time (semantics: ``models.families.v0.stale_ids``).
 
-
-@dataclass(frozen=True, slots=True)
-class MarkStaleIds(Op):
-    """``mark_blocks_as_accessed(ids, now)`` with, for each handle, the id it holds if live,
-    else the id it held when it was freed. Per id (API.md 4.3): active -> access time;
-    evictable -> ``evictor.update`` (its LRU rank moves); free -> misuse (``ValueError``);
-    another device's -> misuse (``KeyError``). Every id is checked before any is marked."""
-
-    kind: ClassVar[str] = "mark_stale_ids"
-    misuse_family: ClassVar[Family] = Family.LRU  # a free id marked
-    blocks: tuple[int, ...]
-    now: float
 
 
 #: The trackers :class:`SeqTrackerEdit` names.

@@ -33,12 +33,10 @@ from models.core.shadow_memory import ShadowMemory
 from models.families.v0 import (  # stale ids
     computed_claims,  # when KV is written
     error_classes,
-    stale_ids,
     tracker_edits,
 )
 from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
-from models.families.v0.block_info import BLOCK_QUERY_STEPS
 from models.families.v0.capabilities import Config
 from models.families.v0.checks import check_snapshot
 from models.families.v0.construction import CONSTRUCTION_STEPS  # construction
@@ -46,13 +44,12 @@ from models.families.v0.content import ROOT, ContentTrie
 from models.families.v0.context import Context
 from models.families.v0.contract import Inconclusive, OutOfContract, misuse_or_out, shortfall
 from models.families.v0.evictor_model import EvictorModel  # evictor level
-from models.families.v0.hash_query import HASH_STEPS
 from models.families.v0.injected_hash import INJECTED_HASH_STEPS  # injected hash
 from models.families.v0.operations import Dev, ErrorKind, Op, Outcome, Snapshot
+from models.families.v0.ops.free import record_free  # stale ids
 from models.families.v0.queries import Queries
 from models.families.v0.refcount_model import RefcountModel  # refcount level
 from models.families.v0.table_misuse import table_free_block  # freed behind
-from models.families.v0.table_queries import TABLE_QUERY_STEPS
 from models.families.v0.trackers import ENGINE_STEPS
 
 __all__ = ["Inconclusive", "Oracle", "OutOfContract"]
@@ -60,12 +57,9 @@ __all__ = ["Inconclusive", "Oracle", "OutOfContract"]
 F = Family
 MAX_WORLDS = 16
 MAX_PATHS = 16
-STEPS: dict[type[Op], Callable[[Model, Any], None]] = {**TABLE_QUERY_STEPS,
-                                                       **ENGINE_STEPS, **BLOCK_QUERY_STEPS}
-STEPS.update(HASH_STEPS)  # content hash (models.families.v0.hash_query)
+STEPS: dict[type[Op], Callable[[Model, Any], None]] = {**ENGINE_STEPS}
 # stale ids: marking freed handles' ids, one-tracker edits
-STEPS.update({ops.MarkStaleIds: stale_ids.mark_stale_ids,
-              ops.SeqTrackerEdit: tracker_edits.seq_tracker_edit})
+STEPS.update({ops.SeqTrackerEdit: tracker_edits.seq_tracker_edit})
 # end stale ids
 STEPS.update(CONSTRUCTION_STEPS)  # construction (models.families.v0.construction)
 STEPS.update(INJECTED_HASH_STEPS)  # injected hash (models.families.v0.injected_hash)
@@ -160,7 +154,7 @@ class Oracle(Queries):
             self.worlds = survivors[:MAX_WORLDS]
             if held is not None and outcome.error is None and isinstance(op, ops.Free):
                 for world in self.worlds:
-                    stale_ids.record_free(world, op.block, held)
+                    record_free(world, op.block, held)
             return
         if self.pruned:
             raise Inconclusive(f"{op.kind}: no model state explains the target, but the search "

@@ -1,6 +1,7 @@
 """``Free``: one holder of a block's id gone; at zero a cached id becomes evictable, any other
 free. Misuse: a double free. The id a freed handle held is remembered for stale-id calls
-(``models.families.v0.stale_ids``, recorded by the oracle once every world agrees)."""
+(``MarkStaleIds``, recorded by the oracle with :func:`record_free` once every world
+agrees)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,10 @@ class Free(Op):
         m.free(m.blocks[self.block])
         m.c.write(self.block, None, None)
         m.c.ended_blocks.append(self.block)
+
+
+def record_free(m: Model, handle: int, block_id: int | None) -> None:
+    """After a successful ``Free`` of ``handle``: remember the id it held (stale ids:
+    ``MarkStaleIds``, ``models.families.v0.ops.marks``)."""
+    if block_id is not None:
+        m.seqs.freed_ids[handle] = block_id

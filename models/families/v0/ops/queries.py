@@ -1,7 +1,9 @@
 """What the allocator answers about blocks: which of them hold computed KV
 (``ComputedBlockIds``, ``CachedPrefix``), how many ids a set of blocks would take
 (``CountTouched``, ``CountFullTouched``), the hit rate (``HitRate``), copy-on-write pairs not yet
-drained (``ClearCopyOnWrites``), and dropping the cache (``ResetPrefixCache``).
+drained (``ClearCopyOnWrites``), dropping the cache (``ResetPrefixCache``), and each block's
+refcount and device (``BlockInfo``: the number of live holders of its id, which counts handles
+and the null block, and the device the block lives on).
 
 An answer that lets an engine skip work names a prefix of the blocks asked about whose ids hold
 computed KV (the shadow memory checks the claim, ``models.families.v0.computed_claims``).
@@ -243,3 +245,42 @@ class ResetPrefixCache(Op):
         if m.c.outcome.value is not ok:
             m.c.flag(F.CACHE, "reset_prefix_cache result", expected=ok,
                      observed=m.c.outcome.value)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockInfo(Op):
+    """``get_block_refcount(id)`` and ``get_block_device(id)`` of each block's id; value:
+    ``[[refcount, device value], ...]`` in the order of ``blocks``."""
+
+    kind: ClassVar[str] = "block_info"
+    misuse_family: ClassVar[Family] = Family.RC  # a freed handle holds no id to ask about
+    mutates: ClassVar[bool] = False
+    blocks: tuple[int, ...]
+
+    def misuse(self, m: Model) -> str | None:
+        for h in self.blocks:
+            rec = common.block(m, h)
+            common.not_reused(m, rec)
+            if not rec.live:
+                return f"refcount/device query of freed block {h} (it holds no id)"
+        return None
+
+    def step(self, m: Model) -> None:
+        got = m.c.outcome.value
+        if not isinstance(got, list) or len(got) != len(self.blocks):
+            m.c.flag(F.RC, "get_block_refcount/get_block_device: one answer per block",
+                     expected=len(self.blocks), observed=got)
+            return
+        for h, answer in zip(self.blocks, got, strict=True):
+            rec = m.blocks[h]
+            block_id = rec.id
+            if block_id is None:  # not reached: the contract requires live handles
+                continue
+            refcount, device = answer
+            want = m.refcount.get(block_id, 0)
+            if refcount != want:
+                m.c.flag(F.RC, f"get_block_refcount({block_id}) of block {h}", expected=want,
+                         observed=refcount)
+            if device != rec.device.value:
+                m.c.flag(F.SWAP, f"get_block_device({block_id}) of block {h}",
+                         expected=rec.device.value, observed=device)
