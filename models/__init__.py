@@ -4,7 +4,8 @@ Shares no code with any allocator it judges (standard library only). Reading ord
 ``operations``, ``families``, ``capabilities`` (the shared vocabulary); ``content`` (exact
 content identities), ``lru`` (the eviction rank), ``pool`` (one device's id states),
 ``blocks`` (block and table records); ``choice``, ``context``, ``fresh_ids`` (refinement of the
-target's choices); ``allocator_model``, ``block_ops``, ``table_model`` (the step functions);
-``contract`` (what a program may ask); ``checks`` (judging a snapshot); ``shadow_memory`` (the
-data plane); ``queries`` and ``oracle`` (the composition).
+target's choices); ``allocator_model`` (the primitive steps); ``ops/`` (one class per
+operation: its contract, cost and step); ``contract`` (what a program may ask); ``checks``
+(judging a snapshot); ``shadow_memory`` (the data plane); ``queries`` and ``oracle`` (the
+composition).
 """

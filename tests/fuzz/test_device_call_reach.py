@@ -1,5 +1,5 @@
 """What the decoder's device-call production reaches: one device's own allocator called
-directly (``DeviceSwap`` and the device-level misuse, ``models.families.v0.device_calls``). Each
+directly (``DeviceSwap`` and the device-level misuse, ``models.families.v0.ops.device``). Each
 reach is shown by a hand-built input that the bundled allocator passes and the zoo mutant it is for
 fails."""
 

@@ -1,4 +1,4 @@
-"""Device-level calls (``DEVICE_OPS``, ``models.families.v0.device_calls``): one device's own
+"""Device-level calls (``DEVICE_OPS``, ``models.families.v0.ops.device``): one device's own
 allocator called directly, judged by the model against the bundled allocator, vLLM 0.8 and the zoo
 mutants that break one rule each."""
 

@@ -1047,7 +1047,7 @@ class Decoder:
 
     # -- end freed behind
 
-    # -- device calls (models.families.v0.device_calls)
+    # -- device calls (models.families.v0.ops.device)
 
     def _device_call(self, oracle: Oracle) -> Op | None:
         """One device's own allocator called directly: a swap by hand of a block (or its

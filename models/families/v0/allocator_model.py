@@ -18,7 +18,7 @@ from models.families.v0.content import ROOT, ContentTrie
 from models.families.v0.context import Context
 from models.families.v0.fresh_ids import ModelError
 from models.families.v0.hash_ledger import HashLedger
-from models.families.v0.operations import Dev, Extra
+from models.families.v0.ops.values import Dev, Extra
 from models.families.v0.pool import Pool
 from models.families.v0.tracker_state import SeqState
 

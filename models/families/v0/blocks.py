@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from models.families.v0.content import ROOT
-from models.families.v0.operations import Dev, Extra
+from models.families.v0.ops.values import Dev, Extra
 
 
 @dataclass(slots=True)

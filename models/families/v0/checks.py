@@ -16,7 +16,7 @@ from models.families.v0.allocator_model import Model
 from models.families.v0.blocks import BlockRec
 from models.families.v0.context import Context
 from models.families.v0.hit_window import FIELDS as WINDOW_FIELDS
-from models.families.v0.operations import KeyIdentity
+from models.families.v0.ops.values import KeyIdentity
 from models.families.v0.window import visible_tokens
 
 F = Family

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from models.families.v0.operations import Extra
+from models.families.v0.ops.values import Extra
 
 ROOT = 0
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from models.core.choice import Chooser
 from models.core.invariants import Family, Violation
-from models.families.v0.operations import Op, Outcome, Snapshot
+from models.families.v0.ops.base import Op
+from models.families.v0.ops.values import Outcome, Snapshot
 
 
 @dataclass(slots=True)

@@ -16,7 +16,6 @@ never reads the id it skips.
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Callable
 
@@ -24,92 +23,28 @@ from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
 from models.families.v0.capabilities import Config
 from models.families.v0.operations import JSON, Dev, Malformed, Op
+from models.families.v0.ops.base import Arg
 from models.families.v0.request_keys import KEY_ARGUMENTS, key_misuse
+
+__all__ = ["ARGUMENTS", "Arg", "NotValidated", "bad_values", "malformed_misuse", "well_formed"]
 
 
 class NotValidated(Exception):
     """The replaced argument is not one the target must validate, or the value is valid."""
 
 
-class Arg(enum.Enum):
-    """What a well-formed value of an argument is."""
-
-    TOKENS = "a list of int token ids"
-    CHUNKS = "a list of token-id lists"
-    DEVICE = "a Device"
-    DEVICE_OR_NONE = "a Device or None"
-    COUNT = "a non-negative int"
-    EXTRA = "an int or None"
-    PREV = "a block or None"
-    BLOCK = "a block"
-    BLOCKS = "a list of blocks"
-    GPU_IDS = "a list of GPU block ids"
-    LIST = "a list"
-    TIME = "a real number a float holds exactly"
-    PREV_IDS = "a list no longer than the ids it is extended from"  # stale ids
-    # content hash (``hash_block_tokens``; the call is ``HashRecompute``)
-    FIRST_FLAG = "a bool, true exactly for a block that starts its chain"
-    PREV_HASH = "None for a first block, else an int"
-    HASH_TOKENS = "a sequence of int-like token ids"
-
-
 #: The validated arguments, by operation and field; ``True`` in the second place: only the
-#: prefix-caching allocator reads the argument (the naive one ignores it).
+#: prefix-caching allocator reads the argument (the naive one ignores it). Operations moved
+#: to ``models.families.v0.ops`` hold theirs (``Op.malformed``); the rest are listed here.
 ARGUMENTS: dict[tuple[type[Op], str], tuple[Arg, bool]] = {
-    (ops.AllocateMutable, "prev"): (Arg.PREV, False),
-    (ops.AllocateMutable, "device"): (Arg.DEVICE, False),
-    (ops.AllocateMutable, "extra_hash"): (Arg.EXTRA, False),
-    (ops.AllocateImmutable, "prev"): (Arg.PREV, False),
-    (ops.AllocateImmutable, "tokens"): (Arg.TOKENS, False),
-    (ops.AllocateImmutable, "device"): (Arg.DEVICE, False),
-    (ops.AllocateImmutable, "extra_hash"): (Arg.EXTRA, False),
-    (ops.AllocateImmutableChain, "prev"): (Arg.PREV, False),
-    (ops.AllocateImmutableChain, "chunks"): (Arg.CHUNKS, False),
-    (ops.AllocateImmutableChain, "device"): (Arg.DEVICE, False),
-    (ops.AllocateImmutableChain, "extra_hash"): (Arg.EXTRA, False),
-    (ops.Append, "tokens"): (Arg.TOKENS, False),
-    (ops.Fork, "block"): (Arg.BLOCK, False),
-    (ops.Free, "block"): (Arg.BLOCK, False),
-    (ops.Swap, "blocks"): (Arg.BLOCKS, False),
-    (ops.Swap, "src"): (Arg.DEVICE, False),
-    (ops.Swap, "dst"): (Arg.DEVICE, False),
-    (ops.MarkAccessed, "blocks"): (Arg.GPU_IDS, True),
-    (ops.MarkAccessed, "now"): (Arg.TIME, True),
-    (ops.ComputedBlockIds, "blocks"): (Arg.GPU_IDS, True),
-    (ops.CachedPrefix, "blocks"): (Arg.LIST, True),
-    (ops.CachedPrefix, "device"): (Arg.DEVICE, False),
-    (ops.CountTouched, "blocks"): (Arg.BLOCKS, False),
-    (ops.CountTouched, "device"): (Arg.DEVICE, False),
-    (ops.CountTouched, "lookahead"): (Arg.COUNT, False),
-    (ops.CountFullTouched, "blocks"): (Arg.BLOCKS, False),
-    (ops.CountFullTouched, "device"): (Arg.DEVICE, False),
-    (ops.HitRate, "device"): (Arg.DEVICE, False),
-    (ops.ResetPrefixCache, "device"): (Arg.DEVICE_OR_NONE, False),
-    (ops.TableAllocate, "tokens"): (Arg.TOKENS, False),
-    (ops.TableAllocate, "device"): (Arg.DEVICE, False),
-    (ops.TableAllocate, "extra_hash"): (Arg.EXTRA, False),
-    (ops.TableAppend, "tokens"): (Arg.TOKENS, False),
-    (ops.TableAppend, "lookahead"): (Arg.COUNT, False),
-    (ops.TableEnsureSlots, "slots"): (Arg.COUNT, False),
-    # the table's extra_hash, which its plan passes to these calls (API.md 12.1)
-    (ops.TableAppend, "extra_hash"): (Arg.EXTRA, False),
-    (ops.TableEnsureSlots, "extra_hash"): (Arg.EXTRA, False),
-    (ops.TableMarkAccessed, "now"): (Arg.TIME, True),
-    # stale ids: more previously computed ids than ids considered
-    (ops.ComputedBlockIds, "prev_computed"): (Arg.PREV_IDS, True),
 }
+# operations that hold their validated arguments (``Op.malformed``, models.families.v0.ops)
+ARGUMENTS.update({(cls, name): spec for cls in ops.OPS_BY_KIND.values()
+                  for name, spec in vars(cls).get("malformed", {}).items()})
 
 
 # --------------------------------------------------------------------------- content hash
-# ``hash_block_tokens`` is static: refusing a bad argument changes nothing by construction.
-# Its token ids are int-like (``operator.index``; an engine passes numpy ints), so a bool
-# token is left open there; the allocation calls refuse bools (Arg.TOKENS).
-HASH_ARGUMENTS: dict[tuple[type[Op], str], tuple[Arg, bool]] = {
-    (ops.HashRecompute, "is_first_block"): (Arg.FIRST_FLAG, False),
-    (ops.HashRecompute, "prev_block_hash"): (Arg.PREV_HASH, False),
-    (ops.HashRecompute, "token_ids"): (Arg.HASH_TOKENS, False),
-}
-ARGUMENTS.update(HASH_ARGUMENTS)
+# ``hash_block_tokens``' arguments (``HashRecompute.malformed``).
 
 
 def _hash_well_formed(call: Op, arg: Arg, bad: JSON) -> bool:

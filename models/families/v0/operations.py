@@ -18,306 +18,153 @@ Everything here is plain data that round-trips through JSON (:func:`op_to_json`,
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, TypeAlias
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
-Tokens: TypeAlias = tuple[int, ...]
-JSON: TypeAlias = Any
+from models.core.invariants import Family
+from models.families.v0.ops.allocate import (
+    AllocateImmutable,
+    AllocateImmutableChain,
+    AllocateMutable,
+)
+from models.families.v0.ops.append import Append
+from models.families.v0.ops.base import Arg, Op, Out
+from models.families.v0.ops.device import (
+    DEVICE_MISUSES,
+    DEVICE_SWAP_MISUSES,
+    DeviceFreeId,
+    DeviceMisuse,
+    DeviceSwapMisuse,
+)
+from models.families.v0.ops.fork import Fork
+from models.families.v0.ops.free import Free
+from models.families.v0.ops.hashing import AllocateImmutableIntLike, HashRecompute
+from models.families.v0.ops.marks import MarkAccessed, MarkComputed, MarkStaleIds
+from models.families.v0.ops.null_block import (
+    NULL_BLOCK_MISUSES,
+    NULL_BLOCK_WRITES,
+    GetNullBlock,
+    NullBlockMisuse,
+    NullBlockQuery,
+)
+from models.families.v0.ops.queries import (
+    BlockInfo,
+    CachedPrefix,
+    ClearCopyOnWrites,
+    ComputedBlockIds,
+    CountFullTouched,
+    CountTouched,
+    HitRate,
+    ResetPrefixCache,
+)
+from models.families.v0.ops.swap import DeviceSwap, Swap, TableSwap
+from models.families.v0.ops.table_queries import IdSpace, SwapLog, TableReallocate, TableSlots
+from models.families.v0.ops.tables import (
+    TableAllocate,
+    TableAppend,
+    TableEnsureSlots,
+    TableFork,
+    TableFree,
+    TableMarkAccessed,
+)
+from models.families.v0.ops.values import (
+    JSON,
+    Dev,
+    ErrorKind,
+    EvictorState,
+    Extra,
+    ExtraKey,
+    KeyIdentity,
+    Outcome,
+    RefcountState,
+    Snapshot,
+    Tokens,
+    extra_from_json,
+    extra_to_json,
+    frozen_literal,
+)
 
-
-class Dev(enum.Enum):
-    """A device pool. GPU ids come first, then CPU ids (``CpuGpuBlockAllocator.create``)."""
-
-    GPU = "gpu"
-    CPU = "cpu"
-
-
-class ErrorKind(enum.Enum):
-    """How a target call failed, as classified by the adapter."""
-
-    NO_FREE_BLOCKS = "no_free_blocks"  # BlockAllocator.NoFreeBlocksError
-    MISUSE = "misuse"  # a typed, documented error for bad input
-    ASSERTION = "assertion"  # upstream-style ``assert`` (vanishes under ``python -O``)
-    UNEXPECTED = "unexpected"  # anything else: the target crashed
-
-
-# --------------------------------------------------------------------------- extra keys
-
-
-#: A request key's identity (:meth:`ExtraKey.identity`): LoRA id, salt bytes, tagged mm hashes.
-KeyIdentity: TypeAlias = tuple[int | None, bytes | None, tuple[tuple[str, int | str | bytes], ...]]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class ExtraKey:
-    """Request-level cache keys an engine folds into a block's ``extra_hash``: a LoRA
-    adapter's int id, a cache salt, multimodal input hashes. The adapter renders it with the
-    target's own extra-key function (its ``make_extra_hash``; vLLM: ``Sequence.extra_hash``).
-
-    Contract: equal keys share cached blocks, different keys (and a key versus no key) never
-    do. Equality is the request's identity (:meth:`identity`), not the Python values: a salt is
-    a byte string and a ``str`` salt stands for its UTF-8 bytes (``"a"`` is ``b"a"``), while a
-    multimodal hash keeps its type (``5``, ``"5"`` and ``b"5"`` are three inputs). The empty key
-    is no key: it renders as ``None`` and equals ``None`` (plain requests share with it).
-    ``lora_id`` is positive (an engine's "no LoRA" is ``None``, not 0)."""
-
-    lora_id: int | None = None
-    cache_salt: str | bytes | None = None
-    mm_hashes: tuple[int | str | bytes, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.lora_id is not None and (type(self.lora_id) is not int or self.lora_id < 1):
-            raise ValueError(f"ExtraKey.lora_id must be a positive int, got {self.lora_id!r}")
-        if self.cache_salt is not None and type(self.cache_salt) not in (str, bytes):
-            raise ValueError(f"ExtraKey.cache_salt must be a str or bytes, "
-                             f"got {self.cache_salt!r}")
-        if type(self.mm_hashes) is not tuple or not all(
-                type(h) in (int, str, bytes) for h in self.mm_hashes):
-            raise ValueError(f"ExtraKey.mm_hashes must be a tuple of int, str or bytes, "
-                             f"got {self.mm_hashes!r}")
-
-    def identity(self) -> KeyIdentity | None:
-        """What tells requests apart (``None`` for the empty key)."""
-        if self.lora_id is None and self.cache_salt is None and not self.mm_hashes:
-            return None
-        salt = self.cache_salt.encode("utf-8") if isinstance(self.cache_salt, str) \
-            else self.cache_salt
-        return self.lora_id, salt, tuple((type(h).__name__, h) for h in self.mm_hashes)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, ExtraKey):
-            return self.identity() == other.identity()
-        if other is None:
-            return self.identity() is None
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self.identity())
-
-    @property
-    def fields_used(self) -> frozenset[str]:
-        """Which kinds of key it names: ``"lora"``, ``"salt"``, ``"mm"``, and ``"bytes"`` when
-        a salt or multimodal hash is given as bytes."""
-        return frozenset(name for name, on in (
-            ("lora", self.lora_id is not None), ("salt", self.cache_salt is not None),
-            ("mm", bool(self.mm_hashes)),
-            ("bytes", isinstance(self.cache_salt, bytes)
-             or any(isinstance(h, bytes) for h in self.mm_hashes))) if on)
-
-
-#: What an operation passes as ``extra_hash``: a raw int, request keys, or nothing.
-Extra: TypeAlias = int | ExtraKey | None
-
-
-def _bytes_to_json(value: JSON) -> JSON:
-    return {"bytes": value.hex()} if isinstance(value, bytes) else value
-
-
-def _bytes_from_json(value: JSON) -> JSON:
-    if isinstance(value, Mapping):
-        if set(value) != {"bytes"} or not isinstance(value["bytes"], str):
-            raise ValueError(f"extra key: bytes are {{\"bytes\": hex}}, got {value!r}")
-        return bytes.fromhex(value["bytes"])
-    return value
-
-
-def extra_to_json(extra: Extra) -> JSON:
-    """An int or ``None`` as itself; an :class:`ExtraKey` as an object of its fields (bytes
-    as ``{"bytes": hex}``)."""
-    if isinstance(extra, ExtraKey):
-        return {"lora_id": extra.lora_id, "cache_salt": _bytes_to_json(extra.cache_salt),
-                "mm_hashes": [_bytes_to_json(h) for h in extra.mm_hashes]}
-    return extra
-
-
-def extra_from_json(value: JSON) -> Extra:
-    """Inverse of :func:`extra_to_json` (traces from before extra keys hold ints only)."""
-    if isinstance(value, Mapping):
-        unknown = set(value) - {"lora_id", "cache_salt", "mm_hashes"}
-        if unknown:
-            raise ValueError(f"extra key: unknown fields {sorted(unknown)}")
-        return ExtraKey(value.get("lora_id"), _bytes_from_json(value.get("cache_salt")),
-                        tuple(_bytes_from_json(h) for h in value.get("mm_hashes", ())))
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise ValueError(f"extra_hash must be an int, an extra key or null, got {value!r}")
-
-# --------------------------------------------------------------------------- end extra keys
-
-
-@dataclass(frozen=True, slots=True)
-class Op:
-    """Base of every operation. ``kind`` is the stable name used in JSON and reports."""
-
-    kind: ClassVar[str] = ""
-    mutates: ClassVar[bool] = True
-
+__all__ = [
+    "DEVICE_MISUSES",
+    "DEVICE_SWAP_MISUSES",
+    "JSON",
+    "NULL_BLOCK_MISUSES",
+    "NULL_BLOCK_WRITES",
+    "AllocateImmutable",
+    "AllocateImmutableChain",
+    "AllocateImmutableIntLike",
+    "AllocateMutable",
+    "Append",
+    "Arg",
+    "BlockInfo",
+    "CachedPrefix",
+    "ClearCopyOnWrites",
+    "ComputedBlockIds",
+    "CountFullTouched",
+    "CountTouched",
+    "Dev",
+    "DeviceFreeId",
+    "DeviceMisuse",
+    "DeviceSwap",
+    "DeviceSwapMisuse",
+    "ErrorKind",
+    "EvictorState",
+    "Extra",
+    "ExtraKey",
+    "Fork",
+    "Free",
+    "GetNullBlock",
+    "HashRecompute",
+    "HitRate",
+    "IdSpace",
+    "KeyIdentity",
+    "MarkAccessed",
+    "MarkComputed",
+    "MarkStaleIds",
+    "NullBlockMisuse",
+    "NullBlockQuery",
+    "Op",
+    "Out",
+    "Outcome",
+    "RefcountState",
+    "ResetPrefixCache",
+    "Snapshot",
+    "Swap",
+    "SwapLog",
+    "TableAllocate",
+    "TableAppend",
+    "TableEnsureSlots",
+    "TableFork",
+    "TableFree",
+    "TableMarkAccessed",
+    "TableReallocate",
+    "TableSlots",
+    "TableSwap",
+    "Tokens",
+    "extra_from_json",
+    "extra_to_json",
+    "frozen_literal",
+]
 
 # --------------------------------------------------------------------------- block level
 
 
-@dataclass(frozen=True, slots=True)
-class AllocateMutable(Op):
-    """``allocate_mutable_block(prev, device, extra_hash)``: one empty block chained to
-    ``prev``."""
-
-    kind: ClassVar[str] = "allocate_mutable"
-    prev: int | None
-    device: Dev = Dev.GPU
-    extra_hash: Extra = None
 
 
-@dataclass(frozen=True, slots=True)
-class AllocateImmutable(Op):
-    """``allocate_immutable_block(prev, tokens, device, extra_hash)``: one full block."""
-
-    kind: ClassVar[str] = "allocate_immutable"
-    prev: int | None
-    tokens: Tokens
-    device: Dev = Dev.GPU
-    extra_hash: Extra = None
 
 
-@dataclass(frozen=True, slots=True)
-class AllocateImmutableChain(Op):
-    """``allocate_immutable_blocks(prev, chunks, device, extra_hash)``: all or nothing."""
-
-    kind: ClassVar[str] = "allocate_immutable_chain"
-    prev: int | None
-    chunks: tuple[Tokens, ...]
-    device: Dev = Dev.GPU
-    extra_hash: Extra = None
 
 
-@dataclass(frozen=True, slots=True)
-class Append(Op):
-    """``block.append_token_ids(tokens)``: copy-on-write if shared, promotion once full."""
-
-    kind: ClassVar[str] = "append"
-    block: int
-    tokens: Tokens
 
 
-@dataclass(frozen=True, slots=True)
-class Fork(Op):
-    """``fork(block)``: new handles sharing every id of the chain ending at ``block``."""
-
-    kind: ClassVar[str] = "fork"
-    block: int
 
 
-@dataclass(frozen=True, slots=True)
-class Free(Op):
-    """``free(block)``."""
-
-    kind: ClassVar[str] = "free"
-    block: int
 
 
-@dataclass(frozen=True, slots=True)
-class Swap(Op):
-    """``swap(blocks, src, dst)``: swap out of ``src`` then in to ``dst``.
-
-    Value: the returned mapping as ``[src_id, dst_id]`` pairs in the mapping's order."""
-
-    kind: ClassVar[str] = "swap"
-    blocks: tuple[int, ...]
-    src: Dev
-    dst: Dev
 
 
-@dataclass(frozen=True, slots=True)
-class MarkAccessed(Op):
-    """``mark_blocks_as_accessed(ids of blocks, now)``."""
 
-    kind: ClassVar[str] = "mark_accessed"
-    blocks: tuple[int, ...]
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class MarkComputed(Op):
-    """``mark_blocks_as_computed(ids)``: marks every block touched since the last call."""
-
-    kind: ClassVar[str] = "mark_computed"
-    blocks: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ComputedBlockIds(Op):
-    """Aphrodite ``get_computed_block_ids(prev_computed, ids of blocks, skip_last)``; value:
-    list of ids. ``prev_computed`` (the ids already known computed) is ``()`` but in a
-    ``Malformed`` call (stale ids: a list longer than the ids considered)."""
-
-    kind: ClassVar[str] = "computed_block_ids"
-    mutates: ClassVar[bool] = False
-    blocks: tuple[int, ...]
-    skip_last: bool = True
-    prev_computed: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class CachedPrefix(Op):
-    """vLLM ``find_cached_blocks_prefix(hashes of blocks, device)``; value: list of hashes."""
-
-    kind: ClassVar[str] = "cached_prefix"
-    mutates: ClassVar[bool] = False
-    blocks: tuple[int, ...]
-    device: Dev = Dev.GPU
-
-
-@dataclass(frozen=True, slots=True)
-class CountTouched(Op):
-    """Aphrodite ``get_num_blocks_touched(blocks, device, lookahead)``; value: int."""
-
-    kind: ClassVar[str] = "count_touched"
-    mutates: ClassVar[bool] = False
-    blocks: tuple[int, ...]
-    device: Dev = Dev.GPU
-    lookahead: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class CountFullTouched(Op):
-    """vLLM ``get_num_full_blocks_touched(blocks, device)``; value: int."""
-
-    kind: ClassVar[str] = "count_full_touched"
-    mutates: ClassVar[bool] = False
-    blocks: tuple[int, ...]
-    device: Dev = Dev.GPU
-
-
-@dataclass(frozen=True, slots=True)
-class ClearCopyOnWrites(Op):
-    """``clear_copy_on_writes()``; value: the (src, dst) pairs recorded since the last drain."""
-
-    kind: ClassVar[str] = "clear_cows"
-
-
-@dataclass(frozen=True, slots=True)
-class HitRate(Op):
-    """``get_prefix_cache_hit_rate(device)``; value: float."""
-
-    kind: ClassVar[str] = "hit_rate"
-    mutates: ClassVar[bool] = False
-    device: Dev = Dev.GPU
-
-
-@dataclass(frozen=True, slots=True)
-class ResetPrefixCache(Op):
-    """vLLM ``reset_prefix_cache(device)``; value: bool (False while any block is in use)."""
-
-    kind: ClassVar[str] = "reset_prefix_cache"
-    device: Dev | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GetNullBlock(Op):
-    """``allocate_or_get_null_block()``: the first call takes one GPU block forever."""
-
-    kind: ClassVar[str] = "null_block"
 
 
 # --------------------------------------------------------------------------- engine-side
@@ -343,6 +190,9 @@ class HitBurst(Op):
     content (cached and held, so every one is a hit and nothing else changes)."""
 
     kind: ClassVar[str] = "hit_burst"
+    # A burst takes and drops references to a held id: a typed error from it means the
+    # target counts that id's references wrong (e.g. it sits in the evictor while held).
+    misuse_family: ClassVar[Family] = Family.RC
     block: int
     count: int
     device: Dev = Dev.GPU
@@ -428,72 +278,11 @@ ENGINE_OPS: tuple[type[Op], ...] = (
 # --------------------------------------------------------------------------- sequence level
 
 
-@dataclass(frozen=True, slots=True)
-class TableAllocate(Op):
-    """New ``BlockTable``; ``allocate(tokens, device, extra_hash)``: full chunks immutable, tail
-    mutable."""
-
-    kind: ClassVar[str] = "table_allocate"
-    tokens: Tokens
-    device: Dev = Dev.GPU
-    extra_hash: Extra = None
-    window: int | None = None  # BlockTable(max_block_sliding_window=window)
 
 
-@dataclass(frozen=True, slots=True)
-class TableAppend(Op):
-    """``append_token_ids(tokens, num_lookahead_slots=lookahead)`` with the table's extra_hash."""
-
-    kind: ClassVar[str] = "table_append"
-    table: int
-    tokens: Tokens
-    lookahead: int = 0
-    computed: int | None = None  # num_computed_slots (sliding-window tables); value: null id
 
 
-@dataclass(frozen=True, slots=True)
-class TableEnsureSlots(Op):
-    """``ensure_num_empty_slots(slots)``."""
 
-    kind: ClassVar[str] = "table_ensure_slots"
-    table: int
-    slots: int
-
-
-@dataclass(frozen=True, slots=True)
-class TableFork(Op):
-    """``fork()``: a new table sharing every block."""
-
-    kind: ClassVar[str] = "table_fork"
-    table: int
-
-
-@dataclass(frozen=True, slots=True)
-class TableFree(Op):
-    """``free()``."""
-
-    kind: ClassVar[str] = "table_free"
-    table: int
-
-
-@dataclass(frozen=True, slots=True)
-class TableSwap(Op):
-    """Engine swap of a whole sequence: admission check with the allocator's touched count,
-    then ``swap(table.blocks, src, dst)`` and ``table.update(blocks)``; value as for ``Swap``."""
-
-    kind: ClassVar[str] = "table_swap"
-    table: int
-    src: Dev
-    dst: Dev
-
-
-@dataclass(frozen=True, slots=True)
-class TableMarkAccessed(Op):
-    """``mark_blocks_as_accessed(table.physical_block_ids, now)``."""
-
-    kind: ClassVar[str] = "table_mark_accessed"
-    table: int
-    now: float
 
 
 # --------------------------------------------------------------------------- table queries
@@ -501,86 +290,16 @@ class TableMarkAccessed(Op):
 # (physical ids, totals) and the swap log.
 
 
-@dataclass(frozen=True, slots=True)
-class TableSlots(Op):
-    """``num_full_slots``, ``get_unseen_token_ids(tokens)`` (``tokens``: the whole sequence),
-    ``get_num_blocks_touched_by_append_slots(unseen, lookahead)`` and, where the static method
-    takes lookahead (vLLM generation), ``get_num_required_blocks(tokens, block_size,
-    lookahead)``; value: ``{"full_slots": int, "unseen": [int], "touched": int[, "required":
-    int]}``."""
 
-    kind: ClassVar[str] = "table_slots"
-    mutates: ClassVar[bool] = False
-    table: int
-    tokens: Tokens
-    lookahead: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class IdSpace(Op):
-    """``get_num_total_blocks(device)``, ``all_block_ids`` and ``get_physical_block_id(device,
-    i)`` for each ``i`` of ``ids`` (absolute ids of ``device``: GPU ``0..G-1``, CPU ``G..``);
-    value: ``{"total": int, "all": sorted [int], "physical": [int]}``."""
-
-    kind: ClassVar[str] = "id_space"
-    mutates: ClassVar[bool] = False
-    device: Dev
-    ids: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class SwapLog(Op):
-    """``get_and_reset_swaps()``; value: ``[src, dst]`` pairs of every swap since the last
-    call (a later swap of the same source id overwrites its entry in place)."""
-
-    kind: ClassVar[str] = "swap_log"
 
 
 # The null block's surface and table misuse: reads the null block must forward, writes it
 # must refuse, and calls a table must refuse in its current state.
 
 
-@dataclass(frozen=True, slots=True)
-class NullBlockQuery(Op):
-    """Once the null block exists: ``allocate_or_get_null_block()`` again, then its
-    ``block_id``, ``token_ids``, ``num_empty_slots``, ``is_full``, ``prev_block``,
-    ``content_hash`` and (vLLM generation) ``extra_hash``; with ``stamp`` (prefix-caching
-    targets) also ``last_accessed`` set to ``stamp`` and ``computed`` to ``False``, both read
-    back; last, ``free`` of it, which the allocator ignores. Value: ``{read: value}``
-    (``prev_block`` as ``no_prev_block``: whether it is ``None``)."""
-
-    kind: ClassVar[str] = "null_block_query"
-    mutates: ClassVar[bool] = False
-    stamp: float | None = None
 
 
-#: The writes :class:`NullBlockMisuse` tries (drawn by the machines and the fuzz decoder).
-NULL_BLOCK_WRITES: tuple[str, ...] = ("append", "set_id", "fork")
-#: Every :class:`NullBlockMisuse`: the writes, and the GPU allocator's own ``free`` and
-#: ``fork`` of the null block (tried in a once-per-null-block sweep only, so seeded draws stay
-#: as they were).
-NULL_BLOCK_MISUSES: tuple[str, ...] = (*NULL_BLOCK_WRITES, "device_free", "device_fork")
 
-
-@dataclass(frozen=True, slots=True)
-class NullBlockMisuse(Op):
-    """A write to the existing null block: ``append_token_ids([1])`` (``"append"``), setting
-    its ``block_id`` (``"set_id"``) or ``alloc.fork`` of it (``"fork"``); or ``free`` or
-    ``fork`` of it on the GPU allocator itself (``"device_free"``, ``"device_fork"``: the
-    device-aware ``free`` ignores the null block, a device's own must neither release nor
-    share its id). Always a misuse."""
-
-    kind: ClassVar[str] = "null_block_misuse"
-    action: str
-
-
-@dataclass(frozen=True, slots=True)
-class TableReallocate(Op):
-    """``allocate(tokens)`` on the existing table ``table``: a misuse while it holds blocks."""
-
-    kind: ClassVar[str] = "table_reallocate"
-    table: int
-    tokens: Tokens
 
 
 TABLE_QUERY_OPS: tuple[type[Op], ...] = (TableSlots, IdSpace, SwapLog, NullBlockQuery,
@@ -638,16 +357,10 @@ class Malformed(Op):
     allocator."""
 
     kind: ClassVar[str] = "malformed"
+    misuse_family: ClassVar[Family] = Family.ATOMIC  # bad input must be refused and leave no trace
     call: Op
     argument: str
     bad: JSON
-
-
-def frozen_literal(value: JSON) -> JSON:
-    """A JSON literal with every list turned into a tuple (hashable, as ``Malformed.bad``)."""
-    if isinstance(value, list | tuple):
-        return tuple(frozen_literal(v) for v in value)
-    return value
 
 
 OPS_BY_KIND[Malformed.kind] = Malformed
@@ -657,15 +370,6 @@ OPS_BY_KIND[Malformed.kind] = Malformed
 # Extension queries of ``CpuGpuBlockAllocator`` that not every target has (vLLM 0.8 lacks
 # them): the adapter detects them and the machines ask only targets that have them.
 
-
-@dataclass(frozen=True, slots=True)
-class BlockInfo(Op):
-    """``get_block_refcount(id)`` and ``get_block_device(id)`` of each block's id; value:
-    ``[[refcount, device value], ...]`` in the order of ``blocks``."""
-
-    kind: ClassVar[str] = "block_info"
-    mutates: ClassVar[bool] = False
-    blocks: tuple[int, ...]
 
 
 BLOCK_QUERY_OPS: tuple[type[Op], ...] = (BlockInfo,)
@@ -679,33 +383,6 @@ OPS_BY_KIND[BlockInfo.kind] = BlockInfo
 # prefix-caching only.
 
 
-@dataclass(frozen=True, slots=True)
-class HashRecompute(Op):
-    """``block.content_hash``, then the block class's ``hash_block_tokens(is_first_block,
-    prev_block.content_hash (None when first), block.token_ids[, extra_hash=block.extra_hash])``
-    (Aphrodite: static, no ``extra_hash``; vLLM: a classmethod taking it). ``is_first_block``
-    says whether ``block`` starts its chain; ``int_like`` passes the token ids, and a
-    predecessor's hash, as instances of an ``int`` subclass; ``sentinel`` passes a first
-    block's predecessor hash as the class's ``_none_hash`` (vLLM generation: the same as
-    ``None``). Value: ``[content_hash, recomputed]``.
-
-    A :class:`Malformed` call of it may also name ``prev_block_hash`` and ``token_ids``, the
-    hash function's parameters the plan fills from the block."""
-
-    kind: ClassVar[str] = "hash_recompute"
-    mutates: ClassVar[bool] = False
-    block: int
-    is_first_block: bool
-    int_like: bool = False
-    sentinel: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class AllocateImmutableIntLike(AllocateImmutable):
-    """``AllocateImmutable`` with the token ids passed as instances of an ``int`` subclass
-    (as numpy hands them out): the same call, so the same hit, hash and KV content."""
-
-    kind: ClassVar[str] = "allocate_immutable_int_like"
 
 
 HASH_OPS: tuple[type[Op], ...] = (HashRecompute, AllocateImmutableIntLike)
@@ -767,15 +444,6 @@ class EvictorContains(Op):
     kind: ClassVar[str] = "evictor_contains"
     mutates: ClassVar[bool] = False
     ids: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class EvictorState:
-    """What the evictor shows after a step: ``num_blocks``, and ``free_table`` as
-    ``{block_id: (content_hash, num_hashed_tokens, last_accessed)}``."""
-
-    num_blocks: int
-    table: Mapping[int, tuple[int, int, float]]
 
 
 EVICTOR_OPS: tuple[type[Op], ...] = (EvictorAdd, EvictorUpdate, EvictorRemove, EvictorEvict,
@@ -862,16 +530,6 @@ class CowClear(Op):
     mutates: ClassVar[bool] = False
 
 
-@dataclass(frozen=True, slots=True)
-class RefcountState:
-    """What the counter shows after a step: ``get(id)`` of each id it was built with;
-    ``pending``: the tracker's recorded pairs (a non-destructive ``pending()``), for targets
-    whose tracker has one (an extension, not in API.md), else None."""
-
-    counts: Mapping[int, int]
-    pending: tuple[tuple[int | None, int | None], ...] | None = None
-
-
 REFCOUNT_OPS: tuple[type[Op], ...] = (RefNew, RefIncr, RefDecr, RefGet, CowAppendable,
                                       CowRecord, CowClear)
 OPS_BY_KIND.update({cls.kind: cls for cls in REFCOUNT_OPS})
@@ -882,17 +540,6 @@ OPS_BY_KIND.update({cls.kind: cls for cls in REFCOUNT_OPS})
 # What an engine passes after a free: the raw ids a sequence held (a stale id list), and the
 # trackers' add/remove one tracker at a time (semantics: ``models.families.v0.stale_ids``).
 
-
-@dataclass(frozen=True, slots=True)
-class MarkStaleIds(Op):
-    """``mark_blocks_as_accessed(ids, now)`` with, for each handle, the id it holds if live,
-    else the id it held when it was freed. Per id (API.md 4.3): active -> access time;
-    evictable -> ``evictor.update`` (its LRU rank moves); free -> misuse (``ValueError``);
-    another device's -> misuse (``KeyError``). Every id is checked before any is marked."""
-
-    kind: ClassVar[str] = "mark_stale_ids"
-    blocks: tuple[int, ...]
-    now: float
 
 
 #: The trackers :class:`SeqTrackerEdit` names.
@@ -905,6 +552,7 @@ class SeqTrackerEdit(Op):
     (``tracker``: ``"computed"``, the Aphrodite ``ComputedBlocksTracker``, or ``"access"``)."""
 
     kind: ClassVar[str] = "seq_tracker_edit"
+    misuse_family: ClassVar[Family] = Family.COMPUTED  # a tracker add/remove refused
     table: int
     tracker: str
     add: bool
@@ -927,6 +575,7 @@ class TableFreeBlock(Op):
     the (now id-less) object."""
 
     kind: ClassVar[str] = "table_free_block"
+    misuse_family: ClassVar[Family] = Family.LEAK  # a second free of it is a double free
     table: int
     index: int
 
@@ -939,6 +588,7 @@ class SeqLostBlocks(Op):
     (``models.families.v0.tracker_misuse``)."""
 
     kind: ClassVar[str] = "seq_lost_blocks"
+    misuse_family: ClassVar[Family] = Family.COMPUTED
     table: int
     other: int
 
@@ -950,6 +600,7 @@ class SeqCachedTokensUnsized(Op):
     construction). Always a misuse (``models.families.v0.tracker_misuse``)."""
 
     kind: ClassVar[str] = "seq_cached_tokens_unsized"
+    misuse_family: ClassVar[Family] = Family.COMPUTED
     table: int
 
 
@@ -961,78 +612,9 @@ OPS_BY_KIND.update({cls.kind: cls for cls in ENGINE_MISUSE_OPS})
 # --------------------------------------------------------------------------- device calls
 # One device's own allocator called directly (API.md 4 and 4.5: ``alloc._allocators[device]``
 # in the family), as a custom swapper does; the adapter detects it (a target without one is
-# never asked). Semantics and contract: ``models.families.v0.device_calls``.
+# never asked). Semantics and contract: ``models.families.v0.ops.device`` (``DeviceSwap``:
+# ``models.families.v0.ops.swap``).
 
-
-@dataclass(frozen=True, slots=True)
-class DeviceSwap(Op):
-    """A swap by hand: ``swap_out(blocks)`` on ``src``'s allocator, then ``swap_in(blocks)``
-    on ``dst``'s. When the swap-in raises ``NoFreeBlocksError`` the swapper puts the blocks
-    back, ``swap_in`` on ``src`` in reverse order, and reports the swap refused. Value:
-    ``{"pairs": [[id before, id after] per block], "swapped": bool}``."""
-
-    kind: ClassVar[str] = "device_swap"
-    blocks: tuple[int, ...]
-    src: Dev
-    dst: Dev
-
-
-#: What :class:`DeviceSwapMisuse` tries on ``device``'s allocator.
-DEVICE_SWAP_MISUSES: tuple[str, ...] = ("swap_in_held", "swap_out_foreign", "free_foreign")
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceSwapMisuse(Op):
-    """On ``device``'s allocator: ``swap_in(blocks)`` of blocks that still hold an id
-    (``"swap_in_held"``), ``swap_out(blocks)`` of another device's blocks
-    (``"swap_out_foreign"``) or ``free(blocks[0])`` of another device's block
-    (``"free_foreign"``). Always misuse."""
-
-    kind: ClassVar[str] = "device_swap_misuse"
-    action: str
-    blocks: tuple[int, ...]
-    device: Dev
-
-
-#: What :class:`DeviceMisuse` tries.
-DEVICE_MISUSES: tuple[str, ...] = ("device_argument", "physical_unknown", "refcount_unknown",
-                                   "device_unknown", "free_id_twice", "free_foreign_allocator",
-                                   "swap_in_oversized",
-                                   # the device argument of the other two
-                                   # allocation calls
-                                   "device_argument_immutable", "device_argument_chain")
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceMisuse(Op):
-    """A call that names what the allocator does not own: on ``device``'s allocator,
-    ``allocate_mutable_block(None, device=Device.<device>)`` (``"device_argument"``: its
-    methods take no device), ``get_physical_block_id(block_id)`` of an id it does not own
-    (``"physical_unknown"``), ``free_block_id(block_id)`` of a free id (``"free_id_twice"``,
-    naive allocators of the vLLM generation); on the device-aware allocator
-    ``get_block_refcount(block_id)`` / ``get_block_device(block_id)`` of an id no device owns
-    (``"refcount_unknown"``, ``"device_unknown"``) and ``free`` of a block another allocator
-    made and freed (``"free_foreign_allocator"``); on ``device``'s allocator, ``swap_in`` of a
-    full block of twice the block size, swapped out of another allocator
-    (``"swap_in_oversized"``); ``"device_argument_immutable"`` / ``"device_argument_chain"``:
-    as ``"device_argument"`` with ``allocate_immutable_block(None, [0] * block_size, device=..)``
-    / ``allocate_immutable_blocks(None, [[0] * block_size], device=..)``. Always misuse."""
-
-    kind: ClassVar[str] = "device_misuse"
-    action: str
-    device: Dev = Dev.GPU
-    block_id: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceFreeId(Op):
-    """vLLM ``free_block_id(block.block_id)`` on ``device``'s allocator (a naive one; the
-    block lives there), then ``block.block_id = None``: the block released by id, as
-    ``free(block, keep_block_object=True)``."""
-
-    kind: ClassVar[str] = "device_free_id"
-    block: int
-    device: Dev = Dev.GPU
 
 
 DEVICE_OPS: tuple[type[Op], ...] = (DeviceSwap, DeviceSwapMisuse, DeviceMisuse, DeviceFreeId)
@@ -1077,6 +659,7 @@ class Construct(Op):
     range(G, G+C)`` and no ``argument``; the read-outs are the same."""
 
     kind: ClassVar[str] = "construct"
+    misuse_family: ClassVar[Family] = Family.ATOMIC  # a malformed constructor argument accepted
     mutates: ClassVar[bool] = False
     allocator: str
     ids: tuple[int, ...]
@@ -1117,64 +700,6 @@ class InjectedHash(Op):
 OPS_BY_KIND[InjectedHash.kind] = InjectedHash
 
 # --------------------------------------------------------------------------- end injected hash
-
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What the target did for one operation.
-
-    ``new_blocks``/``new_table`` are the handles the runner created (empty on failure);
-    ``cows`` are the copy-on-write pairs drained right after the call, as an engine does every
-    scheduling step; ``admitted`` is the allocator's own admission verdict for ``TableSwap``;
-    ``builtins`` names the builtin exception classes the error is an instance of (API.md pins
-    some: :mod:`models.families.v0.error_classes`).
-    """
-
-    error: ErrorKind | None = None
-    detail: str = ""
-    builtins: tuple[str, ...] = ()
-    value: JSON = None
-    new_blocks: tuple[int, ...] = ()
-    new_table: int | None = None
-    cows: tuple[tuple[int, int], ...] = ()
-    admitted: bool | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """What the allocator shows after an operation.
-
-    ``blocks`` covers every block handle live before or after the operation (a freed handle
-    reports ``None``); ``tables`` every table live before or after it. ``cached``,
-    ``evictable`` (ids per device) and ``refcounts`` (id -> count, every id of both devices)
-    are present only for targets whose adapter can introspect them. ``evictor``: the
-    standalone evictor of the evictor-level operations, once one exists; ``refcount``: the
-    standalone counter and CoW tracker of the refcount-level operations, likewise.
-    """
-
-    free: Mapping[Dev, int]
-    blocks: Mapping[int, int | None] = field(default_factory=dict)
-    block_tokens: Mapping[int, Tokens] = field(default_factory=dict)
-    block_hashes: Mapping[int, int | None] = field(default_factory=dict)
-    tables: Mapping[int, tuple[int | None, ...]] = field(default_factory=dict)
-    table_tokens: Mapping[int, Tokens] = field(default_factory=dict)
-    cached: Mapping[Dev, frozenset[int]] | None = None
-    evictable: Mapping[Dev, frozenset[int]] | None = None
-    refcounts: Mapping[int, int] | None = None
-    evictor: EvictorState | None = None  # evictor level (models.families.v0.evictor_model)
-    refcount: RefcountState | None = None  # refcount level (models.families.v0.refcount_model)
-    # each live block handle's ``Block.extra_hash`` (API.md §vLLM 1), for
-    # targets whose allocate calls take ``extra_hash``; None for other targets.
-    block_extras: Mapping[int, int | None] | None = None
-    #: each live block handle's ``num_tokens_total`` (API.md 3: the tokens of its chain up
-    #: to and including it), for prefix-caching targets; None for others.
-    block_totals: Mapping[int, int] | None = None
-    #: per device with prefix caching, the ``metric_data`` window fields in
-    #: ``models.families.v0.hit_window.FIELDS`` order, for targets whose allocators show them.
-    metric: Mapping[Dev, tuple[object, ...]] | None = None
 
 
 # --------------------------------------------------------------------------- JSON codec

@@ -33,29 +33,23 @@ from models.core.shadow_memory import ShadowMemory
 from models.families.v0 import (  # stale ids
     computed_claims,  # when KV is written
     error_classes,
-    shared_swap,
-    stale_ids,
     tracker_edits,
 )
 from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
-from models.families.v0.block_info import BLOCK_QUERY_STEPS
-from models.families.v0.block_ops import BLOCK_STEPS
 from models.families.v0.capabilities import Config
 from models.families.v0.checks import check_snapshot
 from models.families.v0.construction import CONSTRUCTION_STEPS  # construction
 from models.families.v0.content import ROOT, ContentTrie
 from models.families.v0.context import Context
 from models.families.v0.contract import Inconclusive, OutOfContract, misuse_or_out, shortfall
-from models.families.v0.device_calls import DEVICE_MISUSE_FAMILY, DEVICE_STEPS  # device calls
 from models.families.v0.evictor_model import EvictorModel  # evictor level
-from models.families.v0.hash_query import HASH_STEPS
 from models.families.v0.injected_hash import INJECTED_HASH_STEPS  # injected hash
 from models.families.v0.operations import Dev, ErrorKind, Op, Outcome, Snapshot
+from models.families.v0.ops.free import record_free  # stale ids
 from models.families.v0.queries import Queries
 from models.families.v0.refcount_model import RefcountModel  # refcount level
 from models.families.v0.table_misuse import table_free_block  # freed behind
-from models.families.v0.table_model import TABLE_STEPS
 from models.families.v0.trackers import ENGINE_STEPS
 
 __all__ = ["Inconclusive", "Oracle", "OutOfContract"]
@@ -63,46 +57,21 @@ __all__ = ["Inconclusive", "Oracle", "OutOfContract"]
 F = Family
 MAX_WORLDS = 16
 MAX_PATHS = 16
-STEPS: dict[type[Op], Callable[[Model, Any], None]] = {**BLOCK_STEPS, **TABLE_STEPS,
-                                                       **ENGINE_STEPS, **BLOCK_QUERY_STEPS}
-STEPS.update(HASH_STEPS)  # content hash (models.families.v0.hash_query)
-# stale ids: marking freed handles' ids, one-tracker edits, swaps of handles sharing an id
-STEPS.update({ops.MarkStaleIds: stale_ids.mark_stale_ids,
-              ops.SeqTrackerEdit: tracker_edits.seq_tracker_edit,
-              ops.Swap: shared_swap.swap})
+STEPS: dict[type[Op], Callable[[Model, Any], None]] = {**ENGINE_STEPS}
+# stale ids: marking freed handles' ids, one-tracker edits
+STEPS.update({ops.SeqTrackerEdit: tracker_edits.seq_tracker_edit})
 # end stale ids
 STEPS.update(CONSTRUCTION_STEPS)  # construction (models.families.v0.construction)
 STEPS.update(INJECTED_HASH_STEPS)  # injected hash (models.families.v0.injected_hash)
-STEPS.update(DEVICE_STEPS)  # device calls (models.families.v0.device_calls)
 
 # When several families fire on one step, the most specific one is reported.
 PRIORITY = (F.CRASH, F.ATOMIC, F.HASH, F.COW, F.CONTENT, F.SWAP, F.LRU, F.CACHE, F.COMPUTED,
             F.HIT, F.RC, F.LEAK, F.FREE, F.TABLE)
 
-MISUSE_FAMILY: dict[type[Op], Family] = {
-    ops.Free: F.LEAK, ops.TableFree: F.LEAK, ops.Fork: F.RC, ops.TableFork: F.RC,
-    ops.AllocateImmutable: F.CACHE, ops.AllocateImmutableChain: F.CACHE, ops.Swap: F.SWAP,
-    ops.TableSwap: F.SWAP, ops.MarkAccessed: F.LRU, ops.TableMarkAccessed: F.LRU,
-    ops.ComputedBlockIds: F.COMPUTED,
-    ops.BlockInfo: F.RC,  # a freed handle holds no id to ask about
-    # A burst takes and drops references to a held id: a typed error from it means the
-    # target counts that id's references wrong (e.g. it sits in the evictor while held).
-    ops.HitBurst: F.RC,
-    ops.Malformed: F.ATOMIC,  # bad input must be refused and leave no trace
-    # content hash (models.families.v0.hash_query): recomputing a valid block's hash must succeed
-    ops.HashRecompute: F.HASH, ops.AllocateImmutableIntLike: F.CACHE,
-    # stale ids: a free id marked; a tracker add/remove refused
-    ops.MarkStaleIds: F.LRU, ops.SeqTrackerEdit: F.COMPUTED,
-    ops.Construct: F.ATOMIC,  # construction: a malformed constructor argument accepted
-}
-MISUSE_FAMILY.update(DEVICE_MISUSE_FAMILY)  # device calls
-# freed behind: a table block freed through the allocator (table_misuse); a second free
-# of it is a double free
+# freed behind: a table block freed through the allocator (table_misuse)
 STEPS[ops.TableFreeBlock] = table_free_block
-MISUSE_FAMILY[ops.TableFreeBlock] = F.LEAK
-# tracker misuse (models.families.v0.tracker_misuse): always refused, never stepped
-MISUSE_FAMILY.update({ops.SeqLostBlocks: F.COMPUTED, ops.SeqCachedTokensUnsized: F.COMPUTED})
-# end freed behind
+# Operations not listed hold their own step (models.families.v0.ops); each operation's
+# family on misuse is its class's ``misuse_family``.
 CRASHES = (ErrorKind.UNEXPECTED, ErrorKind.ASSERTION)
 
 
@@ -185,7 +154,7 @@ class Oracle(Queries):
             self.worlds = survivors[:MAX_WORLDS]
             if held is not None and outcome.error is None and isinstance(op, ops.Free):
                 for world in self.worlds:
-                    stale_ids.record_free(world, op.block, held)
+                    record_free(world, op.block, held)
             return
         if self.pruned:
             raise Inconclusive(f"{op.kind}: no model state explains the target, but the search "
@@ -198,7 +167,7 @@ class Oracle(Queries):
         self._note_hints(c)
         err = outcome.error
         if misuse is not None:
-            fam = MISUSE_FAMILY.get(type(op), F.TABLE)
+            fam = op.misuse_family
             if err is None:
                 c.flag(fam, f"misuse accepted without an error: {misuse}")
             elif err is not ErrorKind.MISUSE:
@@ -216,7 +185,7 @@ class Oracle(Queries):
             if short and err is ErrorKind.NO_FREE_BLOCKS:
                 if (wrong := error_classes.wrong_class(op, outcome)) is not None:
                     c.flag(F.CRASH, wrong)
-                if isinstance(op, ops.TableSwap) and outcome.admitted:
+                if op.admitted_first and outcome.admitted:
                     c.flag(F.FREE, "the allocator's own admission said the swap fits, then it "
                            "failed with NoFreeBlocksError")
                 elif not self.caps.atomic:
@@ -226,8 +195,8 @@ class Oracle(Queries):
                 c.flag(F.CRASH if err in CRASHES else F.FREE, f"{op.kind} must fail with "
                        f"NoFreeBlocksError, raised {err.value}: {outcome.detail}")
             else:
-                fam = {ErrorKind.NO_FREE_BLOCKS: F.FREE, ErrorKind.MISUSE:
-                       MISUSE_FAMILY.get(type(op), F.TABLE)}.get(err, F.CRASH)
+                fam = {ErrorKind.NO_FREE_BLOCKS: F.FREE,
+                       ErrorKind.MISUSE: op.misuse_family}.get(err, F.CRASH)
                 if err in CRASHES and isinstance(op, ops.Fork | ops.TableFork):
                     fam = F.TABLE  # forks of any length must work
                 c.flag(fam, f"{op.kind} must succeed, raised {err.value}: {outcome.detail}")
@@ -236,7 +205,11 @@ class Oracle(Queries):
             self._explain_success(m, c)
             c.flag(F.FREE, f"{op.kind} needs more free blocks than there are, yet succeeded")
             return m, c.found, False
-        STEPS[type(op)](m, op)
+        legacy = STEPS.get(type(op))
+        if legacy is None:
+            op.step(m)
+        else:
+            legacy(m, op)
         if op.mutates and not isinstance(op, ops.ClearCopyOnWrites) and \
                 list(outcome.cows) != c.expected_cows:
             c.flag(F.COW, "copy-on-write pairs", expected=c.expected_cows,
@@ -332,8 +305,7 @@ class Oracle(Queries):
         if c is None:
             return []
         found = self.shadow.step(moved=c.moved, writes=c.writes, copies=outcome.cows,
-                                 swapped=isinstance(op, ops.Swap | ops.TableSwap
-                                                   | ops.DeviceSwap),  # device calls
+                                 swapped=op.moves_kv,
                                  expect=lambda key: m.blocks[key].idents)
         if isinstance(op, ops.MarkComputed):  # the batch ran: its KV is written
             self.shadow.compute(lambda key: m.blocks[key].idents)

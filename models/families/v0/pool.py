@@ -23,7 +23,7 @@ from __future__ import annotations
 from models.families.v0.content import ContentTrie
 from models.families.v0.hit_window import HitWindow
 from models.families.v0.lru import LruIndex
-from models.families.v0.operations import Dev
+from models.families.v0.ops.values import Dev
 
 NEVER = -1.0  # upstream's default last_accessed
 

@@ -27,28 +27,19 @@ from __future__ import annotations
 from models.core.invariants import Family
 from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
-from models.families.v0.blocks import TableRec
-from models.families.v0.operations import Dev, Op
-from models.families.v0.table_model import written_indices
+from models.families.v0.operations import Op
+from models.families.v0.ops import common
+from models.families.v0.ops.base import Out
 from models.families.v0.window import NULL_KEY
 
-
-class FreedOut(Exception):
-    """The program left the contract (the caller turns it into ``OutOfContract``)."""
-
-
-def dead_indices(m: Model, t: TableRec) -> list[int]:
-    """Indices of the table's blocks freed behind its back (never the null block)."""
-    return [i for i, k in enumerate(t.blocks) if k != NULL_KEY and not m.blocks[k].live]
-
-
-def is_damaged(m: Model, t: TableRec) -> bool:
-    return t.live and bool(dead_indices(m, t))
+FreedOut = Out  # the program left the contract
+dead_indices, is_damaged = common.dead_indices, common.is_damaged
 
 
 def applies(m: Model, op: Op) -> bool:
-    """Whether ``op`` is this module's to judge: a ``TableFreeBlock``, or any operation on a
-    damaged table."""
+    """Whether ``op`` is this module's to judge: a ``TableFreeBlock``, or an operation on a
+    damaged table that does not judge damage itself (the table operations of
+    ``models.families.v0.ops.tables`` and ``ops.swap`` do)."""
     if isinstance(op, ops.TableFreeBlock):
         return True
     if isinstance(op, ops.SeqUntrack | ops.SeqAccess | ops.SeqTrackerEdit):
@@ -57,45 +48,24 @@ def applies(m: Model, op: Op) -> bool:
     return isinstance(key, int) and key in m.tables and is_damaged(m, m.tables[key])
 
 
-def _reused(m: Model, t: TableRec) -> bool:
-    """Some freed object of the table may have been handed out again by the block pool."""
-    return any(m.blocks.reusable(m.blocks[t.blocks[i]]) for i in dead_indices(m, t))
-
-
 def freed_behind_misuse(m: Model, op: Op) -> str | None:
     """Why ``op`` is misuse (None if valid); raises :class:`FreedOut`."""
-    key = getattr(op, "table", None)
-    if not isinstance(key, int) or key not in m.tables:
-        raise FreedOut(f"table handle {key} never existed")
-    t = m.tables[key]
+    t = common.table(m, getattr(op, "table", None))
     if not t.live:
-        raise FreedOut(f"table {key} was freed")
+        raise FreedOut(f"table {t.key} was freed")
     if isinstance(op, ops.TableFreeBlock):
         if t.window is not None:
             raise FreedOut("a block of a sliding-window table (the window frees blocks itself)")
         if not 0 <= op.index < len(t.blocks):
-            raise FreedOut(f"table {key} has no block {op.index}")
+            raise FreedOut(f"table {t.key} has no block {op.index}")
         rec = m.blocks[t.blocks[op.index]]
         if rec.live:
             return None
         if m.blocks.reusable(rec):
-            raise FreedOut(f"block {op.index} of table {key} was freed and its object may "
+            raise FreedOut(f"block {op.index} of table {t.key} was freed and its object may "
                            "have been reused")
-        return f"free of block {op.index} of table {key}, already freed behind it"
-    if _reused(m, t):
-        raise FreedOut(f"table {key} holds a freed block whose object may have been reused")
-    dead = dead_indices(m, t)
-    if isinstance(op, ops.TableFree):
-        return f"free of table {key}, whose block {dead[0]} was freed behind it"
-    if isinstance(op, ops.TableFork):
-        return f"fork of table {key}, whose block {dead[0]} was freed behind it"
-    if isinstance(op, ops.TableAppend) and op.computed is None and op.lookahead >= 0 \
-            and t.device is Dev.GPU:
-        hit = [i for i in written_indices(m, t, len(op.tokens)) if i in dead]
-        if hit:
-            return f"append into block {hit[0]} of table {key}, freed behind it"
-    raise FreedOut(f"{op.kind} of table {key}, whose block {dead[0]} was freed behind it "
-                   "(left open)")
+        return f"free of block {op.index} of table {t.key}, already freed behind it"
+    raise common.left_open(t, common.damage(m, t), op.kind)
 
 
 def table_free_block(m: Model, op: ops.TableFreeBlock) -> None:

@@ -26,11 +26,12 @@ from typing import Any
 from models.core.invariants import Family
 from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
-from models.families.v0.block_ops import computed_prefix, mark_ids
 from models.families.v0.blocks import TableRec
 from models.families.v0.content import ROOT
 from models.families.v0.contract import OutOfContract
 from models.families.v0.operations import Dev, Op
+from models.families.v0.ops.marks import mark_ids
+from models.families.v0.ops.queries import computed_prefix
 from models.families.v0.tracker_state import SeqEntry
 
 F = Family

@@ -25,7 +25,7 @@ from collections import Counter
 from models.core.invariants import Family
 from models.families.v0.allocator_model import Model
 from models.families.v0.blocks import BlockRec, TableRec
-from models.families.v0.operations import Dev, Tokens
+from models.families.v0.ops.values import Dev, Tokens
 
 #: The table-entry key of the null block (never a program handle, never an internal key).
 NULL_KEY = -(1 << 62)

@@ -308,7 +308,7 @@ def _mutants() -> Iterable[Mutant]:
             (F.COW,), (REFCOUNT,), patches=rm.NONE_TOLERANT_COW)
     # -- end refcount level
 
-    # -- device calls: one device's own allocator called directly (models.families.v0.device_calls)
+    # -- device calls: one device's own allocator called directly (models.families.v0.ops.device)
     yield m("swap_in_fails_midway",
             "a device's swap_in takes ids without checking the free count (partial on failure; "
             "a miss counted)",

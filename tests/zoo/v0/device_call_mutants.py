@@ -1,6 +1,6 @@
 """Broken per-device surfaces: one device's own ``swap_in`` (API.md 4.5) called directly, as
 a custom swapper does. The device-aware ``swap`` checks the destination first, so only the
-device-level calls (``DeviceSwap`` and its misuse variants, ``models.families.v0.device_calls``)
+device-level calls (``DeviceSwap`` and its misuse variants, ``models.families.v0.ops.device``)
 reach these. Patches of ``PrefixCachingBlockAllocator.swap_in``, each change marked ``# BUG``.
 """
 

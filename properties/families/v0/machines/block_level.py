@@ -797,7 +797,7 @@ class BlockLevelMachine(V0Machine):
         return [op for op in out if self.oracle.is_misuse(op)]
 
     # ------------------------------------------------------------------ device calls
-    # One device's own allocator called directly (models.families.v0.device_calls).
+    # One device's own allocator called directly (models.families.v0.ops.device).
 
     def _device_feature(self, name: str) -> bool:
         return bool(getattr(self.runner.adapter, name, False))
@@ -890,7 +890,7 @@ class BlockLevelMachine(V0Machine):
 
     def _device_misuses(self) -> list[Op]:
         """Device-level calls the contract says must be refused
-        (``models.families.v0.device_calls``)."""
+        (``models.families.v0.ops.device``)."""
         m = self.oracle.model
         live = self.oracle.live_blocks()
         c = self.config
