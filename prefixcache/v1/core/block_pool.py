@@ -190,6 +190,8 @@ class BlockPool:
             raise PoolArgumentError(
                 f"hash_block_size must be a positive int, got {hash_block_size!r}"
             )
+        if type(num_hash_lookahead_tokens) is bool:  # vLLM's callers may pass a flag (0 or 1)
+            num_hash_lookahead_tokens = int(num_hash_lookahead_tokens)
         _check_count(num_hash_lookahead_tokens, "num_hash_lookahead_tokens")
         self.num_gpu_blocks = num_gpu_blocks
         self.medium = medium

@@ -513,6 +513,8 @@ def get_request_block_hasher(
     """
     if type(hash_block_size) is not int or hash_block_size <= 0:
         raise PoolArgumentError(f"hash_block_size must be a positive int, got {hash_block_size!r}")
+    if type(num_hash_lookahead_tokens) is bool:  # vLLM's callers may pass a flag (0 or 1)
+        num_hash_lookahead_tokens = int(num_hash_lookahead_tokens)
     if type(num_hash_lookahead_tokens) is not int or num_hash_lookahead_tokens < 0:
         raise PoolArgumentError("num_hash_lookahead_tokens must be a non-negative int")
     lookahead = num_hash_lookahead_tokens

@@ -323,3 +323,18 @@ def test_queue_states_upstream_asserts_raise_an_assertion_error_too() -> None:
     with pytest.raises(AssertionError):
         broken._append_unchecked([KVCacheBlock(block_id=1)])
     assert broken.num_free_blocks == 0
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_lookahead_given_as_a_flag_counts_as_zero_or_one(flag: bool) -> None:
+    """vLLM 0.33's own tests pass ``num_hash_lookahead_tokens`` as a bool and upstream takes it
+    as 0 or 1; the pool and the request hasher do the same (a float or a negative still fails)."""
+    from prefixcache.v1.core.kv_cache_utils import get_request_block_hasher
+    from prefixcache.v1.hashing import sha256
+
+    pool = BlockPool(4, True, 2, num_hash_lookahead_tokens=flag)
+    assert type(pool.num_hash_lookahead_tokens) is int
+    assert pool.num_hash_lookahead_tokens == int(flag)
+    get_request_block_hasher(2, sha256, flag)
+    with pytest.raises(PoolArgumentError):
+        BlockPool(4, True, 2, num_hash_lookahead_tokens=1.0)
