@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from models.core.invariants import Family as Invariant
+
 if TYPE_CHECKING:
     from properties.core.targets import Target
 
@@ -119,6 +121,9 @@ class Family(Protocol):
     pool_fields: tuple[tuple[str, int], ...]
     #: The upstream deviations the model can follow (xfails ``tolerate``): name -> what.
     tolerable: Mapping[str, str]
+    #: The invariant families its model and machines check (the report's verdict rows: a
+    #: family that is never checked gets no "pass").
+    invariants: tuple[Invariant, ...]
 
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """Whether the target spec (or the callable it names) speaks this family's API,

@@ -102,11 +102,10 @@ def test_all_lists_each_distinct_deviation_once_then_the_baseline_ratchets(
                             "--xfails-file", str(baseline))
     assert code == 1, out
     new = _signatures(data)
-    # The adopted HIT deviation is absorbed. With the swap bug injected the machines can reach
-    # the same HIT signature after other operations (another mechanism, a new entry by design,
-    # properties.core.signature); no HIT of a signature the adoption run did not list appears.
-    adopted = {s.rsplit(" | ", 1)[0] for s in found}
-    assert new and all(s.split(" | ")[0] != "HIT" or s.rsplit(" | ", 1)[0] in adopted
-                       for s in new), "\n".join(new)
+    # Every adopted deviation is absorbed: none of the adoption run's keys comes back as new.
+    # (With the swap bug injected the machines explore other states, so they may also meet
+    # HIT deviations of the same mutant the small adoption budget never drew: those are new
+    # by design, like any deviation the baseline does not list.)
+    assert new and not set(new) & set(found), "\n".join(new)
     assert any(s.split(" | ")[0] == "SWAP" for s in new), "\n".join(new)
     assert data["families"]["SWAP"].startswith("FAIL"), data["families"]

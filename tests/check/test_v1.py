@@ -40,6 +40,10 @@ def test_the_bundled_pool_conforms_with_family_v1(tmp_path: Path) -> None:
     assert data["conforming"] is True
     assert list(data["tests"]) == ["families/v1/test_pool_level.py::TestPoolLevel::"
                                    "test_block_pool"]
+    # Only what the v1 family checks gets a verdict: v1 has no copy-on-write or device swaps.
+    assert set(data["families"]) >= {"RC", "CACHE", "HASH", "ATOMIC"}
+    assert not {"COW", "SWAP"} & set(data["families"]), data["families"]
+    assert not re.search(r"^(COW|SWAP) ", out, re.M), out
 
 
 @pytest.mark.parametrize("args", [("--family", "v9"),

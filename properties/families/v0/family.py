@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from models.core.invariants import Family as Invariant
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import (
     TOLERABLE,
@@ -62,6 +63,7 @@ class V0Family:
     table_fields: tuple[str, ...] = ("table",)
     pool_fields: tuple[tuple[str, int], ...] = (("num_gpu_blocks", 1), ("num_cpu_blocks", 0))
     tolerable: Mapping[str, str] = TOLERABLE
+    invariants: tuple[Invariant, ...] = tuple(Invariant)
 
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A callable (not a class) taking ``(allocator_type, num_gpu_blocks, num_cpu_blocks,

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from models.core.invariants import Family, Violation
+from models.core.invariants import Family as Invariant
 from models.families.v1 import ops
 from models.families.v1.pool_model import Observed, PoolConfig
 from properties.core.targets import Target, TargetError, resolve, step_timeout_setting
@@ -138,6 +139,9 @@ class V1Family:
     pool_fields: tuple[tuple[str, int], ...] = (("num_blocks", 2),)
     #: The v1 model follows no upstream deviation (xfails ``tolerate``).
     tolerable: Mapping[str, str] = {}
+    #: No copy-on-write or device swaps in v1's API.
+    invariants: tuple[Invariant, ...] = tuple(
+        f for f in Invariant if f not in (Invariant.COW, Invariant.SWAP))
 
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A ``BlockPool`` class (it has :data:`POOL_METHODS`), or a callable annotated to
