@@ -338,3 +338,19 @@ def test_lookahead_given_as_a_flag_counts_as_zero_or_one(flag: bool) -> None:
     get_request_block_hasher(2, sha256, flag)
     with pytest.raises(PoolArgumentError):
         BlockPool(4, True, 2, num_hash_lookahead_tokens=1.0)
+
+
+def test_touch_with_a_foreign_block_late_in_the_list_changes_nothing() -> None:
+    """touch checks and applies in one pass: a foreign entry after free and held ones undoes
+    the references and the queue unlinks before it (the free queue's exact order too)."""
+    pool = BlockPool(8, True, 2)
+    held = pool.get_new_blocks(3)
+    pool.free_blocks([held[1]])  # one free block in the middle of the queue's tail part
+    before = snapshot(pool)
+    order = [b.block_id for b in pool.free_block_queue.get_all_free_blocks()]
+    free_block = pool.blocks[held[1].block_id]
+    with pytest.raises(ForeignBlockError):
+        pool.touch([held[0], free_block, free_block, pool.null_block, KVCacheBlock(3)])
+    assert snapshot(pool) == before
+    assert [b.block_id for b in pool.free_block_queue.get_all_free_blocks()] == order
+    check_invariants(pool)
