@@ -17,11 +17,11 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
-from models.families.v0 import construction
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.malformed import ARGUMENTS, bad_values
 from models.families.v0.operations import Dev, Op, Tokens
+from models.families.v0.ops import construction
 from models.families.v0.request_keys import KEY_ARGUMENTS
 from models.families.v0.request_keys import bad_values as key_bad_values
 from properties.core.machine import OracleMachine
@@ -1083,7 +1083,7 @@ class BlockLevelMachine(OracleMachine):
         """An allocator built beside the program's over explicit block ids (any order, gaps,
         up to 2**64-1), alone or as both devices; then, for targets with typed errors, the
         same construction with one constructor argument malformed
-        (``models.families.v0.construction``)."""
+        (``models.families.v0.ops.construction``)."""
         support = _construct_support(self)
         allocator = data.draw(st.sampled_from(sorted(support & set(ops.CONSTRUCT_ALLOCATORS))),
                               label="allocator")
