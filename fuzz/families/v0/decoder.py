@@ -1008,7 +1008,7 @@ class Decoder:
             return ops.EvictorEvict() if held or misuse else None
         return ops.EvictorContains(self.src.subset(range(EVICTOR_IDS), 3, min_size=1))
 
-    # -- freed behind (models.families.v0.table_misuse, models.families.v0.tracker_misuse)
+    # -- freed behind (models.families.v0.table_misuse, models.families.v0.ops.tracker_misuse)
 
     def _free_behind(self, oracle: Oracle) -> Op | None:
         """A block of a running table (no window) freed through the allocator: often the one
@@ -1234,7 +1234,7 @@ class Decoder:
         return ops.SeqTrackerEdit(self.src.pick(tables), self.src.pick(ops.TRACKERS),
                                   self.src.flag(50))
 
-    # -- content hash (models.families.v0.hash_query)
+    # -- content hash (models.families.v0.ops.hashing)
 
     def _content_hash(self, oracle: Oracle) -> Op | None:
         """A live block's ``content_hash`` against ``hash_block_tokens`` recomputed from its

@@ -395,8 +395,8 @@ OPS_BY_KIND[BlockInfo.kind] = BlockInfo
 
 # --------------------------------------------------------------------------- content hash
 # The public hash function against the hashes blocks show (semantics:
-# ``models.families.v0.hash_query``), and int-like token ids (an engine passes numpy ints): both are
-# prefix-caching only.
+# ``models.families.v0.ops.hashing``), and int-like token ids (an engine passes numpy ints):
+# both are prefix-caching only.
 
 
 
@@ -554,7 +554,7 @@ OPS_BY_KIND.update({cls.kind: cls for cls in REFCOUNT_OPS})
 
 # --------------------------------------------------------------------------- stale ids
 # What an engine passes after a free: the raw ids a sequence held (a stale id list), and the
-# trackers' add/remove one tracker at a time (semantics: ``models.families.v0.stale_ids``).
+# trackers' add/remove one tracker at a time (semantics: ``models.families.v0.ops.marks``).
 
 
 
@@ -568,7 +568,7 @@ OPS_BY_KIND.update({cls.kind: cls for cls in STALE_ID_OPS})
 # --------------------------------------------------------------------------- freed behind
 # A block a ``BlockTable`` holds, freed through the allocator behind the table's back (an
 # engine bug the table must survive; ``models.families.v0.table_misuse``), and the sequence trackers
-# asked what they must refuse (``models.families.v0.tracker_misuse``).
+# asked what they must refuse (``models.families.v0.ops.tracker_misuse``).
 
 
 

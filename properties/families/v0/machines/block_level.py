@@ -565,7 +565,7 @@ class BlockLevelMachine(OracleMachine):
         chosen = data.draw(st.lists(pick, min_size=1, max_size=4, unique=True), label="blocks")
         self.do(ops.BlockInfo(tuple(chosen)))
 
-    # -- content hash (models.families.v0.hash_query)
+    # -- content hash (models.families.v0.ops.hashing)
 
     def _content_hash(self, data: st.DataObject) -> None:
         """A ``query``: a block's ``content_hash`` against the block class's own
@@ -723,7 +723,7 @@ class BlockLevelMachine(OracleMachine):
         """One read-only question (queries are one rule, so they do not crowd out writes)."""
         kinds = [k for k, api in QUERIES if api is None or getattr(self.caps, api)]
         if _has_blocks(self) and _has_hash_recompute(self):
-            # content hash (models.families.v0.hash_query), weight 2: the only check of the
+            # content hash (models.families.v0.ops.hashing), weight 2: the only check of the
             # class's hash
             kinds += ["content_hash", "content_hash"]
         kind = data.draw(st.sampled_from(kinds), label="query")
