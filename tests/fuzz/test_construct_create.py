@@ -7,9 +7,9 @@ from __future__ import annotations
 import random
 
 from fuzz.families.v0.decoder import Decoder, Level
-from models.families.v0 import construction
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
+from models.families.v0.ops import construction
 from models.families.v0.oracle import Oracle
 from properties.core.targets import load_target
 from tests.model.judged import run_judged

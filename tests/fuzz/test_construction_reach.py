@@ -1,9 +1,8 @@
 """What the decoder's construction production reaches: an allocator built beside the program's
 over explicit ids (``Construct``), alone or as both devices, and (for targets that take misuse)
-with one constructor argument malformed, judged by ``models.families.v0.construction``. Each reach
-is shown by a hand-built input that the bundled allocator passes and the zoo mutant it is for fails;
-vLLM
-0.8 builds its own classes the same way."""
+with one constructor argument malformed, judged by ``models.families.v0.ops.construction``.
+Each reach is shown by a hand-built input that the bundled allocator passes and the zoo mutant
+it is for fails; vLLM 0.8 builds its own classes the same way."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The construction contract (``Construct``, ``models.families.v0.construction``): valid
+"""The construction contract (``Construct``, ``models.families.v0.ops.construction``): valid
 constructions over explicit ids read back as the model says (each read-out, when wrong, flagged with
 its family), malformed constructor arguments refused with a typed error by the bundled allocator and
 left out of contract for targets without typed errors, the classes found per target (vLLM 0.8 has
@@ -12,11 +12,11 @@ from dataclasses import replace
 import pytest
 
 from models.core.invariants import Family, Violation
-from models.families.v0 import construction
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.contract import OutOfContract
 from models.families.v0.operations import ErrorKind, Op
+from models.families.v0.ops import construction
 from models.families.v0.oracle import Oracle
 from properties.core.targets import DEFAULT_SPEC, load_target
 from properties.families.v0.adapter import Unsupported

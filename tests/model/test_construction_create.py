@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from models.core.invariants import Family, Violation
-from models.families.v0 import construction
 from models.families.v0 import operations as ops
 from models.families.v0.operations import Op
+from models.families.v0.ops import construction
 from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator
 from properties.core.targets import DEFAULT_SPEC
 from tests.model.judged import run_judged

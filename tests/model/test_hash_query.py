@@ -1,8 +1,9 @@
-"""The content-hash operations (``models.families.v0.hash_query``): ``HashRecompute`` judged against
-the model (CACHE when ``content_hash`` is None where it must not be or the reverse, HASH when it
-differs from the recomputed hash), its contract, the malformed ``hash_block_tokens`` calls,
-int-subclass token ids (``AllocateImmutableIntLike``: the same hit as plain ints), the JSON
-codec, and the adapter's capability detection and plans on the bundled allocator and vLLM 0.8."""
+"""The content-hash operations (``models.families.v0.ops.hashing``): ``HashRecompute`` judged
+against the model (CACHE when ``content_hash`` is None where it must not be or the reverse,
+HASH when it differs from the recomputed hash), its contract, the malformed
+``hash_block_tokens`` calls, int-subclass token ids (``AllocateImmutableIntLike``: the same hit
+as plain ints), the JSON codec, and the adapter's capability detection and plans on the bundled
+allocator and vLLM 0.8."""
 
 from __future__ import annotations
 

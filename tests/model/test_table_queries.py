@@ -1,6 +1,6 @@
 """The model's semantics for sliding-window tables, a table's slot read-outs, the id space and
-the swap log (``models.families.v0.window``, ``models.families.v0.table_queries``): honest traces
-pass, each broken
+the swap log (``models.families.v0.window``, ``models.families.v0.ops.table_queries``): honest
+traces pass, each broken
 read-out is rejected with its family."""
 
 from __future__ import annotations

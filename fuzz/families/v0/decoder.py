@@ -55,11 +55,11 @@ from fuzz.families.v0.alphabet import (
     adversarial_token,
     plain_token,
 )
-from models.families.v0 import construction
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities, Config
 from models.families.v0.malformed import ARGUMENTS, bad_values
 from models.families.v0.operations import Dev, Op, Tokens
+from models.families.v0.ops import construction
 from models.families.v0.oracle import Oracle
 from models.families.v0.request_keys import KEY_ARGUMENTS  # request keys
 from models.families.v0.request_keys import bad_values as key_bad_values
@@ -1008,7 +1008,7 @@ class Decoder:
             return ops.EvictorEvict() if held or misuse else None
         return ops.EvictorContains(self.src.subset(range(EVICTOR_IDS), 3, min_size=1))
 
-    # -- freed behind (models.families.v0.table_misuse, models.families.v0.tracker_misuse)
+    # -- freed behind (models.families.v0.table_misuse, models.families.v0.ops.tracker_misuse)
 
     def _free_behind(self, oracle: Oracle) -> Op | None:
         """A block of a running table (no window) freed through the allocator: often the one
@@ -1090,7 +1090,7 @@ class Decoder:
 
     # -- end device calls
 
-    # -- construction (models.families.v0.construction)
+    # -- construction (models.families.v0.ops.construction)
 
     def _injected_hash(self, _: Oracle) -> Op | None:
         """An allocator built by ``create`` with an injected, order-blind hash: a block,
@@ -1104,7 +1104,7 @@ class Decoder:
         :data:`CONSTRUCT_IDS` in the order drawn, alone or as both devices (disjoint ids; 30%
         of the time as many ids numbered and built by the device-aware ``create``); for
         targets that take misuse, 40% of the time with one constructor argument malformed
-        (``models.families.v0.construction``; the hash-function extension is left to the
+        (``models.families.v0.ops.construction``; the hash-function extension is left to the
         machines)."""
         allocator = self.src.pick(ops.CONSTRUCT_ALLOCATORS)
         ids = self.src.subset(CONSTRUCT_IDS, 4)
@@ -1234,7 +1234,7 @@ class Decoder:
         return ops.SeqTrackerEdit(self.src.pick(tables), self.src.pick(ops.TRACKERS),
                                   self.src.flag(50))
 
-    # -- content hash (models.families.v0.hash_query)
+    # -- content hash (models.families.v0.ops.hashing)
 
     def _content_hash(self, oracle: Oracle) -> Op | None:
         """A live block's ``content_hash`` against ``hash_block_tokens`` recomputed from its

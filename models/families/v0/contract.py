@@ -49,9 +49,7 @@ def misuse_or_out(m: Model, op: Op) -> str | None:
 #: The operations whose contract is still judged here, by ``_check``; every other operation
 #: holds its own (``Op.misuse``, ``models.families.v0.ops``).
 LEGACY: tuple[type[Op], ...] = (
-    ops.Malformed, ops.SeqTrackerEdit,
-    ops.TableFreeBlock, ops.SeqLostBlocks, ops.SeqCachedTokensUnsized, ops.InjectedHash,
-    ops.Construct, *ops.ENGINE_OPS)
+    ops.Malformed, *ops.ENGINE_OPS)
 
 
 def _check(m: Model, op: Op) -> str | None:
@@ -65,38 +63,14 @@ def _check(m: Model, op: Op) -> str | None:
             return malformed_misuse(m, op)
         except NotValidated as why:
             raise _Out(str(why)) from None
-    if isinstance(op, ops.SeqTrackerEdit):  # one-tracker edits (tracker_edits)
-        from models.families.v0.tracker_edits import EditOut, edit_misuse
-        try:
-            return edit_misuse(m, op)
-        except EditOut as why:
-            raise _Out(str(why)) from None
-    # end stale ids
-    # freed behind: a table block freed through the allocator, what the damaged table may
-    # still do (table_misuse), tracker calls to refuse (tracker_misuse)
+    # freed behind: what a damaged table may still be asked (table_misuse)
     from models.families.v0.table_misuse import FreedOut, applies, freed_behind_misuse
-    from models.families.v0.tracker_misuse import TrackerOut, tracker_misuse
     try:
         if applies(m, op):
             return freed_behind_misuse(m, op)
-        if isinstance(op, ops.SeqLostBlocks | ops.SeqCachedTokensUnsized):
-            return tracker_misuse(m, op)
-    except (FreedOut, TrackerOut) as why:
+    except FreedOut as why:
         raise _Out(str(why)) from None
     # end freed behind
-    if isinstance(op, ops.InjectedHash):  # injected hash, contract in injected_hash
-        from models.families.v0.injected_hash import InjectedOut, injected_contract
-        try:
-            injected_contract(op, m.bs)
-        except InjectedOut as why:
-            raise _Out(str(why)) from None
-        return None
-    if isinstance(op, ops.Construct):  # construction: contract in models.families.v0.construction
-        from models.families.v0.construction import ConstructOut, construct_misuse
-        try:
-            return construct_misuse(op)
-        except ConstructOut as why:
-            raise _Out(str(why)) from None
     table = getattr(op, "table", None)
     if isinstance(op, ops.ENGINE_OPS) and table in m.tables and holds_null(m.tables[table]):
         # a sequence holds every token, its windowed table only the window's blocks.

@@ -30,6 +30,7 @@ from models.families.v0.ops.allocate import (
 )
 from models.families.v0.ops.append import Append
 from models.families.v0.ops.base import Arg, Op, Out
+from models.families.v0.ops.construction import CONSTRUCT_ALLOCATORS, Construct
 from models.families.v0.ops.device import (
     DEVICE_MISUSES,
     DEVICE_SWAP_MISUSES,
@@ -39,7 +40,7 @@ from models.families.v0.ops.device import (
 )
 from models.families.v0.ops.fork import Fork
 from models.families.v0.ops.free import Free
-from models.families.v0.ops.hashing import AllocateImmutableIntLike, HashRecompute
+from models.families.v0.ops.hashing import AllocateImmutableIntLike, HashRecompute, InjectedHash
 from models.families.v0.ops.marks import MarkAccessed, MarkComputed, MarkStaleIds
 from models.families.v0.ops.null_block import (
     NULL_BLOCK_MISUSES,
@@ -66,7 +67,14 @@ from models.families.v0.ops.tables import (
     TableEnsureSlots,
     TableFork,
     TableFree,
+    TableFreeBlock,
     TableMarkAccessed,
+)
+from models.families.v0.ops.tracker_misuse import (
+    TRACKERS,
+    SeqCachedTokensUnsized,
+    SeqLostBlocks,
+    SeqTrackerEdit,
 )
 from models.families.v0.ops.values import (
     JSON,
@@ -86,11 +94,13 @@ from models.families.v0.ops.values import (
 )
 
 __all__ = [
+    "CONSTRUCT_ALLOCATORS",
     "DEVICE_MISUSES",
     "DEVICE_SWAP_MISUSES",
     "JSON",
     "NULL_BLOCK_MISUSES",
     "NULL_BLOCK_WRITES",
+    "TRACKERS",
     "AllocateImmutable",
     "AllocateImmutableChain",
     "AllocateImmutableIntLike",
@@ -101,6 +111,7 @@ __all__ = [
     "CachedPrefix",
     "ClearCopyOnWrites",
     "ComputedBlockIds",
+    "Construct",
     "CountFullTouched",
     "CountTouched",
     "Dev",
@@ -118,6 +129,7 @@ __all__ = [
     "HashRecompute",
     "HitRate",
     "IdSpace",
+    "InjectedHash",
     "KeyIdentity",
     "MarkAccessed",
     "MarkComputed",
@@ -129,6 +141,9 @@ __all__ = [
     "Outcome",
     "RefcountState",
     "ResetPrefixCache",
+    "SeqCachedTokensUnsized",
+    "SeqLostBlocks",
+    "SeqTrackerEdit",
     "Snapshot",
     "Swap",
     "SwapLog",
@@ -137,6 +152,7 @@ __all__ = [
     "TableEnsureSlots",
     "TableFork",
     "TableFree",
+    "TableFreeBlock",
     "TableMarkAccessed",
     "TableReallocate",
     "TableSlots",
@@ -379,8 +395,8 @@ OPS_BY_KIND[BlockInfo.kind] = BlockInfo
 
 # --------------------------------------------------------------------------- content hash
 # The public hash function against the hashes blocks show (semantics:
-# ``models.families.v0.hash_query``), and int-like token ids (an engine passes numpy ints): both are
-# prefix-caching only.
+# ``models.families.v0.ops.hashing``), and int-like token ids (an engine passes numpy ints):
+# both are prefix-caching only.
 
 
 
@@ -538,24 +554,10 @@ OPS_BY_KIND.update({cls.kind: cls for cls in REFCOUNT_OPS})
 
 # --------------------------------------------------------------------------- stale ids
 # What an engine passes after a free: the raw ids a sequence held (a stale id list), and the
-# trackers' add/remove one tracker at a time (semantics: ``models.families.v0.stale_ids``).
+# trackers' add/remove one tracker at a time (semantics: ``models.families.v0.ops.marks``).
 
 
 
-#: The trackers :class:`SeqTrackerEdit` names.
-TRACKERS: tuple[str, ...] = ("computed", "access")
-
-
-@dataclass(frozen=True, slots=True)
-class SeqTrackerEdit(Op):
-    """``add_seq(table)`` (``add``) or ``remove_seq(table)`` on one tracker alone
-    (``tracker``: ``"computed"``, the Aphrodite ``ComputedBlocksTracker``, or ``"access"``)."""
-
-    kind: ClassVar[str] = "seq_tracker_edit"
-    misuse_family: ClassVar[Family] = Family.COMPUTED  # a tracker add/remove refused
-    table: int
-    tracker: str
-    add: bool
 
 
 STALE_ID_OPS: tuple[type[Op], ...] = (MarkStaleIds, SeqTrackerEdit)
@@ -566,42 +568,10 @@ OPS_BY_KIND.update({cls.kind: cls for cls in STALE_ID_OPS})
 # --------------------------------------------------------------------------- freed behind
 # A block a ``BlockTable`` holds, freed through the allocator behind the table's back (an
 # engine bug the table must survive; ``models.families.v0.table_misuse``), and the sequence trackers
-# asked what they must refuse (``models.families.v0.tracker_misuse``).
+# asked what they must refuse (``models.families.v0.ops.tracker_misuse``).
 
 
-@dataclass(frozen=True, slots=True)
-class TableFreeBlock(Op):
-    """``alloc.free(table.blocks[index])``: a legal free of a held block; the table keeps
-    the (now id-less) object."""
 
-    kind: ClassVar[str] = "table_free_block"
-    misuse_family: ClassVar[Family] = Family.LEAK  # a second free of it is a double free
-    table: int
-    index: int
-
-
-@dataclass(frozen=True, slots=True)
-class SeqLostBlocks(Op):
-    """Aphrodite ``get_cached_computed_blocks_and_update(table, other.physical_block_ids)``:
-    the sequence asked with the ids of a table holding fewer blocks than its computed-id list
-    covers (it lost blocks since the last call). Always a misuse
-    (``models.families.v0.tracker_misuse``)."""
-
-    kind: ClassVar[str] = "seq_lost_blocks"
-    misuse_family: ClassVar[Family] = Family.COMPUTED
-    table: int
-    other: int
-
-
-@dataclass(frozen=True, slots=True)
-class SeqCachedTokensUnsized(Op):
-    """vLLM ``get_num_cached_tokens(seq)`` (the table's tokens) on a fresh
-    ``ComputedBlocksTracker(alloc)`` built without a ``block_size`` (the Aphrodite
-    construction). Always a misuse (``models.families.v0.tracker_misuse``)."""
-
-    kind: ClassVar[str] = "seq_cached_tokens_unsized"
-    misuse_family: ClassVar[Family] = Family.COMPUTED
-    table: int
 
 
 ENGINE_MISUSE_OPS: tuple[type[Op], ...] = (TableFreeBlock, SeqLostBlocks, SeqCachedTokensUnsized)
@@ -627,47 +597,8 @@ OPS_BY_KIND.update({cls.kind: cls for cls in DEVICE_OPS})
 # --------------------------------------------------------------------------- construction
 # The constructors (API.md sections 4 and 5): a fresh allocator built beside the program's
 # (which it never touches), with explicit block ids, then read back; or a constructor given one
-# malformed argument. Semantics and contract: ``models.families.v0.construction``.
+# malformed argument. Semantics and contract: ``models.families.v0.ops.construction``.
 
-#: The single-device allocator classes :class:`Construct` builds.
-CONSTRUCT_ALLOCATORS: tuple[str, ...] = ("naive", "prefix_caching")
-
-
-@dataclass(frozen=True, slots=True)
-class Construct(Op):
-    """Build ``allocator`` over ``ids`` with the program's block size (``"naive"``:
-    ``NaiveBlockAllocator(NaiveBlock, len(ids), block_size, block_ids=ids)``;
-    ``"prefix_caching"``: ``PrefixCachingBlockAllocator(len(ids), block_size, block_ids=ids)``;
-    ids ``0..n-1`` in order without an ``argument``: ``block_ids`` left to its default);
-    with ``devices``, a second one of the same class over ``cpu_ids`` and both wrapped in
-    ``CpuGpuBlockAllocator(cpu_block_allocator=cpu, gpu_block_allocator=gpu)``. Then read it
-    back, per device (GPU first): total and free counts, ``all_block_ids``,
-    ``get_physical_block_id`` of each id, the ids of as many mutable allocations as it has ids,
-    and the free count after. Value: ``{"total": [..], "free": [..], "all": sorted [..],
-    "physical": [..], "handed": [..], "free_after": [..]}``.
-
-    ``argument`` (not ``""``) names the constructor argument replaced by ``bad``:
-    ``block_ids``, ``num_blocks``, ``block_size``, ``eviction_policy``, ``hash_function`` (of
-    the GPU allocator), ``cpu_block_ids``, ``cpu_block_allocator`` (``bad`` must be
-    ``"gpu_block_allocator"``: the GPU allocator passed as both) or ``allocator_type``
-    (``CpuGpuBlockAllocator.create(bad, len(ids), len(cpu_ids), block_size)``). Then only the
-    constructors run.
-
-    ``create``: built instead by ``CpuGpuBlockAllocator.create(allocator,
-    len(ids), len(cpu_ids), block_size)``, which numbers GPU ids ``0..G-1`` and CPU ids
-    ``G..G+C-1`` (API.md 5): so it needs ``devices``, ``ids == range(G)``, ``cpu_ids ==
-    range(G, G+C)`` and no ``argument``; the read-outs are the same."""
-
-    kind: ClassVar[str] = "construct"
-    misuse_family: ClassVar[Family] = Family.ATOMIC  # a malformed constructor argument accepted
-    mutates: ClassVar[bool] = False
-    allocator: str
-    ids: tuple[int, ...]
-    devices: bool = False
-    cpu_ids: tuple[int, ...] = ()
-    argument: str = ""
-    bad: JSON = None
-    create: bool = False  # built by ``CpuGpuBlockAllocator.create``
 
 
 OPS_BY_KIND[Construct.kind] = Construct
@@ -677,24 +608,6 @@ OPS_BY_KIND[Construct.kind] = Construct
 
 # --------------------------------------------------------------------------- injected hash
 
-
-@dataclass(frozen=True, slots=True)
-class InjectedHash(Op):
-    """An extension (a device-aware ``create`` that takes ``hash_function``): beside the
-    program's allocator, ``built = CpuGpuBlockAllocator.create("prefix_caching", 4, 4,
-    block_size, hash_function=models.families.v0.injected_hash.injected_hash)``; then on each device
-    (GPU first) ``x = allocate_immutable_block(None, tokens)``, ``y = allocate_immutable_block(None,
-    permuted)``, ``z = allocate_mutable_block(None)`` then ``z.append_token_ids(permuted)``, and ``c
-    = allocate_immutable_blocks(None, [permuted, tail])``. ``permuted`` is a permutation of
-    ``tokens``; all three are one full block. Value: ``{"hashes": [[x, z, c[1] content_hash] per
-    device], "ids": [[x, y, z, c[0] block_id] per device]}``. Semantics:
-    ``models.families.v0.injected_hash``."""
-
-    kind: ClassVar[str] = "injected_hash"
-    mutates: ClassVar[bool] = False
-    tokens: tuple[int, ...]
-    permuted: tuple[int, ...]
-    tail: tuple[int, ...]
 
 
 OPS_BY_KIND[InjectedHash.kind] = InjectedHash

@@ -33,23 +33,19 @@ from models.core.shadow_memory import ShadowMemory
 from models.families.v0 import (  # stale ids
     computed_claims,  # when KV is written
     error_classes,
-    tracker_edits,
 )
 from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
 from models.families.v0.capabilities import Config
 from models.families.v0.checks import check_snapshot
-from models.families.v0.construction import CONSTRUCTION_STEPS  # construction
 from models.families.v0.content import ROOT, ContentTrie
 from models.families.v0.context import Context
 from models.families.v0.contract import Inconclusive, OutOfContract, misuse_or_out, shortfall
 from models.families.v0.evictor_model import EvictorModel  # evictor level
-from models.families.v0.injected_hash import INJECTED_HASH_STEPS  # injected hash
 from models.families.v0.operations import Dev, ErrorKind, Op, Outcome, Snapshot
 from models.families.v0.ops.free import record_free  # stale ids
 from models.families.v0.queries import Queries
 from models.families.v0.refcount_model import RefcountModel  # refcount level
-from models.families.v0.table_misuse import table_free_block  # freed behind
 from models.families.v0.trackers import ENGINE_STEPS
 
 __all__ = ["Inconclusive", "Oracle", "OutOfContract"]
@@ -58,18 +54,11 @@ F = Family
 MAX_WORLDS = 16
 MAX_PATHS = 16
 STEPS: dict[type[Op], Callable[[Model, Any], None]] = {**ENGINE_STEPS}
-# stale ids: marking freed handles' ids, one-tracker edits
-STEPS.update({ops.SeqTrackerEdit: tracker_edits.seq_tracker_edit})
-# end stale ids
-STEPS.update(CONSTRUCTION_STEPS)  # construction (models.families.v0.construction)
-STEPS.update(INJECTED_HASH_STEPS)  # injected hash (models.families.v0.injected_hash)
 
 # When several families fire on one step, the most specific one is reported.
 PRIORITY = (F.CRASH, F.ATOMIC, F.HASH, F.COW, F.CONTENT, F.SWAP, F.LRU, F.CACHE, F.COMPUTED,
             F.HIT, F.RC, F.LEAK, F.FREE, F.TABLE)
 
-# freed behind: a table block freed through the allocator (table_misuse)
-STEPS[ops.TableFreeBlock] = table_free_block
 # Operations not listed hold their own step (models.families.v0.ops); each operation's
 # family on misuse is its class's ``misuse_family``.
 CRASHES = (ErrorKind.UNEXPECTED, ErrorKind.ASSERTION)

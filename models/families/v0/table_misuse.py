@@ -24,24 +24,21 @@ ids, which a reused object would change), its own step judges the ids it shows.
 
 from __future__ import annotations
 
-from models.core.invariants import Family
 from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
 from models.families.v0.operations import Op
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Out
-from models.families.v0.window import NULL_KEY
 
 FreedOut = Out  # the program left the contract
 dead_indices, is_damaged = common.dead_indices, common.is_damaged
 
 
 def applies(m: Model, op: Op) -> bool:
-    """Whether ``op`` is this module's to judge: a ``TableFreeBlock``, or an operation on a
-    damaged table that does not judge damage itself (the table operations of
-    ``models.families.v0.ops.tables`` and ``ops.swap`` do)."""
-    if isinstance(op, ops.TableFreeBlock):
-        return True
+    """Whether ``op`` is this module's to judge: an engine-side operation on a damaged table
+    (the other operations judge damage themselves: ``TableFreeBlock`` and the table
+    operations in ``models.families.v0.ops.tables``, the tracker misuse in
+    ``ops.tracker_misuse``, ``TableSwap`` in ``ops.swap``)."""
     if isinstance(op, ops.SeqUntrack | ops.SeqAccess | ops.SeqTrackerEdit):
         return False  # tracker bookkeeping that reads no block: judged as usual
     key = getattr(op, "table", None)
@@ -53,29 +50,4 @@ def freed_behind_misuse(m: Model, op: Op) -> str | None:
     t = common.table(m, getattr(op, "table", None))
     if not t.live:
         raise FreedOut(f"table {t.key} was freed")
-    if isinstance(op, ops.TableFreeBlock):
-        if t.window is not None:
-            raise FreedOut("a block of a sliding-window table (the window frees blocks itself)")
-        if not 0 <= op.index < len(t.blocks):
-            raise FreedOut(f"table {t.key} has no block {op.index}")
-        rec = m.blocks[t.blocks[op.index]]
-        if rec.live:
-            return None
-        if m.blocks.reusable(rec):
-            raise FreedOut(f"block {op.index} of table {t.key} was freed and its object may "
-                           "have been reused")
-        return f"free of block {op.index} of table {t.key}, already freed behind it"
     raise common.left_open(t, common.damage(m, t), op.kind)
-
-
-def table_free_block(m: Model, op: ops.TableFreeBlock) -> None:
-    t = m.tables[op.table]
-    key = t.blocks[op.index]
-    m.free(m.blocks[key])
-    m.c.write(key, None, None)
-    m.live_tables.discard(t.key)  # damaged: no longer a running sequence
-    want = tuple(m.blocks[k].id if k != NULL_KEY else m.null_id for k in t.blocks)
-    got = m.c.after.tables.get(t.key)
-    if got != want:
-        m.c.flag(Family.TABLE, f"table {t.key} after its block {op.index} was freed behind it: "
-                 "ids (the freed one shows none)", expected=want, observed=got)

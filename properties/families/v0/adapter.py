@@ -705,8 +705,8 @@ class FamilyAdapter:
         return Plan([Stmt(method("alloc", "free", held),
                           comment="freed behind the table's back")])
 
-    # Tracker misuse (models.families.v0.tracker_misuse): the Aphrodite computed tracker asked with
-    # another table's ids, and the vLLM question on a tracker built without a block size.
+    # Tracker misuse (models.families.v0.ops.tracker_misuse): the Aphrodite computed tracker
+    # asked with another table's ids, and the vLLM question on a tracker built without a block size.
 
     def _plan_seq_lost_blocks(self, op: ops.SeqLostBlocks, _: Any) -> Plan:
         if not self._computed_has("get_cached_computed_blocks_and_update"):

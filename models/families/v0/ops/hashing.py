@@ -9,6 +9,11 @@ predecessor hash is passed as ``None`` or as the class's ``_none_hash`` (HASH). 
 recomputation for an unhashed block hashes a partial block: a valid call whose value nothing
 pins.
 
+``InjectedHash``: a target whose device-aware factory takes ``hash_function`` uses it for every
+block of both devices (``models.families.v0.injected_hash``, whose docstring gives the
+contract); ``tokens``, ``permuted`` and ``tail`` must be full blocks, ``permuted`` a permutation of
+``tokens`` (else out of contract, never misuse).
+
 ``AllocateImmutableIntLike``: exactly ``AllocateImmutable`` (``int(t)`` is the token id), so
 its step is the allocation's own.
 
@@ -24,8 +29,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from models.core.invariants import Family
+from models.families.v0.injected_hash import injected_hash
 from models.families.v0.ops.allocate import AllocateImmutable
 from models.families.v0.ops.base import Arg, ArgSpec, Op, Out
+from models.families.v0.ops.values import Dev
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -116,3 +123,60 @@ class AllocateImmutableIntLike(AllocateImmutable):
 
     kind: ClassVar[str] = "allocate_immutable_int_like"
     misuse_family: ClassVar[Family] = Family.CACHE
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedHash(Op):
+    """An extension (a device-aware ``create`` that takes ``hash_function``): beside the
+    program's allocator, ``built = CpuGpuBlockAllocator.create("prefix_caching", 4, 4,
+    block_size, hash_function=models.families.v0.injected_hash.injected_hash)``; then on each device
+    (GPU first) ``x = allocate_immutable_block(None, tokens)``, ``y = allocate_immutable_block(None,
+    permuted)``, ``z = allocate_mutable_block(None)`` then ``z.append_token_ids(permuted)``, and ``c
+    = allocate_immutable_blocks(None, [permuted, tail])``. ``permuted`` is a permutation of
+    ``tokens``; all three are one full block. Value: ``{"hashes": [[x, z, c[1] content_hash] per
+    device], "ids": [[x, y, z, c[0] block_id] per device]}``. Semantics:
+    ``models.families.v0.injected_hash``."""
+
+    kind: ClassVar[str] = "injected_hash"
+    mutates: ClassVar[bool] = False
+    tokens: tuple[int, ...]
+    permuted: tuple[int, ...]
+    tail: tuple[int, ...]
+
+    def misuse(self, m: Model) -> str | None:
+        for name in ("tokens", "permuted", "tail"):
+            tokens = getattr(self, name)
+            if len(tokens) != m.bs or not all(type(t) is int for t in tokens):
+                raise Out(f"{name} must be {m.bs} token ids")
+        if sorted(self.permuted) != sorted(self.tokens):
+            raise Out("permuted must be a permutation of tokens")
+        return None
+
+    def expected(self) -> list[list[int]]:
+        """Per device: the three hashes ``[x, z, c1]`` (``injected_hash`` of the blocks'
+        tokens)."""
+        first = injected_hash(True, None, self.tokens)
+        return [[first, first, injected_hash(False, first, self.tail)] for _ in Dev]
+
+    def step(self, m: Model) -> None:
+        """Judge the read-outs: hashes per device, and every block of ``tokens`` or a
+        permutation of it on the one id ``x`` took."""
+        got = m.c.outcome.value
+        if not (isinstance(got, dict) and isinstance(got.get("hashes"), list)
+                and isinstance(got.get("ids"), list)):
+            m.c.flag(F.HASH, "injected hash read-outs missing", observed=got)
+            return
+        want = self.expected()
+        for dev, hashes, want_hashes in zip(Dev, got["hashes"], want, strict=False):
+            if hashes != want_hashes:
+                m.c.flag(F.HASH, f"content_hash under an injected hash_function ({dev.value}; "
+                         "immutable, filled by append, second of a chain)",
+                         expected=want_hashes, observed=hashes)
+        for dev, ids in zip(Dev, got["ids"], strict=False):
+            if len(set(ids)) != 1:
+                m.c.flag(F.CACHE, f"blocks whose injected hashes are equal must share one id "
+                         f"({dev.value}; immutable, permuted immutable, filled mutable, chain "
+                         "head)", observed=ids)
+        if len(got["hashes"]) != len(want) or len(got["ids"]) != len(want):
+            m.c.flag(F.HASH, "injected hash read-outs: one entry per device",
+                     expected=len(want), observed=[len(got["hashes"]), len(got["ids"])])

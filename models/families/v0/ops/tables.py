@@ -339,3 +339,42 @@ class TableMarkAccessed(Op):
 
     def step(self, m: Model) -> None:
         mark_ids(m, [m.blocks[k].id for k in m.tables[self.table].blocks], self.now)
+
+
+@dataclass(frozen=True, slots=True)
+class TableFreeBlock(Op):
+    """``alloc.free(table.blocks[index])``: a legal free of a held block; the table keeps
+    the (now id-less) object."""
+
+    kind: ClassVar[str] = "table_free_block"
+    misuse_family: ClassVar[Family] = Family.LEAK  # a second free of it is a double free
+    table: int
+    index: int
+
+    def misuse(self, m: Model) -> str | None:
+        t = common.table(m, self.table)
+        if not t.live:
+            raise Out(f"table {t.key} was freed")
+        if t.window is not None:
+            raise Out("a block of a sliding-window table (the window frees blocks itself)")
+        if not 0 <= self.index < len(t.blocks):
+            raise Out(f"table {t.key} has no block {self.index}")
+        rec = m.blocks[t.blocks[self.index]]
+        if rec.live:
+            return None
+        if m.blocks.reusable(rec):
+            raise Out(f"block {self.index} of table {t.key} was freed and its object may "
+                      "have been reused")
+        return f"free of block {self.index} of table {t.key}, already freed behind it"
+
+    def step(self, m: Model) -> None:
+        t = m.tables[self.table]
+        key = t.blocks[self.index]
+        m.free(m.blocks[key])
+        m.c.write(key, None, None)
+        m.live_tables.discard(t.key)  # damaged: no longer a running sequence
+        want = tuple(m.blocks[k].id if k != NULL_KEY else m.null_id for k in t.blocks)
+        got = m.c.after.tables.get(t.key)
+        if got != want:
+            m.c.flag(Family.TABLE, f"table {t.key} after its block {self.index} was freed "
+                     "behind it: ids (the freed one shows none)", expected=want, observed=got)

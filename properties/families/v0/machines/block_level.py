@@ -17,11 +17,11 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
-from models.families.v0 import construction
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.malformed import ARGUMENTS, bad_values
 from models.families.v0.operations import Dev, Op, Tokens
+from models.families.v0.ops import construction
 from models.families.v0.request_keys import KEY_ARGUMENTS
 from models.families.v0.request_keys import bad_values as key_bad_values
 from properties.core.selection import current_target
@@ -565,7 +565,7 @@ class BlockLevelMachine(V0Machine):
         chosen = data.draw(st.lists(pick, min_size=1, max_size=4, unique=True), label="blocks")
         self.do(ops.BlockInfo(tuple(chosen)))
 
-    # -- content hash (models.families.v0.hash_query)
+    # -- content hash (models.families.v0.ops.hashing)
 
     def _content_hash(self, data: st.DataObject) -> None:
         """A ``query``: a block's ``content_hash`` against the block class's own
@@ -723,7 +723,7 @@ class BlockLevelMachine(V0Machine):
         """One read-only question (queries are one rule, so they do not crowd out writes)."""
         kinds = [k for k, api in QUERIES if api is None or getattr(self.caps, api)]
         if _has_blocks(self) and _has_hash_recompute(self):
-            # content hash (models.families.v0.hash_query), weight 2: the only check of the
+            # content hash (models.families.v0.ops.hashing), weight 2: the only check of the
             # class's hash
             kinds += ["content_hash", "content_hash"]
         kind = data.draw(st.sampled_from(kinds), label="query")
@@ -1083,7 +1083,7 @@ class BlockLevelMachine(V0Machine):
         """An allocator built beside the program's over explicit block ids (any order, gaps,
         up to 2**64-1), alone or as both devices; then, for targets with typed errors, the
         same construction with one constructor argument malformed
-        (``models.families.v0.construction``)."""
+        (``models.families.v0.ops.construction``)."""
         support = _construct_support(self)
         allocator = data.draw(st.sampled_from(sorted(support & set(ops.CONSTRUCT_ALLOCATORS))),
                               label="allocator")

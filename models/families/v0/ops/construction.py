@@ -26,22 +26,71 @@ allocator is never touched, so a refusal changes nothing by construction (ATOMIC
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from models.core.invariants import Family
-from models.families.v0 import operations as ops
-from models.families.v0.allocator_model import Model
-from models.families.v0.operations import JSON, Dev
+from models.families.v0.ops.base import Op, Out
+from models.families.v0.ops.values import JSON, Dev
+
+if TYPE_CHECKING:
+    from models.families.v0.allocator_model import Model
 
 F = Family
+
+#: The single-device allocator classes :class:`Construct` builds.
+CONSTRUCT_ALLOCATORS: tuple[str, ...] = ("naive", "prefix_caching")
 
 #: Block ids are ints in ``[0, MAX_BLOCK_ID)``.
 MAX_BLOCK_ID = 2**64
 
 
-class ConstructOut(Exception):
-    """The construction is out of contract (the base construction is invalid, or the replaced
-    argument does not apply or is well-formed)."""
+#: The construction is out of contract (the base construction is invalid, or the replaced
+#: argument does not apply or is well-formed).
+ConstructOut = Out
+
+
+@dataclass(frozen=True, slots=True)
+class Construct(Op):
+    """Build ``allocator`` over ``ids`` with the program's block size (``"naive"``:
+    ``NaiveBlockAllocator(NaiveBlock, len(ids), block_size, block_ids=ids)``;
+    ``"prefix_caching"``: ``PrefixCachingBlockAllocator(len(ids), block_size, block_ids=ids)``;
+    ids ``0..n-1`` in order without an ``argument``: ``block_ids`` left to its default);
+    with ``devices``, a second one of the same class over ``cpu_ids`` and both wrapped in
+    ``CpuGpuBlockAllocator(cpu_block_allocator=cpu, gpu_block_allocator=gpu)``. Then read it
+    back, per device (GPU first): total and free counts, ``all_block_ids``,
+    ``get_physical_block_id`` of each id, the ids of as many mutable allocations as it has ids,
+    and the free count after. Value: ``{"total": [..], "free": [..], "all": sorted [..],
+    "physical": [..], "handed": [..], "free_after": [..]}``.
+
+    ``argument`` (not ``""``) names the constructor argument replaced by ``bad``:
+    ``block_ids``, ``num_blocks``, ``block_size``, ``eviction_policy``, ``hash_function`` (of
+    the GPU allocator), ``cpu_block_ids``, ``cpu_block_allocator`` (``bad`` must be
+    ``"gpu_block_allocator"``: the GPU allocator passed as both) or ``allocator_type``
+    (``CpuGpuBlockAllocator.create(bad, len(ids), len(cpu_ids), block_size)``). Then only the
+    constructors run.
+
+    ``create``: built instead by ``CpuGpuBlockAllocator.create(allocator,
+    len(ids), len(cpu_ids), block_size)``, which numbers GPU ids ``0..G-1`` and CPU ids
+    ``G..G+C-1`` (API.md 5): so it needs ``devices``, ``ids == range(G)``, ``cpu_ids ==
+    range(G, G+C)`` and no ``argument``; the read-outs are the same."""
+
+    kind: ClassVar[str] = "construct"
+    misuse_family: ClassVar[Family] = Family.ATOMIC  # a malformed constructor argument accepted
+    mutates: ClassVar[bool] = False
+    allocator: str
+    ids: tuple[int, ...]
+    devices: bool = False
+    cpu_ids: tuple[int, ...] = ()
+    argument: str = ""
+    bad: JSON = None
+    create: bool = False  # built by ``CpuGpuBlockAllocator.create``
+
+    def misuse(self, m: Model) -> str | None:
+        return construct_misuse(self)
+
+    def step(self, m: Model) -> None:
+        construct(m, self)
 
 
 def valid_ids(ids: JSON) -> bool:
@@ -50,7 +99,7 @@ def valid_ids(ids: JSON) -> bool:
         type(i) is int and 0 <= i < MAX_BLOCK_ID for i in ids) and len(set(ids)) == len(ids)
 
 
-def _disjoint(op: ops.Construct, cpu_ids: JSON) -> bool:
+def _disjoint(op: Construct, cpu_ids: JSON) -> bool:
     return not set(op.ids) & set(cpu_ids)
 
 
@@ -68,7 +117,7 @@ ARGUMENTS: dict[str, tuple[str, str | None]] = {
 }
 
 
-def _create_numbering(op: ops.Construct) -> bool:
+def _create_numbering(op: Construct) -> bool:
     """``op`` may be built by ``create``: both devices, ids numbered as ``create`` numbers
     them (GPU ``0..G-1``, CPU ``G..G+C-1``; API.md 5), no malformed argument."""
     g = len(op.ids)
@@ -76,7 +125,7 @@ def _create_numbering(op: ops.Construct) -> bool:
             and op.cpu_ids == tuple(range(g, g + len(op.cpu_ids))))
 
 
-def well_formed(op: ops.Construct) -> bool:
+def well_formed(op: Construct) -> bool:
     """Whether ``op.bad`` is a valid value of ``op.argument`` (a literal is never an
     ``EvictionPolicy`` member, an allocator or a callable)."""
     bad, n = op.bad, len(op.ids)
@@ -89,14 +138,14 @@ def well_formed(op: ops.Construct) -> bool:
         "cpu_block_ids": lambda: (bad is None and _disjoint(op, range(len(op.cpu_ids))))
         or (valid_ids(bad) and len(bad) == len(op.cpu_ids) and _disjoint(op, bad)),
         "cpu_block_allocator": lambda: False,
-        "allocator_type": lambda: bad in ops.CONSTRUCT_ALLOCATORS,
+        "allocator_type": lambda: bad in CONSTRUCT_ALLOCATORS,
     }
     return checks[op.argument]()
 
 
-def construct_misuse(op: ops.Construct) -> str | None:
+def construct_misuse(op: Construct) -> str | None:
     """Why ``op`` is misuse (None: a valid construction); raises :class:`ConstructOut`."""
-    if op.allocator not in ops.CONSTRUCT_ALLOCATORS:
+    if op.allocator not in CONSTRUCT_ALLOCATORS:
         raise ConstructOut(f"unknown allocator class {op.allocator!r}")
     if op.cpu_ids and not op.devices:
         raise ConstructOut("CPU ids without a device-aware allocator")
@@ -122,7 +171,7 @@ def construct_misuse(op: ops.Construct) -> str | None:
     return f"{op.allocator} constructor with {op.argument}={op.bad!r}, not {what}"
 
 
-def bad_values(op: ops.Construct, argument: str) -> tuple[JSON, ...]:
+def bad_values(op: Construct, argument: str) -> tuple[JSON, ...]:
     """Typical malformed values of ``argument`` for ``op`` (for generators): duplicate,
     negative, too large, non-int or too few or many ids; wrong counts, sizes, policies, hash
     functions and allocator types; CPU ids that overlap the GPU's."""
@@ -148,7 +197,7 @@ def bad_values(op: ops.Construct, argument: str) -> tuple[JSON, ...]:
     return ("x", "Naive", "", None, 0, "prefix-caching")
 
 
-def _expected(op: ops.Construct) -> dict[str, list[int]]:
+def _expected(op: Construct) -> dict[str, list[int]]:
     devices = [op.ids, op.cpu_ids] if op.devices else [op.ids]
     return {
         "total": [len(ids) for ids in devices],
@@ -173,7 +222,7 @@ _WHAT = {
 }
 
 
-def construct(m: Model, op: ops.Construct) -> None:
+def construct(m: Model, op: Construct) -> None:
     """Judge the read-outs of a valid construction (the module docstring)."""
     got = m.c.outcome.value
     want = _expected(op)
@@ -187,8 +236,3 @@ def construct(m: Model, op: ops.Construct) -> None:
             m.c.flag(_FAMILY[key], f"{_WHAT[key]} ({op.allocator}, {where}, ids {list(op.ids)}"
                      f"{f' + {list(op.cpu_ids)}' if op.devices else ''})", expected=expected,
                      observed=got[key])
-
-
-CONSTRUCTION_STEPS: dict[type[ops.Op], Callable[[Model, Any], None]] = {
-    ops.Construct: construct,
-}
