@@ -8,6 +8,8 @@ write ``properties.upstream:<target>`` whatever the API generation.
   ``aphrodite_allocator`` (Aphrodite 0.6.5, read from its wheel).
 - v1 ``BlockPool``: ``vllm_v1_block_pool`` (vLLM 0.33.0), ``vllm_v011_block_pool`` (0.11.0),
   read from the wheels without torch.
+- The loaders themselves (``load_vllm_v0``, ``load_aphrodite``, ``load_vllm_v1``): the upstream
+  modules, for code that drives them directly.
 """
 
 from __future__ import annotations
@@ -16,12 +18,21 @@ import sys
 from collections.abc import Sequence
 
 from properties.families.v0 import upstream as v0
-from properties.families.v0.upstream import aphrodite_allocator, vllm_v0_allocator
+from properties.families.v0.upstream import (
+    aphrodite_allocator,
+    load_aphrodite,
+    load_vllm_v0,
+    vllm_v0_allocator,
+)
 from properties.families.v1 import upstream as v1
 from properties.families.v1.targets import vllm_v011_block_pool, vllm_v1_block_pool
+from properties.families.v1.upstream import load_vllm_v1
 
 __all__ = [
     "aphrodite_allocator",
+    "load_aphrodite",
+    "load_vllm_v0",
+    "load_vllm_v1",
     "main",
     "vllm_v0_allocator",
     "vllm_v011_block_pool",
