@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from collections.abc import Sequence
 
 import pytest
@@ -25,12 +24,13 @@ from models.core.invariants import Family, Violation
 from models.families.v1 import ops
 from models.families.v1.pool_model import PoolConfig
 from properties.core.determinism import fixed_constants
-from properties.families.v1.executor import Executor, run_program
+from properties.families.v1.executor import run_program
 from properties.families.v1.machine import FINDINGS, bind
 from properties.families.v1.targets import PoolTarget
 from tests.zoo.patching import Patch, PatchError
 from tests.zoo.v1.bundled import VARIANTS, Variant
 from tests.zoo.v1.bundled_copy import bundled_pool, patched_bundled_pool
+from tests.zoo.v1.catching import catch
 
 SETTINGS = settings(stateful_step_count=50, derandomize=True, database=None, deadline=None,
                     suppress_health_check=list(HealthCheck),
@@ -84,26 +84,12 @@ def shrink(target: PoolTarget, program: list[ops.Op], family: Family,
 def test_variant_is_caught(variant: Variant) -> None:
     target = patched_bundled_pool(variant.name, variant.patches)
     machine = bind(target, CONFIG)
-    executors: list[Executor] = []
-    original = machine.__init__
-
-    def init(self: object) -> None:
-        original(self)  # type: ignore[arg-type]
-        executors.append(self.ex)  # type: ignore[attr-defined]
-
-    machine.__init__ = init  # type: ignore[method-assign]
-    start = time.perf_counter()
-    with pytest.raises(Violation) as info, fixed_constants():  # no order dependence
-        run_state_machine_as_test(machine, settings=settings(SETTINGS,
-                                                             max_examples=variant.examples))
-    elapsed = time.perf_counter() - start
-    for key in [k for k in FINDINGS if k[0].startswith(target.name)]:
-        del FINDINGS[key]
-    v = info.value
+    v, executor, elapsed = catch(machine, settings(SETTINGS, max_examples=variant.examples),
+                                 target.name)
     assert v.family in (variant.family, *variant.also), str(v)
     found = _PROBE.match(v.message)
     probe = None if found is None else (found[1], int(found[2]))
-    program = list(executors[-1].program)
+    program = list(executor.program)
     if probe is None:
         program = program[:v.step + 1] if v.step is not None else program
     assert _fails(target, program, v.family, probe), "the failure does not replay"

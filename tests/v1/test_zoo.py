@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
 
-from models.core.invariants import Violation
 from models.families.v1.pool_model import PoolConfig
-from properties.core.determinism import fixed_constants
 from properties.families.v1 import upstream
 from properties.families.v1.executor import run_program
-from properties.families.v1.machine import FINDINGS, bind
+from properties.families.v1.machine import bind
 from properties.families.v1.targets import patched_vllm_pool, vllm_v1_block_pool
+from tests.zoo.v1.catching import catch
 from tests.zoo.v1.upstream import VARIANTS, Variant
 
 pytestmark = pytest.mark.skipif(upstream.cached_wheel() is None,
@@ -40,24 +37,11 @@ def test_variant_is_caught(variant: Variant) -> None:
     config = PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=(2, 6),
                         events=variant.events)
     machine = bind(target, config, avoid=variant.avoid)
-    executors: list[object] = []
-    original = machine.__init__
-
-    def init(self: object) -> None:
-        original(self)  # type: ignore[arg-type]
-        executors.append(self.ex)  # type: ignore[attr-defined]
-
-    machine.__init__ = init  # type: ignore[method-assign]
-    start = time.perf_counter()
-    with pytest.raises(Violation) as info, fixed_constants():  # no order dependence
-        run_state_machine_as_test(machine, settings=settings(SETTINGS,
-                                                             max_examples=variant.examples))
-    elapsed = time.perf_counter() - start
-    for key in [k for k in FINDINGS if k[0].startswith(variant.name)]:
-        del FINDINGS[key]  # the zoo's findings are its patches', not news about upstream
-    v = info.value
+    # The zoo's findings are its patches', not news about upstream.
+    v, executor, elapsed = catch(machine, settings(SETTINGS, max_examples=variant.examples),
+                                 variant.name)
     assert v.family is variant.family, str(v)
-    program = executors[-1].program  # type: ignore[attr-defined]
+    program = executor.program
     run_program(vllm_v1_block_pool(), machine.config, program)  # clean on the baseline
     report = os.environ.get("PREFIXCACHE_V1_ZOO_REPORT")
     if report:

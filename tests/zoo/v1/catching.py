@@ -1,0 +1,40 @@
+"""Running the v1 block-level machine on one broken pool until it fails: shared by the zoo of
+upstream's pool (``tests/v1/test_zoo.py``) and of the bundled pool
+(``tests/v1/test_bundled_zoo.py``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from models.core.invariants import Violation
+from properties.core.determinism import fixed_constants
+from properties.families.v1.executor import Executor
+from properties.families.v1.machine import FINDINGS, PoolMachine
+
+
+def catch(machine: type[PoolMachine], budget: settings,
+          target_name: str) -> tuple[Violation, Executor, float]:
+    """Run ``machine`` under ``budget`` until it raises a :class:`Violation` (a
+    ``pytest.fail`` if it does not): the violation, the executor of the failing example and
+    the seconds it took. The misuse findings of ``target_name`` are dropped (a zoo's findings
+    are its patches', not news about the target)."""
+    executors: list[Executor] = []
+    original = machine.__init__
+
+    def init(self: Any) -> None:
+        original(self)
+        executors.append(self.ex)
+
+    machine.__init__ = init  # type: ignore[method-assign]
+    start = time.perf_counter()
+    with pytest.raises(Violation) as info, fixed_constants():  # no order dependence
+        run_state_machine_as_test(machine, settings=budget)
+    elapsed = time.perf_counter() - start
+    for key in [k for k in FINDINGS if k[0].startswith(target_name)]:
+        del FINDINGS[key]
+    return info.value, executors[-1], elapsed
