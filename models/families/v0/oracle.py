@@ -24,9 +24,6 @@ snapshot); the shadow memory only re-reads blocks whose id or slots changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from models.core.choice import Chooser
 from models.core.invariants import Family, Violation
 from models.core.shadow_memory import ShadowMemory
@@ -46,21 +43,19 @@ from models.families.v0.operations import Dev, ErrorKind, Op, Outcome, Snapshot
 from models.families.v0.ops.free import record_free  # stale ids
 from models.families.v0.queries import Queries
 from models.families.v0.refcount_model import RefcountModel  # refcount level
-from models.families.v0.trackers import ENGINE_STEPS
 
 __all__ = ["Inconclusive", "Oracle", "OutOfContract"]
 
 F = Family
 MAX_WORLDS = 16
 MAX_PATHS = 16
-STEPS: dict[type[Op], Callable[[Model, Any], None]] = {**ENGINE_STEPS}
 
 # When several families fire on one step, the most specific one is reported.
 PRIORITY = (F.CRASH, F.ATOMIC, F.HASH, F.COW, F.CONTENT, F.SWAP, F.LRU, F.CACHE, F.COMPUTED,
             F.HIT, F.RC, F.LEAK, F.FREE, F.TABLE)
 
-# Operations not listed hold their own step (models.families.v0.ops); each operation's
-# family on misuse is its class's ``misuse_family``.
+# Every operation holds its own step (models.families.v0.ops); each operation's family on
+# misuse is its class's ``misuse_family``.
 CRASHES = (ErrorKind.UNEXPECTED, ErrorKind.ASSERTION)
 
 
@@ -194,11 +189,7 @@ class Oracle(Queries):
             self._explain_success(m, c)
             c.flag(F.FREE, f"{op.kind} needs more free blocks than there are, yet succeeded")
             return m, c.found, False
-        legacy = STEPS.get(type(op))
-        if legacy is None:
-            op.step(m)
-        else:
-            legacy(m, op)
+        op.step(m)
         if op.mutates and not isinstance(op, ops.ClearCopyOnWrites) and \
                 list(outcome.cows) != c.expected_cows:
             c.flag(F.COW, "copy-on-write pairs", expected=c.expected_cows,

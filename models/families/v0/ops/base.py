@@ -13,11 +13,9 @@ and reports). Besides its fields it says, in its own class:
   contract forbids).
 - ``misuse_family``: the invariant family blamed when a misuse is accepted or refused with the
   wrong error, or a valid call is refused as misuse.
-- ``malformed``: the arguments the target validates (``models.families.v0.malformed``).
+- ``malformed``: the arguments the target validates (``models.families.v0.ops.malformed``).
 
 The defaults are those of a call with no contract of its own, no cost and nothing to step.
-Operations not yet moved here keep their contract in ``models.families.v0.contract``
-(``LEGACY``) and their step in ``models.families.v0.oracle`` (``STEPS``).
 """
 
 from __future__ import annotations
