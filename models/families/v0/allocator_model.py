@@ -47,7 +47,7 @@ class Model:
         self.null_id: int | None = None
         self.swap_log: dict[int, int] = {}  # src -> dst of swaps since get_and_reset_swaps
         self.hashes = HashLedger()  # what the target showed: shared by every clone
-        self.seqs = SeqState()  # engine-side sequence trackers (models.families.v0.trackers)
+        self.seqs = SeqState()  # engine-side sequence trackers (models.families.v0.ops.trackers)
         self.ctx: Context | None = None
 
     def clone(self) -> Model:

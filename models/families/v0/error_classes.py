@@ -15,7 +15,7 @@ instance of the pinned builtin: a subclass is fine (ours all are), a sibling is 
   raises ``AssertionError`` (API.md 4.2: "a double free raises ``AssertionError``"; 5: ``free``
   asserts an id).
 
-Any other misuse only has to be typed (:mod:`models.families.v0.malformed`,
+Any other misuse only has to be typed (:mod:`models.families.v0.ops.malformed`,
 :mod:`models.families.v0.contract`).
 """
 

@@ -6,10 +6,10 @@ minimal bucket: smallest time, ties to the most hashed tokens, remaining ties op
 the target does not claim ``lru``) with the hash it was added with, and drop it. After every step
 the evictor's ``num_blocks`` and ``free_table`` must equal the model.
 
-Misuse: ``update`` or ``remove`` of a non-candidate, ``evict`` when empty, ``add`` with a
-bool or negative id or a negative token count (malformed, as ``models.families.v0.malformed`` for
-the allocator, whose block ids are ints and never bools). A target claiming typed errors must refuse
-it (``evict``: ``NoFreeBlocksError`` or a typed error) and, if it claims atomicity, change nothing
+Misuse: ``update`` or ``remove`` of a non-candidate, ``evict`` when empty, ``add`` with a bool or
+negative id or a negative token count (malformed, as ``models.families.v0.ops.malformed`` for the
+allocator, whose block ids are ints and never bools). A target claiming typed errors must refuse it
+(``evict``: ``NoFreeBlocksError`` or a typed error) and, if it claims atomicity, change nothing
 (ATOMIC); for other targets it is out of contract. ``add`` of a candidate (API.md is silent) is
 allowed two ways for typed-error targets: a typed error that changes nothing, or an overwrite (the
 id's metadata becomes the new one, as if removed and added again); targets without typed errors are

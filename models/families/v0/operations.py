@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from models.core.invariants import Family
 from models.families.v0.ops.allocate import (
     AllocateImmutable,
     AllocateImmutableChain,
@@ -41,6 +40,7 @@ from models.families.v0.ops.device import (
 from models.families.v0.ops.fork import Fork
 from models.families.v0.ops.free import Free
 from models.families.v0.ops.hashing import AllocateImmutableIntLike, HashRecompute, InjectedHash
+from models.families.v0.ops.malformed import Malformed
 from models.families.v0.ops.marks import MarkAccessed, MarkComputed, MarkStaleIds
 from models.families.v0.ops.null_block import (
     NULL_BLOCK_MISUSES,
@@ -76,6 +76,18 @@ from models.families.v0.ops.tracker_misuse import (
     SeqLostBlocks,
     SeqTrackerEdit,
 )
+from models.families.v0.ops.trackers import (
+    ENGINE_OPS,
+    CommonComputedIds,
+    HitBurst,
+    SeqAccess,
+    SeqCachedTokens,
+    SeqComputedIds,
+    SeqStampBlocks,
+    SeqTrack,
+    SeqUntrack,
+    TrackerStart,
+)
 from models.families.v0.ops.values import (
     JSON,
     Dev,
@@ -97,6 +109,7 @@ __all__ = [
     "CONSTRUCT_ALLOCATORS",
     "DEVICE_MISUSES",
     "DEVICE_SWAP_MISUSES",
+    "ENGINE_OPS",
     "JSON",
     "NULL_BLOCK_MISUSES",
     "NULL_BLOCK_WRITES",
@@ -110,6 +123,7 @@ __all__ = [
     "BlockInfo",
     "CachedPrefix",
     "ClearCopyOnWrites",
+    "CommonComputedIds",
     "ComputedBlockIds",
     "Construct",
     "CountFullTouched",
@@ -127,10 +141,12 @@ __all__ = [
     "Free",
     "GetNullBlock",
     "HashRecompute",
+    "HitBurst",
     "HitRate",
     "IdSpace",
     "InjectedHash",
     "KeyIdentity",
+    "Malformed",
     "MarkAccessed",
     "MarkComputed",
     "MarkStaleIds",
@@ -141,9 +157,15 @@ __all__ = [
     "Outcome",
     "RefcountState",
     "ResetPrefixCache",
+    "SeqAccess",
+    "SeqCachedTokens",
     "SeqCachedTokensUnsized",
+    "SeqComputedIds",
     "SeqLostBlocks",
+    "SeqStampBlocks",
+    "SeqTrack",
     "SeqTrackerEdit",
+    "SeqUntrack",
     "Snapshot",
     "Swap",
     "SwapLog",
@@ -158,6 +180,7 @@ __all__ = [
     "TableSlots",
     "TableSwap",
     "Tokens",
+    "TrackerStart",
     "extra_from_json",
     "extra_to_json",
     "frozen_literal",
@@ -186,108 +209,7 @@ __all__ = [
 # --------------------------------------------------------------------------- engine-side
 # What an engine's block manager asks besides the allocator calls above: the common computed
 # prefix of a batch, bursts of cache queries (the hit-rate window), and the per-sequence
-# trackers of ``prefix_caching_block`` (one entry per table: the table handle is the seq_id).
-
-
-@dataclass(frozen=True, slots=True)
-class CommonComputedIds(Op):
-    """``get_common_computed_block_ids([[ids of blocks] for blocks in lists])``; value: the
-    list, or ``""`` (upstream's ``commonprefix`` of nothing) when every list is empty."""
-
-    kind: ClassVar[str] = "common_computed_ids"
-    mutates: ClassVar[bool] = False
-    lists: tuple[tuple[int, ...], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class HitBurst(Op):
-    """``count`` times ``allocate_immutable_block(block.prev_block, block.token_ids, device,
-    extra_hash)`` then ``free`` of the new block: ``count`` cache queries on ``block``'s
-    content (cached and held, so every one is a hit and nothing else changes)."""
-
-    kind: ClassVar[str] = "hit_burst"
-    # A burst takes and drops references to a held id: a typed error from it means the
-    # target counts that id's references wrong (e.g. it sits in the evictor while held).
-    misuse_family: ClassVar[Family] = Family.RC
-    block: int
-    count: int
-    device: Dev = Dev.GPU
-    extra_hash: Extra = None
-
-
-@dataclass(frozen=True, slots=True)
-class TrackerStart(Op):
-    """The engine's trackers: ``ComputedBlocksTracker(alloc[, block_size, True])`` and
-    ``LastAccessBlocksTracker(alloc)``."""
-
-    kind: ClassVar[str] = "tracker_start"
-
-
-@dataclass(frozen=True, slots=True)
-class SeqTrack(Op):
-    """``add_seq(table)`` on the last-access tracker (and the Aphrodite computed tracker)."""
-
-    kind: ClassVar[str] = "seq_track"
-    table: int
-
-
-@dataclass(frozen=True, slots=True)
-class SeqUntrack(Op):
-    """``remove_seq(table)`` on the last-access tracker, and on the computed tracker if
-    ``computed`` (it holds an entry for the table)."""
-
-    kind: ClassVar[str] = "seq_untrack"
-    table: int
-    computed: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class SeqCachedTokens(Op):
-    """vLLM ``get_num_cached_tokens(seq)`` for a sequence with the table's tokens and
-    extra_hash; value: int (frozen while ``prefill``)."""
-
-    kind: ClassVar[str] = "seq_cached_tokens"
-    table: int
-    prefill: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class SeqComputedIds(Op):
-    """Aphrodite ``get_cached_computed_blocks_and_update(table, table.physical_block_ids)``;
-    value: list of ids."""
-
-    kind: ClassVar[str] = "seq_computed_ids"
-    table: int
-
-
-@dataclass(frozen=True, slots=True)
-class SeqAccess(Op):
-    """``update_last_access(table, now)``."""
-
-    kind: ClassVar[str] = "seq_access"
-    table: int
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class SeqStampBlocks(Op):
-    """``update_seq_blocks_last_access(table, table.physical_block_ids)``."""
-
-    kind: ClassVar[str] = "seq_stamp_blocks"
-    table: int
-
-
-ENGINE_OPS: tuple[type[Op], ...] = (
-    CommonComputedIds,
-    HitBurst,
-    TrackerStart,
-    SeqTrack,
-    SeqUntrack,
-    SeqCachedTokens,
-    SeqComputedIds,
-    SeqAccess,
-    SeqStampBlocks,
-)
+# trackers of ``prefix_caching_block`` (``models.families.v0.ops.trackers``: ``ENGINE_OPS``).
 # --------------------------------------------------------------------------- end engine-side
 
 
@@ -362,21 +284,8 @@ OPS_BY_KIND: dict[str, type[Op]] = {cls.kind: cls for cls in (*BLOCK_OPS, *TABLE
 # --------------------------------------------------------------------------- malformed
 
 
-@dataclass(frozen=True, slots=True)
-class Malformed(Op):
-    """``call`` with its argument ``argument`` (a field name of ``call``) replaced by the
-    literal ``bad``: a value of the wrong type or range (``None``, ``"x"``, ``1.5``, ``True``,
-    ``-1``, ``2**64``, a list of strs where token ids are expected, ...). Lists are kept as
-    tuples so the operation stays hashable; the call plan passes them as lists.
-
-    The contract (``models.families.v0.malformed``): a typed misuse error and an unchanged
-    allocator."""
-
-    kind: ClassVar[str] = "malformed"
-    misuse_family: ClassVar[Family] = Family.ATOMIC  # bad input must be refused and leave no trace
-    call: Op
-    argument: str
-    bad: JSON
+# ``Malformed``: a call with one argument of the wrong type or range
+# (``models.families.v0.ops.malformed``).
 
 
 OPS_BY_KIND[Malformed.kind] = Malformed

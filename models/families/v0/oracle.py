@@ -24,9 +24,6 @@ snapshot); the shadow memory only re-reads blocks whose id or slots changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from models.core.choice import Chooser
 from models.core.invariants import Family, Violation
 from models.core.shadow_memory import ShadowMemory
@@ -38,29 +35,28 @@ from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
 from models.families.v0.capabilities import Config
 from models.families.v0.checks import check_snapshot
-from models.families.v0.content import ROOT, ContentTrie
+from models.families.v0.content import ContentTrie
 from models.families.v0.context import Context
 from models.families.v0.contract import Inconclusive, OutOfContract, misuse_or_out, shortfall
 from models.families.v0.evictor_model import EvictorModel  # evictor level
-from models.families.v0.operations import Dev, ErrorKind, Op, Outcome, Snapshot
+from models.families.v0.operations import ErrorKind, Op, Outcome, Snapshot
 from models.families.v0.ops.free import record_free  # stale ids
 from models.families.v0.queries import Queries
 from models.families.v0.refcount_model import RefcountModel  # refcount level
-from models.families.v0.trackers import ENGINE_STEPS
 
 __all__ = ["Inconclusive", "Oracle", "OutOfContract"]
 
 F = Family
 MAX_WORLDS = 16
 MAX_PATHS = 16
-STEPS: dict[type[Op], Callable[[Model, Any], None]] = {**ENGINE_STEPS}
 
 # When several families fire on one step, the most specific one is reported.
 PRIORITY = (F.CRASH, F.ATOMIC, F.HASH, F.COW, F.CONTENT, F.SWAP, F.LRU, F.CACHE, F.COMPUTED,
             F.HIT, F.RC, F.LEAK, F.FREE, F.TABLE)
 
-# Operations not listed hold their own step (models.families.v0.ops); each operation's
-# family on misuse is its class's ``misuse_family``.
+# Every operation holds its own contract, cost and step and says what the oracle treats
+# apart (models.families.v0.ops.base.Op); the evictor and refcount levels have their own
+# component models.
 CRASHES = (ErrorKind.UNEXPECTED, ErrorKind.ASSERTION)
 
 
@@ -98,24 +94,18 @@ class Oracle(Queries):
 
     def step(self, op: Op, outcome: Outcome, after: Snapshot) -> None:
         if isinstance(op, ops.EVICTOR_OPS):  # evictor level: semantics in evictor_model
-            found = self.evictor.step(op, outcome, after.evictor)
-            self.steps += 1
-            if found:
-                raise most_specific(found)
+            self._component_step(self.evictor.step(op, outcome, after.evictor))
             return
         if isinstance(op, ops.REFCOUNT_OPS):  # refcount level: models.families.v0.refcount_model
-            found = self.refcount.step(op, outcome, after.refcount)
-            self.steps += 1
-            if found:
-                raise most_specific(found)
+            self._component_step(self.refcount.step(op, outcome, after.refcount))
             return
         misuse = misuse_or_out(self.model, op)
         if misuse is not None and not self.caps.typed_errors:
             raise OutOfContract(f"{op.kind}: misuse ({misuse}) fed to a target without typed "
                                 "errors")
         # stale ids: the id a freed handle held (live handles' ids agree in every world)
-        held = self.model.blocks[op.block].id \
-            if isinstance(op, ops.Free) and misuse is None else None
+        freed = op.freed_block() if misuse is None else None
+        held = self.model.blocks[freed].id if freed is not None else None
         results: list[tuple[Model, list[Violation], bool]] = []
         for world in self.worlds:
             if self._may_branch(world, op, outcome, misuse):
@@ -141,14 +131,20 @@ class Oracle(Queries):
             if len(survivors) > MAX_WORLDS:
                 self.pruned = True
             self.worlds = survivors[:MAX_WORLDS]
-            if held is not None and outcome.error is None and isinstance(op, ops.Free):
+            if freed is not None and held is not None and outcome.error is None:
                 for world in self.worlds:
-                    record_free(world, op.block, held)
+                    record_free(world, freed, held)
             return
         if self.pruned:
             raise Inconclusive(f"{op.kind}: no model state explains the target, but the search "
                                "over hidden choices was pruned")
         raise most_specific(results[0][1] + found_shadow)
+
+    def _component_step(self, found: list[Violation]) -> None:
+        """A step of the evictor or refcount level, judged by its component model."""
+        self.steps += 1
+        if found:
+            raise most_specific(found)
 
     def _judge(self, m: Model, op: Op, outcome: Outcome, after: Snapshot, misuse: str | None,
                chooser: Chooser) -> tuple[Model, list[Violation], bool]:
@@ -184,55 +180,21 @@ class Oracle(Queries):
                 c.flag(F.CRASH if err in CRASHES else F.FREE, f"{op.kind} must fail with "
                        f"NoFreeBlocksError, raised {err.value}: {outcome.detail}")
             else:
-                fam = {ErrorKind.NO_FREE_BLOCKS: F.FREE,
-                       ErrorKind.MISUSE: op.misuse_family}.get(err, F.CRASH)
-                if err in CRASHES and isinstance(op, ops.Fork | ops.TableFork):
-                    fam = F.TABLE  # forks of any length must work
+                fam = op.crash_family if err in CRASHES else {
+                    ErrorKind.NO_FREE_BLOCKS: F.FREE, ErrorKind.MISUSE: op.misuse_family,
+                }.get(err, F.CRASH)
                 c.flag(fam, f"{op.kind} must succeed, raised {err.value}: {outcome.detail}")
             return m, c.found, False
         if short:
-            self._explain_success(m, c)
+            op.explain_success(m)
             c.flag(F.FREE, f"{op.kind} needs more free blocks than there are, yet succeeded")
             return m, c.found, False
-        legacy = STEPS.get(type(op))
-        if legacy is None:
-            op.step(m)
-        else:
-            legacy(m, op)
-        if op.mutates and not isinstance(op, ops.ClearCopyOnWrites) and \
-                list(outcome.cows) != c.expected_cows:
+        op.step(m)
+        if op.mutates and op.records_cows and list(outcome.cows) != c.expected_cows:
             c.flag(F.COW, "copy-on-write pairs", expected=c.expected_cows,
                    observed=list(outcome.cows))
         check_snapshot(m, c)
         return m, c.found, False
-
-    @staticmethod
-    def _explain_success(m: Model, c: Context) -> None:
-        """An allocation that cannot fit succeeded: were its full blocks served by ids that
-        hold other content (a false hit, HASH or CONTENT)?"""
-        op, after = c.op, c.after
-        if isinstance(op, ops.AllocateImmutable | ops.AllocateImmutableChain):
-            chunks = (op.tokens,) if isinstance(op, ops.AllocateImmutable) else op.chunks
-            start, extra, shown = op.prev, op.extra_hash, [
-                (after.blocks.get(h), after.block_hashes.get(h)) for h in c.outcome.new_blocks]
-        elif isinstance(op, ops.TableAllocate) and c.outcome.new_table is not None:
-            bs = m.bs
-            chunks = tuple(op.tokens[i:i + bs] for i in range(0, len(op.tokens) - bs + 1, bs))
-            start, extra = None, op.extra_hash
-            shown = [(i, None) for i in after.tables.get(c.outcome.new_table, ())]
-        else:
-            return
-        node = ROOT if start is None else m.blocks[start].end
-        pool = m.pools[op.device]
-        for chunk, (shown_id, shown_hash) in zip(chunks, shown, strict=False):
-            for tok in chunk:
-                node = m.trie.step(node, tok, extra)
-            held = pool.content_of.get(shown_id) if isinstance(shown_id, int) else None
-            if held is not None and held != node:
-                c.flag(F.CONTENT, f"served by cached id {shown_id}, which holds other content",
-                       observed=shown_id)
-            if isinstance(shown_hash, int):
-                m.hashes.check(c, "new block", node, shown_hash)
 
     def _unchanged(self, m: Model, c: Context) -> None:
         c.override = F.ATOMIC
@@ -250,20 +212,15 @@ class Oracle(Queries):
         for t in (getattr(op, "table", None), c.outcome.new_table):
             if t is not None:
                 c.note_hints(after.tables.get(t, ()))
-        if isinstance(op, ops.GetNullBlock):
+        if op.value_names_ids:
             c.note_hints(c.outcome.value)
 
     # ------------------------------------------------------------------ hidden choices
 
     def _may_branch(self, m: Model, op: Op, outcome: Outcome, misuse: str | None) -> bool:
-        """Only a ``TableAppend`` whose new blocks fill (and so may be promoted away) while
-        the hashless pool is empty can hide an eviction victim."""
-        if not (isinstance(op, ops.TableAppend) and m.pc and outcome.error is None
-                and misuse is None and op.tokens):
-            return False
-        t = m.tables[op.table]
-        filled = (len(t.tokens) + len(op.tokens)) // m.bs - len(t.blocks)
-        return filled > len(m.pools[Dev.GPU].hashless)
+        """Only a valid, successful call can hide a choice (``Op.hides_choices``: a
+        ``TableAppend`` may hide an eviction victim)."""
+        return outcome.error is None and misuse is None and op.hides_choices(m)
 
     @staticmethod
     def _clone(m: Model) -> Model:
@@ -296,7 +253,7 @@ class Oracle(Queries):
         found = self.shadow.step(moved=c.moved, writes=c.writes, copies=outcome.cows,
                                  swapped=op.moves_kv,
                                  expect=lambda key: m.blocks[key].idents)
-        if isinstance(op, ops.MarkComputed):  # the batch ran: its KV is written
+        if op.computes_kv:  # the batch ran: its KV is written
             self.shadow.compute(lambda key: m.blocks[key].idents)
         claimed, not_prefix = computed_claims.claims(m, op, outcome.value)
         if not_prefix is not None:

@@ -1,7 +1,7 @@
 """The contract for malformed request keys: the arguments of the target's key builder
 (``make_extra_hash(lora_id=, cache_salt=, mm_hashes=)``), named ``extra_hash.<field>`` in a
-:class:`~models.families.v0.operations.Malformed` call of an operation that renders an
-:class:`~models.families.v0.operations.ExtraKey`.
+:class:`~models.families.v0.ops.malformed.Malformed` call of an operation that renders an
+:class:`~models.families.v0.ops.values.ExtraKey`.
 
 A well-formed LoRA id is an int (never a bool: ``True`` is not adapter 1) or ``None``; a salt is a
 ``str``, ``bytes`` or ``None``; multimodal hashes are a sequence (never one string, which would
@@ -15,10 +15,16 @@ to misuse.
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
-from models.families.v0 import operations as ops
-from models.families.v0.allocator_model import Model
-from models.families.v0.operations import JSON, Malformed
+from models.families.v0.ops.allocate import AllocateImmutable, AllocateImmutableChain
+from models.families.v0.ops.base import Op
+from models.families.v0.ops.tables import TableAllocate
+from models.families.v0.ops.values import JSON, ExtraKey
+
+if TYPE_CHECKING:
+    from models.families.v0.allocator_model import Model
+    from models.families.v0.ops.malformed import Malformed
 
 
 class KeyArg(enum.Enum):
@@ -37,8 +43,7 @@ KEY_ARGUMENTS: dict[str, KeyArg] = {
 }
 
 #: The operations whose ``extra_hash`` is rendered by one key builder call.
-KEY_CALLS: tuple[type[ops.Op], ...] = (ops.AllocateImmutable, ops.AllocateImmutableChain,
-                                       ops.TableAllocate)
+KEY_CALLS: tuple[type[Op], ...] = (AllocateImmutable, AllocateImmutableChain, TableAllocate)
 
 
 def _hash_item(value: JSON) -> bool:
@@ -74,7 +79,7 @@ def key_misuse(m: Model, op: Malformed) -> str | None:
     if not (m.caps.key_builder and m.caps.extra_keys and m.caps.vllm_api):
         return None
     if not isinstance(call, KEY_CALLS) or not isinstance(getattr(call, "extra_hash", None),
-                                                         ops.ExtraKey):
+                                                         ExtraKey):
         return None
     if well_formed(arg, op.bad):
         return None

@@ -24,30 +24,19 @@ ids, which a reused object would change), its own step judges the ids it shows.
 
 from __future__ import annotations
 
-from models.families.v0 import operations as ops
-from models.families.v0.allocator_model import Model
-from models.families.v0.operations import Op
+from typing import TYPE_CHECKING
+
 from models.families.v0.ops import common
-from models.families.v0.ops.base import Out
 
-FreedOut = Out  # the program left the contract
-dead_indices, is_damaged = common.dead_indices, common.is_damaged
+if TYPE_CHECKING:
+    from models.families.v0.allocator_model import Model
+    from models.families.v0.blocks import TableRec
 
 
-def applies(m: Model, op: Op) -> bool:
-    """Whether ``op`` is this module's to judge: an engine-side operation on a damaged table
+def engine_left_open(m: Model, t: TableRec, kind: str) -> None:
+    """An engine-side question (``kind``, ``models.families.v0.ops.trackers``) about a damaged
+    table is left open: raises :class:`~models.families.v0.ops.base.Out` if ``t`` is damaged
     (the other operations judge damage themselves: ``TableFreeBlock`` and the table
     operations in ``models.families.v0.ops.tables``, the tracker misuse in
     ``ops.tracker_misuse``, ``TableSwap`` in ``ops.swap``)."""
-    if isinstance(op, ops.SeqUntrack | ops.SeqAccess | ops.SeqTrackerEdit):
-        return False  # tracker bookkeeping that reads no block: judged as usual
-    key = getattr(op, "table", None)
-    return isinstance(key, int) and key in m.tables and is_damaged(m, m.tables[key])
-
-
-def freed_behind_misuse(m: Model, op: Op) -> str | None:
-    """Why ``op`` is misuse (None if valid); raises :class:`FreedOut`."""
-    t = common.table(m, getattr(op, "table", None))
-    if not t.live:
-        raise FreedOut(f"table {t.key} was freed")
-    raise common.left_open(t, common.damage(m, t), op.kind)
+    common.left_open_if_damaged(m, t, kind)

@@ -2,7 +2,7 @@
 
 ``ComputedBlocksTracker`` keeps, per sequence, the Aphrodite computed-id list with its gap flag
 and the vLLM frozen cached-token count; ``LastAccessBlocksTracker`` keeps the last access time.
-Kept apart from the semantics (``models.families.v0.trackers``) so a model world can clone it
+Kept apart from the semantics (``models.families.v0.ops.trackers``) so a model world can clone it
 cheaply.
 """
 

@@ -87,6 +87,10 @@ class AllocateImmutable(Op):
                               hint)
             m.c.write(keys[0], hint, 0)
 
+    def explain_success(self, m: Model) -> None:
+        common.check_served(m, self.prev, (self.tokens,), self.extra_hash, self.device,
+                            common.shown_new_blocks(m))
+
 
 @dataclass(frozen=True, slots=True)
 class AllocateImmutableChain(Op):
@@ -125,3 +129,7 @@ class AllocateImmutableChain(Op):
             m.alloc_immutable(key, self.device, prev, chunk, self.extra_hash, hint)
             m.c.write(key, hint, 0)
             prev = key
+
+    def explain_success(self, m: Model) -> None:
+        common.check_served(m, self.prev, self.chunks, self.extra_hash, self.device,
+                            common.shown_new_blocks(m))

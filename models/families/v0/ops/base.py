@@ -13,11 +13,14 @@ and reports). Besides its fields it says, in its own class:
   contract forbids).
 - ``misuse_family``: the invariant family blamed when a misuse is accepted or refused with the
   wrong error, or a valid call is refused as misuse.
-- ``malformed``: the arguments the target validates (``models.families.v0.malformed``).
+- ``malformed``: the arguments the target validates (``models.families.v0.ops.malformed``).
 
-The defaults are those of a call with no contract of its own, no cost and nothing to step.
-Operations not yet moved here keep their contract in ``models.families.v0.contract``
-(``LEGACY``) and their step in ``models.families.v0.oracle`` (``STEPS``).
+What the oracle (``models.families.v0.oracle``) reads besides: ``moves_kv``,
+``admitted_first``, ``crash_family``, ``records_cows``, ``value_names_ids``, ``computes_kv``
+(class attributes) and the hooks ``freed_block``, ``hides_choices`` and ``explain_success``.
+
+The defaults are those of a call with no contract of its own, no cost, nothing to step and
+nothing the oracle treats apart.
 """
 
 from __future__ import annotations
@@ -79,6 +82,15 @@ class Op:
     admitted_first: ClassVar[bool] = False
     #: Validated arguments of this class itself (subclasses do not inherit them).
     malformed: ClassVar[Mapping[str, ArgSpec]] = {}
+    #: Blamed when a valid call that fits crashes (forks: a fork of any length must work).
+    crash_family: ClassVar[Family] = Family.CRASH
+    #: ``Outcome.cows`` are the copy-on-writes the call recorded, judged against the step's
+    #: (not for ``ClearCopyOnWrites``: it drains them, and its step judges its value).
+    records_cows: ClassVar[bool] = True
+    #: Its value is an id the target shows (the null block's): a hint for the step.
+    value_names_ids: ClassVar[bool] = False
+    #: The batch ran: the KV of the blocks marked computed is now written (shadow memory).
+    computes_kv: ClassVar[bool] = False
 
     def misuse(self, m: Model) -> str | None:
         """``None`` if valid, else why it is misuse; raises :class:`Out` (see the module)."""
@@ -90,4 +102,18 @@ class Op:
 
     def step(self, m: Model) -> None:
         """Apply a valid, successful call to ``m`` and judge what the target shows."""
+
+    def freed_block(self) -> int | None:
+        """The block handle a valid call frees whose id the oracle records once the call
+        succeeded in every world (stale ids: ``record_free``), or None."""
+        return None
+
+    def hides_choices(self, m: Model) -> bool:
+        """Whether this valid, successful call may make a choice the target never shows (the
+        oracle then explores every branch: ``models.core.choice``)."""
+        return False
+
+    def explain_success(self, m: Model) -> None:
+        """A valid call that needs more free ids than there are succeeded: flag on ``m.c``
+        what explains it (an allocation served by ids holding other content)."""
 

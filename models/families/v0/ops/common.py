@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from models.core.invariants import Family
+from models.families.v0.content import ROOT
 from models.families.v0.ops.base import Out
 from models.families.v0.ops.values import Dev, Extra, ExtraKey
 from models.families.v0.window import NULL_KEY
@@ -180,3 +181,27 @@ def new_handles(m: Model, count: int) -> list[int] | None:
                  observed=made)
         return None
     return made
+
+
+def shown_new_blocks(m: Model) -> list[tuple[object, object]]:
+    """The (id, hash) each new block handle of the call shows."""
+    after = m.c.after
+    return [(after.blocks.get(h), after.block_hashes.get(h)) for h in m.c.outcome.new_blocks]
+
+
+def check_served(m: Model, start: int | None, chunks: Iterable[tuple[int, ...]], extra: Extra,
+                 device: Dev, shown: Iterable[tuple[object, object]]) -> None:
+    """An allocation of full ``chunks`` after block ``start`` that cannot fit succeeded: were
+    its blocks (the ``(id, hash)`` each shows, in order) served by ids that hold other content
+    (CONTENT), or do their hashes disagree with their content (HASH)?"""
+    node = ROOT if start is None else m.blocks[start].end
+    pool = m.pools[device]
+    for chunk, (shown_id, shown_hash) in zip(chunks, shown, strict=False):
+        for tok in chunk:
+            node = m.trie.step(node, tok, extra)
+        held = pool.content_of.get(shown_id) if isinstance(shown_id, int) else None
+        if held is not None and held != node:
+            m.c.flag(Family.CONTENT, f"served by cached id {shown_id}, which holds other "
+                     "content", observed=shown_id)
+        if isinstance(shown_hash, int):
+            m.hashes.check(m.c, "new block", node, shown_hash)

@@ -23,6 +23,7 @@ class Fork(Op):
 
     kind: ClassVar[str] = "fork"
     misuse_family: ClassVar[Family] = Family.RC
+    crash_family: ClassVar[Family] = Family.TABLE  # forks of any length must work
     malformed: ClassVar[Mapping[str, ArgSpec]] = {"block": (Arg.BLOCK, False)}
     block: int
 

@@ -37,6 +37,9 @@ class Free(Op):
         m.c.write(self.block, None, None)
         m.c.ended_blocks.append(self.block)
 
+    def freed_block(self) -> int | None:
+        return self.block
+
 
 def record_free(m: Model, handle: int, block_id: int | None) -> None:
     """After a successful ``Free`` of ``handle``: remember the id it held (stale ids:

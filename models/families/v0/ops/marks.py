@@ -72,6 +72,7 @@ class MarkComputed(Op):
     """``mark_blocks_as_computed(ids)``: marks every block touched since the last call."""
 
     kind: ClassVar[str] = "mark_computed"
+    computes_kv: ClassVar[bool] = True  # the batch ran: its KV is written
     blocks: tuple[int, ...] = ()
 
     def misuse(self, m: Model) -> str | None:

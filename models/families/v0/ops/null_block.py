@@ -35,6 +35,7 @@ class GetNullBlock(Op):
     """``allocate_or_get_null_block()``: the first call takes one GPU block forever."""
 
     kind: ClassVar[str] = "null_block"
+    value_names_ids: ClassVar[bool] = True  # the null block's id
 
     def cost(self, m: Model) -> tuple[int, Dev]:
         return int(m.null_id is None), Dev.GPU

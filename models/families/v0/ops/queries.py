@@ -193,6 +193,7 @@ class ClearCopyOnWrites(Op):
     """``clear_copy_on_writes()``; value: the (src, dst) pairs recorded since the last drain."""
 
     kind: ClassVar[str] = "clear_cows"
+    records_cows: ClassVar[bool] = False  # it drains them: its value, judged by its step
 
     def step(self, m: Model) -> None:
         got = pairs(m.c.outcome.value)

@@ -141,6 +141,15 @@ class TableAllocate(Op):
             prev = rec.key
         t.tokens += tuple(self.tokens)
 
+    def explain_success(self, m: Model) -> None:
+        key = m.c.outcome.new_table
+        if key is None:
+            return
+        bs = m.bs
+        chunks = tuple(self.tokens[i:i + bs] for i in range(0, len(self.tokens) - bs + 1, bs))
+        shown = [(i, None) for i in m.c.after.tables.get(key, ())]
+        common.check_served(m, None, chunks, self.extra_hash, self.device, shown)
+
 
 @dataclass(frozen=True, slots=True)
 class TableAppend(Op):
@@ -228,6 +237,15 @@ class TableAppend(Op):
             m.c.write(rec.key, hint, first)
         t.tokens += tuple(self.tokens)
 
+    def hides_choices(self, m: Model) -> bool:
+        """New blocks that fill (and so may be promoted away) while the hashless pool is
+        empty can hide an eviction victim (prefix caching only)."""
+        if not (m.pc and self.tokens):
+            return False
+        t = m.tables[self.table]
+        filled = (len(t.tokens) + len(self.tokens)) // m.bs - len(t.blocks)
+        return filled > len(m.pools[Dev.GPU].hashless)
+
 
 @dataclass(frozen=True, slots=True)
 class TableEnsureSlots(Op):
@@ -263,6 +281,7 @@ class TableFork(Op):
 
     kind: ClassVar[str] = "table_fork"
     misuse_family: ClassVar[Family] = Family.RC
+    crash_family: ClassVar[Family] = Family.TABLE  # forks of any length must work
     table: int
 
     def misuse(self, m: Model) -> str | None:
