@@ -1,7 +1,8 @@
 """Print the node ids of the tests a pytest run skipped, one per line, from its JUnit XML.
 
-``.ci/run`` gives the fresh-clone run (no upstream wheels cached) ``--junitxml``; the tests that skipped there, for
-want of a wheel or torch, are what the later wheel step runs, so nothing runs twice.
+``.ci/run`` gives the fresh-clone run (no upstream wheels cached) ``--junitxml``; the tests
+that skipped there, for want of a wheel or torch, are what the later wheel step runs, so
+nothing runs twice.
 Usage: ``skipped_tests.py REPORT.xml [PATH_PREFIX ...]`` (only ids under one of the prefixes).
 """
 
