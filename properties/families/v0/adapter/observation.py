@@ -20,6 +20,7 @@ from properties.families.v0.adapter.values import (
     wrong_type,
 )
 
+#: The item types of a list of ints and of optional ints (one set test per list).
 _INT = frozenset({int})
 _OPT_INT = frozenset({int, type(None)})
 
