@@ -1,0 +1,124 @@
+"""Observation: what the runner reads of the target besides plan results, type-checked: free
+counts, drained copy-on-writes, a block's and a table's state, and the private state the
+upstream family shares (content map, evictor ids, refcounts; hit-rate windows) for
+introspection. Nothing here changes the target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from models.families.v0.hit_window import FIELDS as WINDOW_FIELDS
+from models.families.v0.operations import Dev, Tokens
+from properties.families.v0.adapter.base import AdapterCore
+from properties.families.v0.adapter.values import (
+    checked_int,
+    checked_ints,
+    checked_opt_int,
+    checked_pairs,
+    wrong_type,
+)
+
+#: The item types of a list of ints and of optional ints (one set test per list).
+_INT = frozenset({int})
+_OPT_INT = frozenset({int, type(None)})
+
+
+class ObservationReads(AdapterCore):
+    """The runner's reads of the target's state."""
+
+    def free_count(self, dev: Dev) -> int:
+        return checked_int(self.alloc.get_num_free_blocks(getattr(self.device_enum, dev.name)),
+                           f"alloc.get_num_free_blocks(Device.{dev.name})")
+
+    def drain_cows(self) -> tuple[tuple[int, int], ...]:
+        """``clear_copy_on_writes()``, as the engine calls it after every scheduling step."""
+        raw = self.alloc.clear_copy_on_writes()
+        self.last_drained = raw  # the runner checks it is not changed afterwards
+        pairs = checked_pairs(raw, "alloc.clear_copy_on_writes")
+        return tuple((s, d) for s, d in pairs)
+
+    def block_state(self, obj: Any) -> tuple[int | None, Tokens, int | None]:
+        """(id, tokens, content hash) of a block object, type-checked."""
+        bid = obj.block_id
+        if bid is not None and type(bid) is not int:
+            bid = checked_opt_int(bid, "block.block_id")
+        toks = obj.token_ids
+        if type(toks) is not list or not set(map(type, toks)) <= _INT:
+            toks = checked_ints(toks, "block.token_ids")
+        chash = obj.content_hash
+        if chash is not None and type(chash) is not int:
+            chash = checked_opt_int(chash, "block.content_hash")
+        return bid, tuple(toks), chash
+
+    def block_total(self, obj: Any) -> int:
+        """A prefix-caching block object's ``num_tokens_total``, type-checked."""
+        total = obj.num_tokens_total
+        return total if type(total) is int else checked_int(total, "block.num_tokens_total")
+
+    def block_extra(self, obj: Any) -> int | None:
+        """A block object's ``extra_hash`` property (vLLM generation), type-checked."""
+        return checked_opt_int(obj.extra_hash, "block.extra_hash")
+
+    def table_state(self, obj: Any) -> tuple[tuple[int | None, ...], Tokens]:
+        """(ids, tokens) of a block table; ``blocks``, ``physical_block_ids`` and the token
+        list are type-checked (``physical_block_ids`` is the table's own list, see API.md)."""
+        blocks = obj.blocks
+        if type(blocks) is not list:
+            raise wrong_type("BlockTable.blocks", "list of blocks", blocks)
+        ids = tuple(b.block_id for b in blocks)
+        if not set(map(type, ids)) <= _OPT_INT:
+            for i in ids:
+                checked_opt_int(i, "BlockTable.blocks[i].block_id")
+        physical = obj.physical_block_ids
+        if type(physical) is not list or not set(map(type, physical)) <= _INT:
+            checked_ints(physical, "BlockTable.physical_block_ids")
+        toks = obj._get_all_token_ids()
+        if type(toks) is not list or not set(map(type, toks)) <= _INT:
+            toks = checked_ints(toks, "BlockTable._get_all_token_ids()")
+        return ids, tuple(toks)
+
+    def introspect(self) -> tuple[dict[Dev, frozenset[int]], dict[Dev, frozenset[int]],
+                                  dict[int, int]] | None:
+        """Content-map ids, evictor ids and refcounts from the family's private state."""
+        subs = getattr(self.alloc, "_allocators", None)
+        if not isinstance(subs, Mapping):
+            return None
+        cached: dict[Dev, frozenset[int]] = {}
+        evictable: dict[Dev, frozenset[int]] = {}
+        refcounts: dict[int, int] = {}
+        for dev in Dev:
+            sub = subs.get(getattr(self.device_enum, dev.name))
+            if sub is None:
+                cached[dev] = evictable[dev] = frozenset()
+                continue
+            counter = getattr(sub, "_refcounter", None)
+            counts = getattr(counter, "_refcounts", None)
+            if not isinstance(counts, Mapping):
+                return None
+            refcounts.update({int(k): int(v) for k, v in counts.items()})
+            content = getattr(sub, "_cached_blocks", None)
+            if content is None:
+                cached[dev] = evictable[dev] = frozenset()
+                continue
+            cached[dev] = frozenset(int(v) for v in content.values())
+            table_ = getattr(sub.evictor, "free_table", None)
+            if table_ is None:
+                return None
+            evictable[dev] = frozenset(int(k) for k in table_)
+        return cached, evictable, refcounts
+
+    def metric_windows(self) -> dict[Dev, tuple[object, ...]] | None:
+        """Per device whose allocator has a ``metric_data`` with every window field
+        (``models.families.v0.hit_window.FIELDS``), those fields; None when no allocator shows
+        them."""
+        subs = getattr(self.alloc, "_allocators", None)
+        if not isinstance(subs, Mapping):
+            return None
+        shown: dict[Dev, tuple[object, ...]] = {}
+        for dev in Dev:
+            metric = getattr(subs.get(getattr(self.device_enum, dev.name)), "metric_data", None)
+            if metric is not None and all(hasattr(metric, name) for name in WINDOW_FIELDS):
+                shown[dev] = tuple(getattr(metric, name) for name in WINDOW_FIELDS)
+        return shown or None
