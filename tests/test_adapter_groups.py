@@ -9,15 +9,11 @@ from properties.families.v0.adapter import FamilyAdapter
 
 ADAPTER = "properties.families.v0.adapter"
 
-#: Operations the model still defines in ``operations.py``: the adapter module of each group.
-LEGACY_GROUPS = {"common_computed_ids": "trackers", "hit_burst": "trackers",
-                 "tracker_start": "trackers", "seq_track": "trackers",
-                 "seq_untrack": "trackers", "seq_cached_tokens": "trackers",
-                 "seq_computed_ids": "trackers", "seq_access": "trackers",
-                 "seq_stamp_blocks": "trackers", "malformed": "malformed",
-                 **{kind: "evictor" for kind in ("evictor_add", "evictor_update",
-                                                 "evictor_remove", "evictor_evict",
-                                                 "evictor_contains")},
+#: Operations the model still defines in ``operations.py`` (the evictor and refcount levels,
+#: judged by their component models): the adapter module of each group.
+LEGACY_GROUPS = {**{kind: "evictor" for kind in ("evictor_add", "evictor_update",
+                                                   "evictor_remove", "evictor_evict",
+                                                   "evictor_contains")},
                  **{kind: "refcount" for kind in ("ref_new", "ref_incr", "ref_decr", "ref_get",
                                                   "cow_appendable", "cow_record", "cow_clear")}}
 
