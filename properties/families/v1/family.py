@@ -36,7 +36,13 @@ from properties.core.targets import Target, TargetError, resolve, step_timeout_s
 from properties.families.v1 import targets
 from properties.families.v1.adapter import PoolAdapter
 from properties.families.v1.executor import Executor, run_program
-from properties.families.v1.reproducer import config_json, config_of, target_prelude
+from properties.families.v1.reproducer import (
+    call_lines,
+    check_lines,
+    config_json,
+    config_of,
+    script_prelude,
+)
 from properties.families.v1.targets import PoolTarget
 
 __all__ = ["FAMILY", "OutOfContract", "V1Family", "check_program", "pool_of"]
@@ -237,7 +243,16 @@ class V1Family:
 
     def script_prelude(self, target: Target, config: Any, adapter: Any | None = None
                        ) -> list[str]:
-        return target_prelude(pool_of(target), config)
+        """The stand-ins, then ``pool``, ``hasher`` and ``B`` (the pool's blocks)."""
+        return script_prelude(pool_of(target), config)
+
+    def script_calls(self, target: Target, config: Any, steps: Sequence[Any]) -> list[str]:
+        """The program's calls, rendered from the operations (v1 steps log no calls)."""
+        return call_lines(config, [s.op for s in steps], pool_of(target).caps.touch_per_group)
+
+    def script_check(self, target: Target, config: Any, steps: Sequence[Any]) -> list[str]:
+        """:func:`check_program` with the pool shape and the program."""
+        return check_lines(pool_of(target), config, [s.op for s in steps])
 
     # ----------------------------------------------------------------- fuzzing
     # One level, ``pool``: fuzz.families.v1.decoder (imported when asked for, as the v0 family
