@@ -1,9 +1,16 @@
 """``python -m fuzz``: run harnesses, turn crashes into regression tests, replay traces,
 measure the zoo, regenerate seed corpora and traces.
 
-    python -m fuzz run NAME [--allocator SPEC] [--time SECONDS] [--seed N] [--corpus DIR]
-                            [--engine auto|builtin|atheris] [--runs N] [--artifacts DIR]
-                            [--weak-hash] [--stop-on-failure]
+``--family NAME`` (before or after the subcommand; default: the family of ``--allocator``,
+else v0) picks the allocator family from the registry (``properties.core.family``): ``run``
+and ``regress`` work for every family (its ``fuzz_levels``; seed corpus and dictionary in
+``fuzz/families/NAME/corpus/LEVEL`` and ``LEVEL.dict``, atheris entry points
+``fuzz/families/NAME/fuzz_LEVEL.py``); ``replay``, ``zoo``, ``corpus`` and ``traces`` are the
+v0 family's.
+
+    python -m fuzz [--family NAME] run [NAME] [--allocator SPEC] [--time SECONDS] [--seed N]
+                            [--corpus DIR] [--engine auto|builtin|atheris] [--runs N]
+                            [--artifacts DIR] [--weak-hash] [--stop-on-failure]
     python -m fuzz regress INPUT --name NAME [--harness NAME] [--allocator SPEC]
                             [--block-size N --gpu N --cpu N] [--out-dir DIR] [--minimize]
     python -m fuzz replay TRACE.jsonl [--allocator SPEC]
@@ -34,22 +41,35 @@ from fuzz.core.harness import (
 from fuzz.core.instrumentation import atheris_module
 from fuzz.core.progress import Progress
 from fuzz.core.regress import Regression
-from fuzz.families.v0.decoder import Level
-from fuzz.families.v0.listing import format_program
+from properties.core import family as families
+from properties.core.family import Family, FamilyError
 from properties.core.targets import ENV_VAR, Target, load_target
 
+#: Every family's harness folder: ``fuzz/families/NAME``.
+FAMILIES_DIR = Path(__file__).resolve().parent / "families"
 #: The v0 family's harnesses, seed corpora, dictionaries and traces.
-FUZZ_DIR = Path(__file__).resolve().parent / "families" / "v0"
+FUZZ_DIR = FAMILIES_DIR / families.DEFAULT_FAMILY
 REPO_DIR = Path(__file__).resolve().parents[1]
-HARNESS_NAMES = [level.value for level in Level]
 
 
-def corpus_dir(name: str) -> Path:
-    return FUZZ_DIR / "corpus" / name
+def family_dir(family: str) -> Path:
+    return FAMILIES_DIR / family
 
 
-def dict_path(name: str) -> Path:
-    return FUZZ_DIR / f"{name}.dict"
+def corpus_dir(name: str, family: str = families.DEFAULT_FAMILY) -> Path:
+    return family_dir(family) / "corpus" / name
+
+
+def dict_path(name: str, family: str = families.DEFAULT_FAMILY) -> Path:
+    return family_dir(family) / f"{name}.dict"
+
+
+def chosen_family(args: argparse.Namespace) -> Family:
+    """``--family`` if given, else the family of ``--allocator`` (or
+    ``$PREFIXCACHE_ALLOCATOR``), else the default; an unknown name is a :class:`FamilyError`
+    listing the known ones."""
+    spec = getattr(args, "allocator", None) or os.environ.get(ENV_VAR)
+    return families.select(spec, args.family)
 
 
 def read_corpus(*dirs: Path) -> list[bytes]:
@@ -83,7 +103,7 @@ def _report_failure(harness: Harness, artifacts: Path, failure: Failure[Executio
     result = failure.result
     print(f"\n[{harness.name}] VIOLATION after {failure.execs} executions "
           f"({failure.seconds:.1f}s)\n{result.violation}\n\n"
-          f"{format_program(result.config, result.program, result.outcomes)}\n\n"
+          f"{harness.listing(result)}\n\n"
           f"crash input: {path}  (sidecar {path.with_suffix('.json').name})\n"
           f"regression test: python -m fuzz regress {path} --name <name>\n", flush=True)
     return path
@@ -92,8 +112,10 @@ def _report_failure(harness: Harness, artifacts: Path, failure: Failure[Executio
 def run_builtin(harness: Harness, *, seconds: float | None, runs: int | None, seed: int,
                 corpus: Path | None, artifacts: Path, stop_on_failure: bool,
                 progress: Progress | None) -> Engine[Execution]:
-    seeds = read_corpus(corpus_dir(harness.name), *([corpus] if corpus else []))
-    engine = Engine(harness.run, seeds, seed=seed, dictionary=read_dict(dict_path(harness.name)),
+    family = harness.target.family
+    seeds = read_corpus(corpus_dir(harness.name, family), *([corpus] if corpus else []))
+    engine = Engine(harness.run, seeds, seed=seed,
+                    dictionary=read_dict(dict_path(harness.name, family)),
                     corpus_dir=corpus,
                     on_failure=lambda f: _report_failure(harness, artifacts, f),
                     progress=progress)
@@ -101,14 +123,17 @@ def run_builtin(harness: Harness, *, seconds: float | None, runs: int | None, se
     return engine
 
 
-def run_atheris(name: str, args: argparse.Namespace, artifacts: Path) -> int:
+def run_atheris(name: str, args: argparse.Namespace, artifacts: Path,
+                family: str = families.DEFAULT_FAMILY) -> int:
     """The harness script under libFuzzer, in a child process (atheris owns the process)."""
     work = Path(args.corpus) if args.corpus else Path(tempfile.mkdtemp(prefix=f"fuzz-{name}-"))
     work.mkdir(parents=True, exist_ok=True)
     artifacts.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(FUZZ_DIR / f"fuzz_{name}.py"), str(work), str(corpus_dir(name)),
-           f"-seed={args.seed + 1}", f"-artifact_prefix={artifacts}/",
-           f"-dict={dict_path(name)}", "-print_final_stats=1"]
+    cmd = [sys.executable, str(family_dir(family) / f"fuzz_{name}.py"), str(work),
+           str(corpus_dir(name, family)), f"-seed={args.seed + 1}",
+           f"-artifact_prefix={artifacts}/", "-print_final_stats=1"]
+    if dict_path(name, family).is_file():
+        cmd.append(f"-dict={dict_path(name, family)}")
     if args.time:
         cmd.append(f"-max_total_time={int(args.time)}")
     if args.runs:
@@ -126,7 +151,14 @@ def run_atheris(name: str, args: argparse.Namespace, artifacts: Path) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     quiet_target_logs()
-    harness = harness_for(args.name, weak_hash=args.weak_hash, spec=args.allocator)
+    family = chosen_family(args)
+    name = args.name or (family.fuzz_levels[0] if family.fuzz_levels else "")
+    try:
+        harness = harness_for(name, weak_hash=args.weak_hash, spec=args.allocator,
+                              family=family.name)
+    except ValueError as why:
+        print(f"python -m fuzz run: {why} (family {family.name})", file=sys.stderr)
+        return 2
     artifacts = Path(args.artifacts)
     engine = args.engine
     if engine == "auto":
@@ -135,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if atheris_module() is None:
             print("atheris is not installed (pip install 'prefixcache[fuzz]')", file=sys.stderr)
             return 2
-        return run_atheris(args.name, args, artifacts)
+        return run_atheris(harness.name, args, artifacts, family.name)
     weak = " with the weak hash injected" if harness.weak_hash else ""
     print(f"[{harness.name}] engine: built-in (seed {args.seed}); target: "
           f"{harness.target.describe()}{weak}", flush=True)
@@ -158,19 +190,26 @@ def cmd_regress(args: argparse.Namespace) -> int:
     from fuzz.core.regress import harness_from_name, load, write_test
 
     quiet_target_logs()
-    target = load_target(args.allocator)
+    family = chosen_family(args)
+    target = load_target(args.allocator, family=family.name)
     path = Path(args.input)
     shape = {"block_size": args.block_size, "num_gpu_blocks": args.gpu,
              "num_cpu_blocks": args.cpu}
-    reg = load(path, target, harness=args.harness, shape=shape)
+    if args.harness is not None and args.harness not in family.fuzz_levels:
+        print(f"python -m fuzz regress: family {family.name} has no harness {args.harness!r}; "
+              f"known: {', '.join(family.fuzz_levels) or 'none'}", file=sys.stderr)
+        return 2
+    try:
+        reg = load(path, target, harness=args.harness, shape=shape)
+    except (KeyError, TypeError) as why:  # a plain list's v0 shape options, another family
+        print(f"python -m fuzz regress: {path} has no pool shape of family {family.name} "
+              f"({type(why).__name__}: {why}); give {{\"config\": ..., \"program\": ...}} or "
+              f"the crash file's sidecar", file=sys.stderr)
+        return 2
     if args.minimize and reg.violation and path.suffix != ".json":
-        reg = _minimized(path, target, harness_from_name(path, args.harness or "block_level"),
-                         reg)
-    cfg = reg.config
-    from models.families.v0.capabilities import Config
-
-    print(format_program(Config(cfg["block_size"], cfg["num_gpu_blocks"], cfg["num_cpu_blocks"]),
-                         reg.program, reg.outcomes))
+        default = args.harness or family.fuzz_levels[0]
+        reg = _minimized(path, target, harness_from_name(path, default, family.name), reg)
+    print(family.format_program(reg.config, reg.program, reg.outcomes))
     print(f"\nagainst {target.describe()}:\n{reg.violation or 'no violation'}\n")
     out = write_test(args.name, reg, Path(args.out_dir))
     print(f"wrote {out}")
@@ -179,33 +218,45 @@ def cmd_regress(args: argparse.Namespace) -> int:
 
 def _minimized(path: Path, target: Target, name: str, reg: Regression) -> Regression:
     """The crash input shrunk (same family), decoded again into a shorter program."""
-    harness = Harness(Level(name)).bind(target)
+    family = target.family_object
+    harness = Harness(family.fuzz_level(name), family=family.name).bind(target)
     first = harness.run(path.read_bytes())
     if first.violation is None:
         return reg
-    family = first.violation.family
+    broken = first.violation.family
 
     def still_fails(data: bytes) -> bool:
         v = harness.run(data).violation
-        return v is not None and v.family is family
+        return v is not None and v.family is broken
 
     small = minimize(path.read_bytes(), still_fails)
     result = harness.run(small)
-    cfg = result.config
-    return Regression({"block_size": cfg.block_size, "num_gpu_blocks": cfg.num_gpu_blocks,
-                       "num_cpu_blocks": cfg.num_cpu_blocks}, result.program,
+    return Regression(family.geometry(result.config), result.program,
                       f"{reg.source}, minimized to {len(small)} bytes", result.outcomes,
-                      None if result.violation is None else str(result.violation))
+                      None if result.violation is None else str(result.violation), family.name)
 
 
 # --------------------------------------------------------------------------- replay
 
 
+def v0_only(command: str, args: argparse.Namespace) -> int | None:
+    """None if the chosen family is the default one (whose tools ``command`` runs), else
+    exit code 2 after saying so."""
+    family = chosen_family(args)
+    if family.name == families.DEFAULT_FAMILY:
+        return None
+    print(f"python -m fuzz {command}: the {families.DEFAULT_FAMILY} family's tool; family "
+          f"{family.name} has none (its subcommands: run, regress)", file=sys.stderr)
+    return 2
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from fuzz.families.v0.trace import read_trace, replay
 
+    if (refused := v0_only("replay", args)) is not None:
+        return refused
     quiet_target_logs()
-    target = load_target(args.allocator)
+    target = load_target(args.allocator, family=families.DEFAULT_FAMILY)
     failed = 0
     for name in args.trace:
         trace = read_trace(Path(name))
@@ -226,6 +277,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_zoo(args: argparse.Namespace) -> int:
     from fuzz.families.v0.zoo_bench import run_zoo
 
+    if (refused := v0_only("zoo", args)) is not None:
+        return refused
     quiet_target_logs()
     return run_zoo(seconds=args.seconds, seed=args.seed, only=args.only, harness=args.harness)
 
@@ -233,6 +286,8 @@ def cmd_zoo(args: argparse.Namespace) -> int:
 def cmd_corpus(args: argparse.Namespace) -> int:
     from fuzz.families.v0.corpus_gen import regenerate
 
+    if (refused := v0_only("corpus", args)) is not None:
+        return refused
     quiet_target_logs()
     regenerate(FUZZ_DIR, seed=args.seed)
     return 0
@@ -242,6 +297,8 @@ def cmd_traces(args: argparse.Namespace) -> int:
     from fuzz.families.v0.trace import write_trace
     from fuzz.families.v0.workloads import WORKLOADS, record
 
+    if (refused := v0_only("traces", args)) is not None:
+        return refused
     quiet_target_logs()
     out = FUZZ_DIR / "traces"
     out.mkdir(exist_ok=True)
@@ -252,13 +309,25 @@ def cmd_traces(args: argparse.Namespace) -> int:
     return 0
 
 
+def _family_option(p: argparse.ArgumentParser, default: str | None) -> None:
+    p.add_argument("--family", default=default, metavar="NAME",
+                   help="allocator family (" + ", ".join(families.names()) + "; default: the "
+                   "family of --allocator, else " + families.DEFAULT_FAMILY + ")")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m fuzz", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    _family_option(p, None)
+    # after the subcommand too; SUPPRESS keeps a value given before it
+    common = argparse.ArgumentParser(add_help=False)
+    _family_option(common, argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="fuzz one harness")
-    run.add_argument("name", choices=HARNESS_NAMES)
+    run = sub.add_parser("run", help="fuzz one harness", parents=[common])
+    run.add_argument("name", nargs="?", default=None,
+                     help="the family's harness level (v0: block_level, sequence_level, "
+                     "hashing; v1: pool); default: the family's first")
     run.add_argument("--allocator", default=None, help="target spec module:callable")
     run.add_argument("--time", type=float, default=60.0, help="seconds (0: no limit)")
     run.add_argument("--runs", type=int, default=None, help="stop after N executions")
@@ -272,10 +341,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--report-every", type=float, default=5.0, help="seconds between lines")
     run.set_defaults(func=cmd_run)
 
-    reg = sub.add_parser("regress", help="crash file or program JSON -> regression test")
+    reg = sub.add_parser("regress", help="crash file or program JSON -> regression test",
+                         parents=[common])
     reg.add_argument("input")
     reg.add_argument("--name", required=True)
-    reg.add_argument("--harness", choices=HARNESS_NAMES, default=None)
+    reg.add_argument("--harness", default=None, help="the family's harness level")
     reg.add_argument("--allocator", default=None,
                      help="the target the input failed on (decoding follows its responses)")
     reg.add_argument("--block-size", type=int, default=4)
@@ -285,23 +355,27 @@ def parser() -> argparse.ArgumentParser:
     reg.add_argument("--minimize", action="store_true", help="shrink a crash input first")
     reg.set_defaults(func=cmd_regress)
 
-    rep = sub.add_parser("replay", help="replay traces against the model and a target")
+    rep = sub.add_parser("replay", help="replay traces against the model and a target",
+                         parents=[common])
     rep.add_argument("trace", nargs="+")
     rep.add_argument("--allocator", default=None)
     rep.set_defaults(func=cmd_replay)
 
-    zoo = sub.add_parser("zoo", help="time to first failure for every zoo mutant")
+    zoo = sub.add_parser("zoo", help="time to first failure for every zoo mutant",
+                         parents=[common])
     zoo.add_argument("--seconds", type=float, default=60.0)
     zoo.add_argument("--seed", type=int, default=0)
-    zoo.add_argument("--harness", choices=HARNESS_NAMES, default="block_level")
+    zoo.add_argument("--harness", choices=("block_level", "sequence_level", "hashing"),
+                     default="block_level")
     zoo.add_argument("--only", nargs="*", default=None)
     zoo.set_defaults(func=cmd_zoo)
 
-    cor = sub.add_parser("corpus", help="regenerate seed corpora and dictionaries")
+    cor = sub.add_parser("corpus", help="regenerate seed corpora and dictionaries",
+                         parents=[common])
     cor.add_argument("--seed", type=int, default=0)
     cor.set_defaults(func=cmd_corpus)
 
-    tr = sub.add_parser("traces", help="re-record the shipped traces")
+    tr = sub.add_parser("traces", help="re-record the shipped traces", parents=[common])
     tr.set_defaults(func=cmd_traces)
     return p
 
@@ -310,5 +384,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if getattr(args, "time", None) == 0:
         args.time = None
+    if args.family is not None:
+        try:
+            families.by_name(args.family)
+        except FamilyError as why:
+            print(f"python -m fuzz: {why}", file=sys.stderr)
+            return 2
     code: int = args.func(args)
     return code

@@ -49,14 +49,15 @@ class Harness:
 
     @property
     def target(self) -> Target:
-        """The selected target (loaded once); the bundled allocator with the weak hash in
-        weak mode."""
+        """The selected target (loaded once): ``spec`` (its family named or detected), else
+        the environment's or the bundled target of ``family``, else the session's selection;
+        the bundled allocator with the weak hash in weak mode."""
         if self._target is None:
             if self.weak_hash:
                 chosen = families.select(self.spec, self.family)
                 self._target = chosen.weak_hash_target(self.level)
-            elif self.spec is not None:
-                self._target = load_target(self.spec)
+            elif self.spec is not None or self.family is not None:
+                self._target = load_target(self.spec, family=self.family)
             else:
                 self._target = selection.current_target()
         return self._target

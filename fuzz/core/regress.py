@@ -39,7 +39,7 @@ class Regression:
     """A program worth keeping: its pool shape, operations, and how it failed (if it does
     against the target it was loaded with)."""
 
-    config: dict[str, int]
+    config: dict[str, Any]  # the family's geometry
     program: list[Any]  # operations of the target's family
     source: str
     outcomes: list[Any]
@@ -59,6 +59,14 @@ def _is_program_json(data: bytes) -> Any:
     return None
 
 
+def _number(value: Any) -> Any:
+    """A pool size as an int (JSON may spell it ``4.0`` or ``"4"``); lists and flags as
+    they are."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return value
+    return int(value)
+
+
 def harness_from_name(path: Path, default: str, family: str | None = None) -> str:
     """The harness a crash file names (``crash-<harness>-...``, a level of ``family``, None:
     the default family's), else ``default``."""
@@ -69,7 +77,7 @@ def harness_from_name(path: Path, default: str, family: str | None = None) -> st
     return default
 
 
-def load(path: Path, target: Target, *, harness: str | None, shape: dict[str, int]) -> Regression:
+def load(path: Path, target: Target, *, harness: str | None, shape: dict[str, Any]) -> Regression:
     """Read ``path`` (crash file or program JSON) into a regression, judged against
     ``target``."""
     family = target.family_object
@@ -80,7 +88,7 @@ def load(path: Path, target: Target, *, harness: str | None, shape: dict[str, in
         parsed = json.loads(sidecar.read_text(encoding="utf-8"))
     if parsed is not None:
         if isinstance(parsed, dict):
-            config = {k: int(v) for k, v in parsed.get("config", shape).items()}
+            config = {k: _number(v) for k, v in parsed.get("config", shape).items()}
             ops_json = parsed["program"]
             source = f"{path.name} (harness {parsed.get('harness', '?')}, target "\
                      f"{parsed.get('target', '?')})"
@@ -97,7 +105,7 @@ def load(path: Path, target: Target, *, harness: str | None, shape: dict[str, in
                       f"{target.spec})", result.outcomes, violation, family.name)
 
 
-def judge(target: Target, config: dict[str, int],
+def judge(target: Target, config: dict[str, Any],
           program: list[Any]) -> tuple[list[Any], str | None]:
     """Replay ``program`` against ``target``: its outcomes and the violation, if any."""
     family = target.family_object
@@ -133,6 +141,7 @@ def render_test(name: str, reg: Regression) -> str:
     """The source of ``tests/regressions/test_<name>.py``."""
     ident = test_name(name)
     family = families.by_name(reg.family)
+    foreign = reg.family != families.DEFAULT_FAMILY  # the session's target may be another's
     listing = family.format_program(reg.config, reg.program, reg.outcomes)
     doc = [f'"""Regression {ident}.', "", *_wrapped(f"From {reg.source}.", ""), ""]
     if reg.violation:
@@ -155,7 +164,9 @@ def render_test(name: str, reg: Regression) -> str:
         "",
         "from properties.core.replay import run_program",
         "from properties.core.selection import current_target",
+        *(["from properties.core.targets import load_target"] if foreign else []),
         "",
+        *([f"FAMILY = {reg.family!r}"] if foreign else []),
         f"CONFIG = {reg.config!r}",
         "PROGRAM = [",
         *ops_lines,
@@ -167,6 +178,8 @@ def render_test(name: str, reg: Regression) -> str:
         'the bug',
         '    is fixed."""',
         "    target = current_target()",
+        *(["    if target.family != FAMILY:  # the program is that family's: its bundled target",
+           "        target = load_target(family=FAMILY)"] if foreign else []),
         "    family = target.family_object",
         "    config = family.config(target, CONFIG)",
         "    try:",

@@ -180,6 +180,15 @@ class Family(Protocol):
         ``alloc``, plus the names the logged calls use (``adapter``: the one that ran them,
         None: a fresh one)."""
 
+    def script_calls(self, target: Target, config: Any, steps: Sequence[Step]) -> list[str]:
+        """The reproducer's body: the calls ``steps`` (a runner's log) made, as statements
+        on what :meth:`script_prelude` built (v0: the logged calls,
+        :func:`properties.core.reproducer.logged_calls`)."""
+
+    def script_check(self, target: Target, config: Any, steps: Sequence[Step]) -> list[str]:
+        """What the reproducer's ``__main__`` runs after the calls: the same program replayed
+        under the oracle, raising the violation (unindented lines; the core indents them)."""
+
     # ----------------------------------------------------------------- fuzzing (fuzz.core)
 
     #: The fuzz harness levels (``python -m fuzz run NAME``), the default first.

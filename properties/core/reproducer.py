@@ -51,12 +51,30 @@ def fold_repeats(code: list[str], max_period: int = 4, min_repeats: int = 3) -> 
 def render_script(target: Target, config: Any, steps: Sequence[Step],
                   violation: Violation | None = None, adapter: Any | None = None) -> str:
     """A runnable script replaying ``steps`` against ``target`` (``adapter``: the family
-    adapter that ran them; None: the family builds one to name the modules the calls use)."""
+    adapter that ran them; None: the family builds one to name the modules the calls use).
+
+    The family writes its parts (:class:`~properties.core.family.Family`): the prelude
+    (``script_prelude``: imports, the allocator), the calls (``script_calls``) and the replay
+    under the oracle that ``__main__`` runs (``script_check``); the core writes the rest."""
     family = target.family_object
     lines = ['"""Counterexample found by prefixcache.']
     if violation is not None:
-        lines += ["", *str(violation).splitlines()]
-    lines += ['"""', *family.script_prelude(target, config, adapter)]
+        lines += ["", *str(violation).replace('"""', "'''").splitlines()]
+    lines += ['"""', *family.script_prelude(target, config, adapter),
+              *family.script_calls(target, config, steps)]
+    lines += [
+        "",
+        'if __name__ == "__main__":',
+        "    # Re-run the same program under the oracle; raises the violation above.",
+        *[f"    {line}" for line in family.script_check(target, config, steps)],
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def logged_calls(steps: Sequence[Step]) -> list[str]:
+    """The calls each step logged (``Step.stmts``, :mod:`properties.core.calls`), one
+    ``# step i`` comment first; a step that raised runs inside ``try`` and prints the error."""
+    lines: list[str] = []
     for i, step in enumerate(steps):
         lines.append(f"# step {i}: {step.op!r}")
         code = fold_repeats([render(stmt) for stmt in step.stmts])
@@ -67,19 +85,10 @@ def render_script(target: Target, config: Any, steps: Sequence[Step],
         lines += [f"    {c}" for c in code]
         lines.append("except Exception as exc:")
         lines.append(f"    print('step {i} raised', repr(exc))  # observed: {step.outcome.detail}")
-    lines += [
-        "",
-        'if __name__ == "__main__":',
-        "    # Re-run the same program under the oracle; raises the violation above.",
-        "    from properties.core.replay import check_program",
-        f"    check_program({target.spec!r}, {target.allocator_type!r}, "
-        f"{config.block_size}, {config.num_gpu_blocks}, {config.num_cpu_blocks},",
-        f"                  {program_json(steps, family)!r}{_family_arg(target)})",
-    ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def _family_arg(target: Target) -> str:
+def family_arg(target: Target) -> str:
     """``, family=NAME`` unless the target's family is the one detection picks anyway."""
     from properties.core import family as families
 

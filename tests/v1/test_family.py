@@ -99,7 +99,16 @@ def test_json_round_trip_and_listing() -> None:
     assert listing.splitlines()[2] == "  1. GetNew(n=1)  -> [1]"
     with pytest.raises(ValueError):
         FAMILY.tolerating(None, frozenset({"anything"}))
-    assert FAMILY.fuzz_levels == () and not list(FAMILY.smaller_ops(program[0], ()))
+    assert not list(FAMILY.smaller_ops(program[0], ()))
+    probe = ops.Probe("double_free", 3)
+    assert FAMILY.op_from_json(FAMILY.op_to_json(probe)) == probe
+
+
+def test_the_fuzz_level_is_declared() -> None:
+    assert FAMILY.fuzz_levels == ("pool",) and FAMILY.weak_hash_levels == ()
+    assert FAMILY.fuzz_level("pool").value == "pool"
+    with pytest.raises(ValueError):
+        FAMILY.fuzz_level("block_level")
 
 
 def test_an_unfetchable_release_is_a_clear_error_tried_once(monkeypatch: pytest.MonkeyPatch

@@ -123,9 +123,22 @@ class TakeEvents(Op):
     name: ClassVar[str] = "take_events"
 
 
+@dataclass(frozen=True, slots=True)
+class Probe(Op):
+    """Misuse ``misuse`` (one of the machine's misuse kinds) with argument ``arg``, applied to a
+    copy of the pool (``Executor.probe``): neither the pool nor the model changes; the outcome
+    is the robustness finding, if any. Fuzz programs draw it; a violation it raises (untyped
+    error, broken atomicity) replays like any other step."""
+
+    name: ClassVar[str] = "misuse_probe"
+    misuse: str
+    arg: int
+
+
 OPS: dict[str, type[Op]] = {
     c.name: c
-    for c in (Req, GetNew, Touch, Free, CacheFull, CachePartial, Lookup, Evict, Reset, TakeEvents)
+    for c in (Req, GetNew, Touch, Free, CacheFull, CachePartial, Lookup, Evict, Reset, TakeEvents,
+              Probe)
 }
 
 
@@ -152,4 +165,4 @@ def program_json(program: list[Op]) -> list[dict[str, Any]]:
 
 
 __all__ = ["OPS", "CacheFull", "CachePartial", "Evict", "Free", "GetNew", "Lookup", "Op",
-           "Req", "Reset", "TakeEvents", "Touch", "asdict", "from_json", "program_json"]
+           "Probe", "Req", "Reset", "TakeEvents", "Touch", "asdict", "from_json", "program_json"]

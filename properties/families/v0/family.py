@@ -29,6 +29,7 @@ from models.families.v0.capabilities import (
 )
 from models.families.v0.oracle import Oracle, OutOfContract
 from properties.core.family import Family
+from properties.core.reproducer import family_arg, logged_calls, program_json
 from properties.core.targets import (
     ENV_VAR,
     Target,
@@ -203,6 +204,19 @@ class V0Family:
             f"{config.num_cpu_blocks}, {config.block_size}{extra})",
             f"from {adapter.device_enum.__module__} import Device  # noqa: E402, F401",
             f"from {adapter.block_table_cls.__module__} import BlockTable  # noqa: E402, F401",
+        ]
+
+    def script_calls(self, target: Target, config: Config, steps: Sequence[Any]) -> list[str]:
+        """The calls the runner logged, step by step."""
+        return logged_calls(steps)
+
+    def script_check(self, target: Target, config: Config, steps: Sequence[Any]) -> list[str]:
+        """``properties.core.replay.check_program`` with the pool shape and the program."""
+        return [
+            "from properties.core.replay import check_program",
+            f"check_program({target.spec!r}, {target.allocator_type!r}, "
+            f"{config.block_size}, {config.num_gpu_blocks}, {config.num_cpu_blocks},",
+            f"              {program_json(steps, self)!r}{family_arg(target)})",
         ]
 
     # ----------------------------------------------------------------- fuzzing

@@ -135,6 +135,8 @@ class Executor(ProgramExecutor[ops.Op]):
                 self.replay.check(m.keys)
                 self._check_stored_tokens(events)
             return events
+        if isinstance(op, ops.Probe):
+            return self.probe(op.misuse, op.arg)
         raise TypeError(f"unknown operation {op!r}")
 
     def _lookup(self, hash_: bytes, groups: Sequence[int]) -> list[int] | None:

@@ -36,7 +36,13 @@ from properties.core.targets import Target, TargetError, resolve, step_timeout_s
 from properties.families.v1 import targets
 from properties.families.v1.adapter import PoolAdapter
 from properties.families.v1.executor import Executor, run_program
-from properties.families.v1.reproducer import config_json, config_of, target_prelude
+from properties.families.v1.reproducer import (
+    call_lines,
+    check_lines,
+    config_json,
+    config_of,
+    script_prelude,
+)
 from properties.families.v1.targets import PoolTarget
 
 __all__ = ["FAMILY", "OutOfContract", "V1Family", "check_program", "pool_of"]
@@ -100,14 +106,19 @@ class PoolOracle:
 
     def __init__(self, config: PoolConfig) -> None:
         self.config = config
+        #: The last judged step's outcome and snapshot (the fuzz decoder follows them).
+        self.outcome: Any = None
+        self.snapshot: Observed | None = None
 
     def initial_check(self, snapshot: Observed) -> None:
+        self.snapshot = snapshot
         self._check(snapshot)
         if snapshot.num_free != self.config.num_blocks - 1:
             raise Violation(Family.FREE, "a fresh pool has every block but the null one free",
                             expected=self.config.num_blocks - 1, observed=snapshot.num_free)
 
     def step(self, op: Any, outcome: Any, snapshot: Observed) -> None:
+        self.outcome, self.snapshot = outcome, snapshot
         self._check(snapshot)
 
     def _check(self, snap: Observed) -> None:
@@ -179,10 +190,14 @@ class V1Family:
                               f"(--disable-feature {', '.join(disabled)})")
         chosen = spec or os.environ.get(targets.ENV_VAR) or self.default_spec
         seconds = step_timeout_setting(step_timeout)
-        pool = targets.load(chosen, step_timeout=seconds)
-        return Target(spec=chosen, factory=pool.pool_cls, caps=pool, name=pool.name,
+        return self.target_of(targets.load(chosen, step_timeout=seconds))
+
+    def target_of(self, pool: PoolTarget) -> Target:
+        """The core target whose ``caps`` is ``pool`` (an already loaded :class:`PoolTarget`,
+        e.g. a patched zoo pool)."""
+        return Target(spec=pool.spec, factory=pool.pool_cls, caps=pool, name=pool.name,
                       version=pool.version, misuse_types=pool.misuse_types,
-                      allocator_type=pool.allocator_type, step_timeout=seconds,
+                      allocator_type=pool.allocator_type, step_timeout=pool.step_timeout,
                       family=self.name)
 
     def create(self, target: Target, config: Any) -> Any:
@@ -228,28 +243,48 @@ class V1Family:
 
     def script_prelude(self, target: Target, config: Any, adapter: Any | None = None
                        ) -> list[str]:
-        return target_prelude(pool_of(target), config)
+        """The stand-ins, then ``pool``, ``hasher`` and ``B`` (the pool's blocks)."""
+        return script_prelude(pool_of(target), config)
+
+    def script_calls(self, target: Target, config: Any, steps: Sequence[Any]) -> list[str]:
+        """The program's calls, rendered from the operations (v1 steps log no calls)."""
+        return call_lines(config, [s.op for s in steps], pool_of(target).caps.touch_per_group)
+
+    def script_check(self, target: Target, config: Any, steps: Sequence[Any]) -> list[str]:
+        """:func:`check_program` with the pool shape and the program."""
+        return check_lines(pool_of(target), config, [s.op for s in steps])
 
     # ----------------------------------------------------------------- fuzzing
-    # No fuzz harness level of this family yet: the levels are empty, so the fuzz core never
-    # asks for a decoder, and asking by name is the core's usual unknown-level error.
+    # One level, ``pool``: fuzz.families.v1.decoder (imported when asked for, as the v0 family
+    # does, so the properties side does not load the fuzz package).
 
-    fuzz_levels: tuple[str, ...] = ()
+    fuzz_levels: tuple[str, ...] = ("pool",)
     weak_hash_levels: tuple[str, ...] = ()
-    max_ops = 0
+
+    @property
+    def max_ops(self) -> int:
+        from fuzz.families.v1.decoder import MAX_OPS
+
+        return MAX_OPS
 
     def fuzz_level(self, name: str) -> Any:
-        raise ValueError(f"the v1 family has no fuzz level {name!r} (it has none yet)")
+        from fuzz.families.v1.decoder import Level
+
+        return Level(name)
 
     def decoder(self, data: bytes, level: Any, caps: Any, *, max_ops: int) -> Any:
-        raise ValueError("the v1 family has no fuzz levels, so no decoder")
+        from fuzz.families.v1.decoder import PoolDecoder
+
+        return PoolDecoder(data, caps, max_ops=max_ops)
 
     def adapter_features(self, runner: Any) -> dict[str, bool]:
         return {}
 
     def step_features(self, previous: str, op: Any, outcome: Any, snapshot: Any,
                       oracle: Any) -> Iterator[tuple[object, ...]]:
-        return iter(())
+        from fuzz.families.v1.decoder import step_features
+
+        return iter(step_features(op, outcome, snapshot))
 
     def weak_hash_target(self, level: Any) -> Target:
         raise ValueError("the v1 family has no weak-hash fuzz level")

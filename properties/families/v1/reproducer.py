@@ -4,8 +4,10 @@ A script builds the pool (a vLLM release through :mod:`properties.families.v1.up
 torch; any other target from its spec), builds the stand-in requests and hashes them with the
 target's own hasher, then makes exactly the program's calls and prints what a reader needs to
 see (the events, the queue, the keys). :func:`render` writes the conformance scripts of a
-release; :func:`render_check` the deviations ``prefixcache check`` reports for any target,
-ending with a replay of the same program under the model (which raises the violation).
+release; the core's :func:`properties.core.reproducer.render_script` the deviations
+``prefixcache check`` reports for any target from this module's parts (:func:`script_prelude`,
+:func:`call_lines`, :func:`check_lines`), ending with a replay of the same program under the
+model (which raises the violation).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.pool_model import PoolConfig
 from properties.families.v1.targets import PoolTarget
@@ -86,8 +87,7 @@ def target_prelude(target: PoolTarget, config: PoolConfig) -> list[str]:
 def render(version: str, config: PoolConfig, program: Sequence[ops.Op], title: str,
            touch_per_group: bool = False, prelude: Sequence[str] | None = None) -> str:
     """A script making ``program``'s calls (``prelude``: the lines building ``pool`` and
-    ``hasher``; default: vLLM ``version``'s)."""
-    sizes = config.group_block_sizes
+    ``hasher``; default: vLLM ``version``'s): the conformance scripts of a release."""
     lines = [
         f'"""{title}"""',
         "",
@@ -95,7 +95,25 @@ def render(version: str, config: PoolConfig, program: Sequence[ops.Op], title: s
         *(release_prelude(version, config) if prelude is None else prelude),
         "B = pool.blocks",
         "",
+        *call_lines(config, program, touch_per_group),
     ]
+    return "\n".join(lines)
+
+
+def script_prelude(target: PoolTarget, config: PoolConfig) -> list[str]:
+    """A ``prefixcache check`` reproducer's first lines: the stand-ins, ``pool`` and
+    ``hasher`` (:func:`target_prelude`), ``B`` the pool's blocks."""
+    return ["from properties.families.v1.stand_ins import LoraRef, MMFeature, MMPosition, "
+            "StandInRequest  # noqa: F401",
+            *target_prelude(target, config), "B = pool.blocks", ""]
+
+
+def call_lines(config: PoolConfig, program: Sequence[ops.Op],
+               touch_per_group: bool = False) -> list[str]:
+    """``program``'s calls on ``pool`` (requests ``r0``, ``r1``, ... hashed with ``hasher``),
+    printing what a reader needs to see, then the free queue and the reference counts."""
+    sizes = config.group_block_sizes
+    lines: list[str] = []
     reqs = 0
     for op in program:
         if isinstance(op, ops.Req):
@@ -126,30 +144,23 @@ def render(version: str, config: PoolConfig, program: Sequence[ops.Op], title: s
             lines.append("print('reset_prefix_cache', pool.reset_prefix_cache())")
         elif isinstance(op, ops.TakeEvents):
             lines.append("for e in pool.take_events():\n    print(e)")
+        elif isinstance(op, ops.Probe):
+            lines.append(f"# misuse probe {op.misuse} (arg {op.arg}) on a copy of the pool: "
+                         "the replay below makes it")
     lines += ["", "print('free queue', [b.block_id for b in "
               "pool.free_block_queue.get_all_free_blocks()])",
               "print('ref_cnt', [b.ref_cnt for b in B])", ""]
-    return "\n".join(lines)
+    return lines
 
 
-def render_check(target: PoolTarget, config: PoolConfig, program: Sequence[ops.Op],
-                 violation: Violation | None = None) -> str:
-    """The reproducer of a deviation ``prefixcache check`` found on ``target``: the calls, then
-    (run as a script) the same program replayed under the model, which raises the violation."""
-    title = "Counterexample found by prefixcache (v1 family)."
-    if violation is not None:
-        title += "\n\n" + str(violation).replace('"' * 3, "'" * 3)
-    body = render(target.version, config, program, title, target.caps.touch_per_group,
-                  prelude=target_prelude(target, config))
-    return body + "\n".join([
-        "",
-        'if __name__ == "__main__":',
-        "    # Re-run the same program under the model; raises the violation above.",
-        "    from properties.families.v1.family import check_program",
-        f"    check_program({target.spec!r}, {json.dumps(config_json(config))!r},",
-        f"                  {json.dumps(ops.program_json(list(program)))!r})",
-        "",
-    ])
+def check_lines(target: PoolTarget, config: PoolConfig, program: Sequence[ops.Op]) -> list[str]:
+    """The replay of ``program`` under the model (raises the violation):
+    :func:`properties.families.v1.family.check_program`."""
+    return [
+        "from properties.families.v1.family import check_program",
+        f"check_program({target.spec!r}, {json.dumps(config_json(config))!r},",
+        f"              {json.dumps(ops.program_json(list(program)))!r})",
+    ]
 
 
 def config_json(config: PoolConfig) -> dict[str, Any]:

@@ -23,7 +23,9 @@ from models.families.v1 import ops
 from models.families.v1.pool_model import PoolConfig
 from properties.core.baseline import FOUND_ATTR, Found
 from properties.core.plugin import ExpectedFailure, parse_expected
-from properties.families.v1.reproducer import config_json, render_check
+from properties.core.reproducer import render_script
+from properties.families.v1.family import FAMILY, Step
+from properties.families.v1.reproducer import config_json
 from properties.families.v1.stepping import PROGRAM_ATTR
 from properties.families.v1.targets import PoolTarget
 
@@ -66,6 +68,7 @@ def attach(v: Violation, target: PoolTarget, config: PoolConfig) -> None:
     program: list[ops.Op] = list(getattr(v, PROGRAM_ATTR, []))
     if not program:
         return
-    script = render_check(target, config, program, v)
+    script = render_script(FAMILY.target_of(target), config, [Step(op, None) for op in program],
+                           v)
     setattr(v, FOUND_ATTR, Found(config_json(config), ops.program_json(program),
                                  target.allocator_type, script, v))
