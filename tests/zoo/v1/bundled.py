@@ -49,7 +49,7 @@ VARIANTS: tuple[Variant, ...] = (
        "if False:  # BUG: keys of the reused block are kept"),
     # --- free-queue membership, counts
     _v("touch_leaves_block_queued", F.LEAK, "a hit on a free block leaves it in the queue",
-       BP, "BlockPool.touch", "queue._unlink(block)", "pass  # BUG"),
+       BP, "BlockPool.touch", "queued.append(block)", "pass  # BUG: the block stays queued"),
     replace(_v("keyless_queued_twice", F.FREE,
        "(tracker) a keyless freed block is queued at both ends, so it is handed out twice",
        BP, "BlockPool.free_blocks", "evict_first.append(block)",
