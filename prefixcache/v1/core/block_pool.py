@@ -212,6 +212,9 @@ class BlockPool:
         self.cached_block_hashes_by_block: dict[int, dict[BlockHashWithGroupId, int | None]] = {}
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
+        #: ``blocks`` with ``None`` in the null block's slot: ``_members[b.block_id] is b`` is the
+        #: ownership test of the release paths, and it sends the null block to their rare branch.
+        self._members: list[KVCacheBlock | None] = [None, *self.blocks[1:]]
         self.enable_kv_cache_events = enable_kv_cache_events
         self.kv_event_queue: list[KVCacheEvent] = []
         self.metrics_collector = metrics_collector
@@ -774,7 +777,7 @@ class BlockPool:
         if self.metrics_collector is not None:
             self._touch_observed(listed)
             return
-        pool_blocks = self.blocks
+        members = self._members
         null = self.null_block
         queued: list[KVCacheBlock] = []
         # One pass: count the reference as we go and leave queue changes for after it; an
@@ -782,10 +785,10 @@ class BlockPool:
         entries = iter(listed)
         try:
             for block in entries:
-                if pool_blocks[block.block_id] is not block:
+                if members[block.block_id] is not block:
+                    if block is null:
+                        continue
                     break
-                if block is null:
-                    continue
                 ref = block.ref_cnt
                 if ref == 0:
                     queued.append(block)
@@ -844,7 +847,7 @@ class BlockPool:
         is skipped; blocks of another ``BlockPool`` are freed there. A block listed more times
         than it is held is a ``DoubleFreeError``."""
         listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
-        pool_blocks = self.blocks
+        members = self._members
         null = self.null_block
         caching = self.enable_caching
         evict_first: list[KVCacheBlock] = []
@@ -856,20 +859,21 @@ class BlockPool:
         refused = True
         try:
             for block in entries:
-                if pool_blocks[block.block_id] is not block:
+                if members[block.block_id] is not block:
+                    if block is null:
+                        continue
                     break
-                if block is null:
-                    continue
                 ref = block.ref_cnt
-                if ref > 0:
+                if ref > 1:  # still held: the common case of a shared prefix
                     block.ref_cnt = ref - 1
-                    if ref == 1:
-                        if block._block_hash is None or not caching:
-                            evict_first.append(block)
-                        else:
-                            evict_last.append(block)
                     continue
-                break
+                if ref < 1:  # not held: refused below
+                    break
+                block.ref_cnt = 0
+                if block._block_hash is None or not caching:
+                    evict_first.append(block)
+                else:
+                    evict_last.append(block)
             else:
                 refused = False
         except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
