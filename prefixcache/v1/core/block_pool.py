@@ -64,6 +64,10 @@ __all__ = ["BlockHashToBlockMap", "BlockPool", "KVCacheMetricsCollector"]
 
 logger = logging.getLogger(__name__)
 
+#: Group 0 and its key suffix, for the identity test on the lookup hot path.
+_GROUP_0 = 0
+_SUFFIX_0 = GROUP_SUFFIXES[0]
+
 
 class KVCacheMetricsCollector(Protocol):
     """What the pool calls on an optional metrics collector (upstream's class of that name)."""
@@ -424,13 +428,16 @@ class BlockPool:
         cache = self._key_map
         if len(kv_cache_group_ids) == 1:  # the hot path: one group per lookup
             group_id = kv_cache_group_ids[0]
-            try:  # GROUP_SUFFIXES[group_id] raises IndexError past the precomputed ids
-                if type(group_id) is int and group_id >= 0:
-                    found = cache.get(block_hash + GROUP_SUFFIXES[group_id])  # type: ignore[call-overload]
-                else:
+            if group_id is _GROUP_0:  # the int 0 itself (an exact test; any other 0 is checked)
+                found = cache.get(block_hash + _SUFFIX_0)  # type: ignore[call-overload]
+            else:
+                try:  # GROUP_SUFFIXES[group_id] raises IndexError past the precomputed ids
+                    if type(group_id) is int and group_id >= 0:
+                        found = cache.get(block_hash + GROUP_SUFFIXES[group_id])  # type: ignore[call-overload]
+                    else:
+                        found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+                except IndexError:
                     found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
-            except IndexError:
-                found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
             if found is None:
                 return None
             if type(found) is dict:
