@@ -15,8 +15,10 @@ State and invariants, kept by every method (checked by ``tests/v1/allocator``):
   are enabled).
 
 Every method validates its whole input before changing anything: a typed error
-(``prefixcache.v1.errors``) leaves the pool, its blocks and its event queue as they were. Each
-operation costs O(1) per block (or key) it touches.
+(``prefixcache.v1.errors``) leaves the pool, its blocks and its event queue as they were
+(``touch`` and ``free_blocks`` count references in one pass, leave the queue for after it and
+undo that pass's prefix at a refused entry). Ownership is identity with the pool's own object
+(``blocks[b.block_id] is b``). Each operation costs O(1) per block (or key) it touches.
 """
 
 from __future__ import annotations
