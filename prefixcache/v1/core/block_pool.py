@@ -15,14 +15,17 @@ State and invariants, kept by every method (checked by ``tests/v1/allocator``):
   are enabled).
 
 Every method validates its whole input before changing anything: a typed error
-(``prefixcache.v1.errors``) leaves the pool, its blocks and its event queue as they were. Each
-operation costs O(1) per block (or key) it touches.
+(``prefixcache.v1.errors``) leaves the pool, its blocks and its event queue as they were
+(``touch`` and ``free_blocks`` count references in one pass, leave the queue for after it and
+undo that pass's prefix at a refused entry). Ownership is identity with the pool's own object
+(``blocks[b.block_id] is b``). Each operation costs O(1) per block (or key) it touches.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from operator import length_hint
 from typing import Any, Protocol
 
 from prefixcache.v1 import kv_events
@@ -49,6 +52,7 @@ from prefixcache.v1.errors import (
     CacheConflictError,
     DoubleFreeError,
     ForeignBlockError,
+    FreeQueueError,
     InvalidBlockError,
     InvalidBlockIdError,
     MissingBlockHashesError,
@@ -61,6 +65,10 @@ from prefixcache.v1.kv_events import MEDIUM_GPU, KVCacheEvent
 __all__ = ["BlockHashToBlockMap", "BlockPool", "KVCacheMetricsCollector"]
 
 logger = logging.getLogger(__name__)
+
+#: Group 0 and its key suffix, for the identity test on the lookup hot path.
+_GROUP_0 = 0
+_SUFFIX_0 = GROUP_SUFFIXES[0]
 
 
 class KVCacheMetricsCollector(Protocol):
@@ -203,10 +211,16 @@ class BlockPool:
         ]
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
         self.cached_block_hash_to_block = BlockHashToBlockMap()
+        #: ``cached_block_hash_to_block._cache`` itself (one attribute load on the lookup path);
+        #: re-pointed wherever the map is replaced.
+        self._key_map = self.cached_block_hash_to_block._cache
         #: block id -> its alias keys (insertion ordered), each with the prefix length it covers.
         self.cached_block_hashes_by_block: dict[int, dict[BlockHashWithGroupId, int | None]] = {}
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
+        #: ``blocks`` with ``None`` in the null block's slot: ``_members[b.block_id] is b`` is the
+        #: ownership test of the release paths, and it sends the null block to their rare branch.
+        self._members: list[KVCacheBlock | None] = [None, *self.blocks[1:]]
         self.enable_kv_cache_events = enable_kv_cache_events
         self.kv_event_queue: list[KVCacheEvent] = []
         self.metrics_collector = metrics_collector
@@ -413,13 +427,19 @@ class BlockPool:
     ) -> list[KVCacheBlock] | None:
         """One block per group reached by ``block_hash`` (the first cached when several are), or
         ``None`` if any group misses."""
-        cache = self.cached_block_hash_to_block._cache
+        cache = self._key_map
         if len(kv_cache_group_ids) == 1:  # the hot path: one group per lookup
             group_id = kv_cache_group_ids[0]
-            if type(group_id) is int and 0 <= group_id < 64:
-                found = cache.get(block_hash + GROUP_SUFFIXES[group_id])  # type: ignore[call-overload]
+            if group_id is _GROUP_0:  # the int 0 itself (an exact test; any other 0 is checked)
+                found = cache.get(block_hash + _SUFFIX_0)  # type: ignore[call-overload]
             else:
-                found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+                try:  # GROUP_SUFFIXES[group_id] raises IndexError past the precomputed ids
+                    if type(group_id) is int and group_id >= 0:
+                        found = cache.get(block_hash + GROUP_SUFFIXES[group_id])  # type: ignore[call-overload]
+                    else:
+                        found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+                except IndexError:
+                    found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
             if found is None:
                 return None
             if type(found) is dict:
@@ -489,15 +509,14 @@ class BlockPool:
             )
         # Validate everything first (nothing changes on a typed error), then apply the plan.
         plan: list[tuple[int, KVCacheBlock, BlockHashWithGroupId, bool]] = []
-        seen: set[int] = set()
+        seen: dict[int, None] = {}
         pool_blocks = self.blocks
         for offset, block in enumerate(new_full_blocks):
             try:
-                owned = pool_blocks[block.block_id] is block
+                if pool_blocks[block.block_id] is not block:
+                    raise ForeignBlockError(f"{block!r} is not a block of this pool")
             except (AttributeError, IndexError, TypeError):
-                owned = False
-            if not owned:
-                raise ForeignBlockError(f"{block!r} is not a block of this pool")
+                raise ForeignBlockError(f"{block!r} is not a block of this pool") from None
             if block.is_null or (block_mask is not None and not block_mask[offset]):
                 continue
             block_id = block.block_id
@@ -505,9 +524,11 @@ class BlockPool:
                 raise UnheldBlockError(f"block {block_id} is free; only held blocks are cached")
             if block_id in seen:
                 raise PoolArgumentError(f"block {block_id} appears twice")
-            seen.add(block_id)
+            seen[block_id] = None
             index = num_cached_blocks + offset
-            key = BlockHashWithGroupId(block_hashes[index] + suffix)
+            # A key is the hash with the group suffix (``make_block_hash_with_group_id``); the
+            # ``BlockHashWithGroupId`` call is left out: NewType calls cost a C call per block.
+            key: BlockHashWithGroupId = block_hashes[index] + suffix
             current = block._block_hash
             if current is not None:
                 if current == key:
@@ -692,9 +713,23 @@ class BlockPool:
         metrics = self.metrics_collector
         aliases = self.cached_block_hashes_by_block
         if metrics is None:  # the hot path
+            cache = self.cached_block_hash_to_block._cache
             for block in ret:
                 if block._block_hash is not None or (aliases and block.block_id in aliases):
-                    self._emit_block_removed_events(self._remove_cached_block_hashes(block))
+                    key = block._block_hash
+                    if (
+                        key is not None
+                        and cache.get(key) is block
+                        and not (aliases and block.block_id in aliases)
+                    ):
+                        # The common eviction: one key, reaching this block only. It is
+                        # ``_remove_cached_block_hashes`` for that case, inlined.
+                        del cache[key]
+                        block._block_hash = block._block_hash_num_tokens = None
+                        if self.enable_kv_cache_events:
+                            self._emit_block_removed_events([key])
+                    else:
+                        self._emit_block_removed_events(self._remove_cached_block_hashes(block))
                 block.ref_cnt = 1
             return ret
         evict_metrics = self.enable_caching
@@ -748,6 +783,48 @@ class BlockPool:
         """Add a reference to each entry (a cache hit); a free block leaves the queue. The null
         block is skipped. Every entry must be this pool's."""
         listed = blocks if type(blocks) is list else list(blocks)
+        if self.metrics_collector is not None:
+            self._touch_observed(listed)
+            return
+        members = self._members
+        null = self.null_block
+        queued: list[KVCacheBlock] = []
+        # One pass: count the reference as we go and leave queue changes for after it; an
+        # entry that is not this pool's ends it, and the prefix already counted is undone below.
+        entries = iter(listed)
+        try:
+            for block in entries:
+                if members[block.block_id] is not block:
+                    if block is null:
+                        continue
+                    break
+                ref = block.ref_cnt
+                if ref == 0:
+                    queued.append(block)
+                block.ref_cnt = ref + 1
+            else:
+                queue = self.free_block_queue
+                for block in queued:  # ``FreeKVCacheBlockQueue._unlink``, inlined
+                    prev_block = block.prev_free_block
+                    next_block = block.next_free_block
+                    if prev_block is None or next_block is None:  # pragma: no cover - invariant
+                        raise FreeQueueError(f"block {block.block_id} is not in the free queue")
+                    prev_block.next_free_block = next_block
+                    next_block.prev_free_block = prev_block
+                    block.prev_free_block = block.next_free_block = None
+                    queue.num_free_blocks -= 1
+                return
+        except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
+            pass
+        # The refused entry is the last one the iterator handed out.
+        for counted in listed[: len(listed) - length_hint(entries) - 1]:
+            if counted is not null:
+                counted.ref_cnt -= 1
+        raise ForeignBlockError(f"{block!r} is not a block of this pool")
+
+    def _touch_observed(self, listed: list[KVCacheBlock]) -> None:
+        """``touch`` with a metrics collector: every entry checked first, then one
+        ``on_block_accessed`` per non-null entry as its reference is added."""
         pool_blocks = self.blocks
         for block in listed:
             try:
@@ -762,10 +839,9 @@ class BlockPool:
         for block in listed:
             if block is null:
                 continue
-            ref = block.ref_cnt
-            if ref == 0:
+            if block.ref_cnt == 0:
                 queue._unlink(block)
-            block.ref_cnt = ref + 1
+            block.ref_cnt += 1
             if metrics is not None:
                 metrics.on_block_accessed(block)
 
@@ -780,31 +856,40 @@ class BlockPool:
         is skipped; blocks of another ``BlockPool`` are freed there. A block listed more times
         than it is held is a ``DoubleFreeError``."""
         listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
-        pool_blocks = self.blocks
+        members = self._members
         null = self.null_block
         caching = self.enable_caching
         evict_first: list[KVCacheBlock] = []
         evict_last: list[KVCacheBlock] = []
-        # Fast path, one pass: decrement as we go, undo the prefix if an entry is refused;
-        # blocks reaching zero go to the head (keyless, or caching off) or the tail.
-        for index, block in enumerate(listed):
-            try:
-                owned = pool_blocks[block.block_id] is block
-            except (AttributeError, IndexError, TypeError):
-                owned = False
-            if owned:
-                if block is null:
-                    continue
+        # Fast path, one pass: decrement as we go; an entry that is refused (not this pool's
+        # block, or not held) ends it, and the prefix already decremented is undone below.
+        # Blocks reaching zero go to the head (keyless, or caching off) or the tail.
+        entries = iter(listed)
+        refused = True
+        try:
+            for block in entries:
+                if members[block.block_id] is not block:
+                    if block is null:
+                        continue
+                    break
                 ref = block.ref_cnt
-                if ref > 0:
+                if ref > 1:  # still held: the common case of a shared prefix
                     block.ref_cnt = ref - 1
-                    if ref == 1:
-                        if block._block_hash is None or not caching:
-                            evict_first.append(block)
-                        else:
-                            evict_last.append(block)
                     continue
-            self._undo_free(listed[:index])
+                if ref < 1:  # not held: refused below
+                    break
+                block.ref_cnt = 0
+                if block._block_hash is None or not caching:
+                    evict_first.append(block)
+                else:
+                    evict_last.append(block)
+            else:
+                refused = False
+        except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
+            pass
+        if refused:
+            # The refused entry is the last one the iterator handed out.
+            self._undo_free(listed[: len(listed) - length_hint(entries) - 1])
             self._free_checked(listed)  # raises, or frees other pools' blocks too
             return
         queue = self.free_block_queue
@@ -863,6 +948,7 @@ class BlockPool:
             return False
         keyed = list(self.cached_block_hash_to_block.iter_blocks())
         self.cached_block_hash_to_block = BlockHashToBlockMap()
+        self._key_map = self.cached_block_hash_to_block._cache
         self.cached_block_hashes_by_block.clear()
         if self._reuse_watchers:
             self._notify_reuse([self.blocks[block_id] for block_id in list(self._reuse_watchers)])

@@ -258,6 +258,30 @@ def test_reset_prefix_cache_only_when_idle() -> None:
     check_invariants(pool)
 
 
+def test_lookups_after_a_reset_read_the_new_map() -> None:
+    pool = BlockPool(5, enable_caching=True, hash_block_size=4)
+    req = _req(list(range(8)))
+    blocks = pool.get_new_blocks(2)
+    pool.cache_full_blocks(req, blocks, 0, 2, 4, 0)
+    pool.free_blocks(blocks)
+    assert pool.reset_prefix_cache() is True
+    assert pool.get_cached_block(req.block_hashes[0], [0]) is None
+    again = pool.get_new_blocks(2)
+    pool.cache_full_blocks(req, again, 0, 2, 4, 0)
+    assert pool.get_cached_block(req.block_hashes[1], [0]) == [again[1]]
+    # Every spelling of group 0 reaches the same key; a group past the precomputed suffixes too.
+    assert pool.get_cached_block(req.block_hashes[1], [int("0")]) == [again[1]]
+    assert pool.get_cached_block(req.block_hashes[1], [False]) == [again[1]]
+    assert pool.get_cached_block(req.block_hashes[1], [70]) is None
+    other = pool.get_new_blocks(2)
+    pool.cache_full_blocks(req, other, 0, 2, 4, 70)
+    assert pool.get_cached_block(req.block_hashes[1], [70]) == [other[1]]
+    assert pool.get_cached_block(req.block_hashes[1], [0, 70]) == [again[1], other[1]]
+    with pytest.raises(OverflowError):
+        pool.get_cached_block(req.block_hashes[1], [-1])
+    check_invariants(pool)
+
+
 def test_stale_keys_are_dropped_on_reuse_even_with_caching_off() -> None:
     pool = BlockPool(2, enable_caching=False, hash_block_size=4)
     req = _req(list(range(4)))

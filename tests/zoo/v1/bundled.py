@@ -49,7 +49,7 @@ VARIANTS: tuple[Variant, ...] = (
        "if False:  # BUG: keys of the reused block are kept"),
     # --- free-queue membership, counts
     _v("touch_leaves_block_queued", F.LEAK, "a hit on a free block leaves it in the queue",
-       BP, "BlockPool.touch", "queue._unlink(block)", "pass  # BUG"),
+       BP, "BlockPool.touch", "queued.append(block)", "pass  # BUG: the block stays queued"),
     replace(_v("keyless_queued_twice", F.FREE,
        "(tracker) a keyless freed block is queued at both ends, so it is handed out twice",
        BP, "BlockPool.free_blocks", "evict_first.append(block)",
@@ -161,13 +161,14 @@ VARIANTS: tuple[Variant, ...] = (
     _v("double_free_unchecked", F.CRASH,
        "a block freed more often than held goes negative silently",
        BP, "BlockPool.free_blocks",
-       "if ref > 0:", "if True:  # BUG: no double-free check"),
+       "if ref < 1:  # not held: refused below\n    break",
+       "if ref < 1:  # BUG: no double-free check\n    block.ref_cnt = ref - 1\n    continue"),
     _v("evict_ids_unchecked", F.CRASH, "evict_blocks indexes blocks with unchecked ids",
        BP, "BlockPool.evict_blocks",
        "if type(block_id) is not int or not 0 <= block_id < self.num_gpu_blocks:",
        "if type(block_id) is not int:  # BUG: no range check"),
     # --- the null block
     _v("touch_counts_null_block", F.CRASH, "touch of a window's null block unlinks it",
-       BP, "BlockPool.touch", "if block is null:\n    continue\nref = block.ref_cnt",
-       "ref = block.ref_cnt  # BUG: the null block is not skipped"),
+       BP, "BlockPool.touch", "if block is null:\n    continue\nbreak",
+       "if block is not null:  # BUG: the null block is not skipped\n    break"),
 )
