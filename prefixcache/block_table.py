@@ -204,8 +204,9 @@ class BlockTable:
         if self._max_block_sliding_window is None:
             # The decode step, in one frame: the tokens stay within an unshared, uncomputed,
             # partial block of the bundled allocator and the lookahead slots exist already.
-            # Nothing to copy, hash, promote or allocate; the block's token total keeps its
-            # invariant (predecessor's total + own tokens) by adding what was written.
+            # Nothing to copy, hash, promote or allocate; the block's token total is
+            # recomputed (predecessor's total + own tokens), not incremented: a lookahead
+            # block made before its predecessor filled stores a stale total until written.
             count = len(tokens)
             num_full = self._num_full_slots
             size = self._block_size
@@ -225,7 +226,7 @@ class BlockTable:
                         and block._cached_content_hash is None
                     ):
                         written.extend(tokens)
-                        block._cached_num_tokens_total += count
+                        block._update_num_tokens_total()
                         self._num_full_slots = num_full + count
                         if count == room and block._current_hash() is not None:
                             # it filled: cache it, or move it onto the id cached for it

@@ -847,7 +847,10 @@ class PrefixCachingBlockAllocator(BlockAllocator):
 
     def fork(self, last_block: Block) -> list[Block]:
         """New handles sharing every id of the chain ending at ``last_block`` (iterative;
-        the whole chain is checked first; free count and trackers are unchanged)."""
+        the whole chain is checked first; free count and trackers are unchanged). Each copy
+        keeps its original's content hash and token total: a sliding window's first kept
+        block has no predecessor but still counts its dropped prefix, and an id's eviction
+        rank must not depend on which of its handles is freed last."""
         chain = get_all_blocks_recursively(check_block(last_block, "last_block"))
         refcounts = self._refcounter._refcounts
         ids: list[BlockId] = []
@@ -868,12 +871,15 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             if type(block) is PrefixCachingBlock:
                 new_block = self._new_block(prev, block._token_ids, block_id, block._extra_hash)
                 new_block._cached_content_hash = block._cached_content_hash
+                new_block._cached_num_tokens_total = block._cached_num_tokens_total
             else:
                 new_block = self._new_block(prev, block.token_ids, block_id, block.extra_hash)
                 real = _real_block(block)
-                new_block._cached_content_hash = (
-                    None if real is None else real._cached_content_hash
-                )
+                if real is None:
+                    new_block._cached_content_hash = None
+                else:
+                    new_block._cached_content_hash = real._cached_content_hash
+                    new_block._cached_num_tokens_total = real._cached_num_tokens_total
             forked.append(new_block)
             prev = new_block
         return forked
