@@ -5,7 +5,8 @@ handle's id and tokens and every table's ids and tokens (TABLE; LEAK for an id o
 device or shared by two model ids; SWAP for the wrong device right after a swap), hashes
 (CACHE: present iff the block is hashed; HASH: equal hash iff equal content across live
 handles), and, when the adapter can introspect, the cached and evictable sets (CACHE) and every
-refcount (RC); the hit-rate window fields where the target shows them (HIT,
+refcount (RC); each table block's ``num_tokens_total`` against its chain depth (TABLE, where
+the target's blocks expose it); the hit-rate window fields where the target shows them (HIT,
 ``models.families.v0.hit_window``).
 """
 
@@ -17,7 +18,7 @@ from models.families.v0.blocks import BlockRec
 from models.families.v0.context import Context
 from models.families.v0.hit_window import FIELDS as WINDOW_FIELDS
 from models.families.v0.ops.values import KeyIdentity
-from models.families.v0.window import visible_tokens
+from models.families.v0.window import NULL_KEY, visible_tokens
 
 F = Family
 
@@ -35,6 +36,7 @@ def check_snapshot(m: Model, c: Context) -> None:
     _block_extras(m, c)
     _block_totals(m, c)
     _tables(m, c)
+    _table_totals(m, c)
     _introspection(m, c)
     _hit_windows(m, c)
 
@@ -61,6 +63,37 @@ def _block_totals(m: Model, c: Context) -> None:
         got = shown.get(h)
         if got != totals[h]:
             c.flag(F.TABLE, f"block {h}: num_tokens_total", expected=totals[h], observed=got)
+
+
+def _table_totals(m: Model, c: Context) -> None:
+    """Each block of a live table shows as ``num_tokens_total`` (API.md 3) the depth of its
+    chain's content: the tokens of the whole prefix up to and including it, a sliding window's
+    dropped blocks included (CONTRACT.md: a fork's blocks count what the parent's do). TABLE,
+    like the handles' totals (:func:`_block_totals`): the evictor ranks an id by the value its
+    last freed handle shows, so a wrong one surfaces as LRU only in a rare eviction order.
+    Checked only for the tables the target shows it for, and only for blocks holding tokens:
+    the null block has none, and an empty lookahead block's total is not settled until it
+    takes its first token (made before its predecessor filled, it keeps its creation-time
+    value; vLLM 0.8's fork recomputes it from the chain, so parent and child differ)."""
+    shown = c.after.table_totals
+    if shown is None or not m.pc:
+        return
+    blocks, depth = m.blocks, m.trie.depth
+    for t in m.live_tables:
+        got = shown.get(t)
+        if got is None:
+            continue
+        keys = m.tables[t].blocks
+        if len(got) != len(keys):
+            continue  # a different length is reported by the ids check
+        for i, key in enumerate(keys):
+            rec = blocks[key]
+            if key == NULL_KEY or not rec.tokens:
+                continue
+            want = depth(rec.end)
+            if got[i] != want:
+                c.flag(F.TABLE, f"table {t}[{i}]: num_tokens_total", expected=want,
+                       observed=got[i])
 
 
 def _block_extras(m: Model, c: Context) -> None:

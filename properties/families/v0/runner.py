@@ -437,6 +437,8 @@ class Runner:
                 totals[h] = a.block_total(obj)
         tables: dict[int, tuple[int | None, ...]] = {}
         table_tokens: dict[int, tuple[int, ...]] = {}
+        table_totals: dict[int, tuple[int | None, ...]] | None = (
+            {} if self.target.caps.prefix_caching else None)
         for t in sorted(set(self.tables) | also_tables):
             tobj = self.tables.get(t)
             if tobj is None:
@@ -444,6 +446,11 @@ class Runner:
                 continue
             self._doing = f"table t{t}"
             tables[t], table_tokens[t] = a.table_state(tobj)
+            if table_totals is not None:
+                self._doing = f"table t{t}: blocks' num_tokens_total"
+                shown_totals = a.table_totals(tobj)
+                if shown_totals is not None:
+                    table_totals[t] = shown_totals
         self._doing = "the allocator's private state"
         seen = a.introspect() if self.target.caps.introspection else None
         self._doing = "alloc.get_num_free_blocks"
@@ -461,8 +468,10 @@ class Runner:
         if seen is None:
             return Snapshot(free, blocks, tokens, hashes, tables, table_tokens,
                             evictor=shown_evictor, refcount=shown_refcount, metric=metric,
-                            block_extras=extras, block_totals=totals)
+                            block_extras=extras, block_totals=totals,
+                            table_totals=table_totals or None)
         cached, evictable, refcounts = seen
         return Snapshot(free, blocks, tokens, hashes, tables, table_tokens, cached, evictable,
                         refcounts, evictor=shown_evictor, refcount=shown_refcount,
-                        metric=metric, block_extras=extras, block_totals=totals)
+                        metric=metric, block_extras=extras, block_totals=totals,
+                        table_totals=table_totals or None)

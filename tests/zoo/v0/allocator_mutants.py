@@ -107,6 +107,17 @@ FORK_ONE_REF_SHORT = _alloc(
     "for index, (block, block_id) in enumerate(zip(chain, ids, strict=True)):\n"
     "    refcounts[block_id] += 1 if index else 0  # BUG: the first block gets no reference")
 
+#: Fork gives each copy the total its own chain computes instead of the original's: a sliding
+#: window's first kept block (no predecessor) is forked counting its own tokens only, so the
+#: evictor ranks its id by whichever handle is freed last (main's fix c680b6b, undone).
+FORK_DROPS_TOTAL = (
+    Patch("prefix_caching_block", "PrefixCachingBlockAllocator.fork",
+          "new_block._cached_num_tokens_total = block._cached_num_tokens_total",
+          "pass  # BUG: the original's token total is not copied"),
+    Patch("prefix_caching_block", "PrefixCachingBlockAllocator.fork",
+          "new_block._cached_num_tokens_total = real._cached_num_tokens_total",
+          "pass  # BUG: the original's token total is not copied"))
+
 # --------------------------------------------------------------------------- copy-on-write
 
 #: Copy-on-write moves the writer to a fresh id but records no (src, dst) pair.

@@ -125,6 +125,9 @@ def _mutants() -> Iterable[Mutant]:
     yield m("free_on_every_decrement",
             "a hashless id is pushed on the free deque on every decrement, not only at zero",
             (F.LEAK, F.FREE, F.RC), patches=am.PUSH_ON_EVERY_DECREMENT)
+    yield m("fork_drops_total",
+            "fork does not copy a block's token total (a window's first kept block)",
+            (F.TABLE, F.LRU, F.LEAK), patches=am.FORK_DROPS_TOTAL)
     yield m("fork_one_ref_short", "fork takes no reference for the first block of the chain",
             (F.RC,), patches=am.FORK_ONE_REF_SHORT)
     yield m("immutable_blocks_keep_partial",

@@ -215,6 +215,10 @@ class Snapshot:
     #: each live block handle's ``num_tokens_total`` (API.md 3: the tokens of its chain up
     #: to and including it), for prefix-caching targets; None for others.
     block_totals: Mapping[int, int] | None = None
+    #: per live table whose blocks expose ``num_tokens_total`` (prefix-caching targets), each
+    #: block's value in table order (``None`` where the block does not define it: the null
+    #: block of a sliding window); None when no table shows it.
+    table_totals: Mapping[int, tuple[int | None, ...]] | None = None
     #: per device with prefix caching, the ``metric_data`` window fields in
     #: ``models.families.v0.hit_window.FIELDS`` order, for targets whose allocators show them.
     metric: Mapping[Dev, tuple[object, ...]] | None = None

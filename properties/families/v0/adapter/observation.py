@@ -57,6 +57,24 @@ class ObservationReads(AdapterCore):
         total = obj.num_tokens_total
         return total if type(total) is int else checked_int(total, "block.num_tokens_total")
 
+    def table_totals(self, obj: Any) -> tuple[int | None, ...] | None:
+        """Each block's ``num_tokens_total`` of a block table (already read by
+        :meth:`table_state`), type-checked; ``None`` for a block that does not define it
+        (``NotImplementedError``, as the null block, API.md), and ``None`` for the whole table
+        when a block's class has no such attribute (a target that does not expose it)."""
+        shown: list[int | None] = []
+        for block in obj.blocks:
+            if getattr(type(block), "num_tokens_total", None) is None:
+                return None
+            try:
+                total = block.num_tokens_total
+            except NotImplementedError:
+                shown.append(None)
+                continue
+            shown.append(total if type(total) is int
+                         else checked_int(total, "BlockTable.blocks[i].num_tokens_total"))
+        return tuple(shown)
+
     def block_extra(self, obj: Any) -> int | None:
         """A block object's ``extra_hash`` property (vLLM generation), type-checked."""
         return checked_opt_int(obj.extra_hash, "block.extra_hash")
