@@ -1,4 +1,5 @@
-"""Print the node ids of the tests a pytest run skipped, one per line, from its JUnit XML.
+"""Print the test functions of which a pytest run skipped a case, one node id per line, from
+its JUnit XML.
 
 ``.ci/run`` gives the fresh-clone run (no upstream wheels cached) ``--junitxml``; the tests
 that skipped there, for want of a wheel or torch, are what the later wheel step runs, so
@@ -27,11 +28,15 @@ def node_id(case: ET.Element) -> str:
 
 def main(argv: list[str]) -> int:
     report, *prefixes = argv
+    seen: set[str] = set()
     for case in ET.parse(report).iter("testcase"):
         if case.find("skipped") is None:
             continue
-        nid = node_id(case)
-        if not prefixes or nid.startswith(tuple(prefixes)):
+        # The whole function, every parameter: a parameter id may name what was missing
+        # (``[None]`` for an uncached wheel), so the fresh run's ids need not exist here.
+        nid = node_id(case).split("[", 1)[0]
+        if nid not in seen and (not prefixes or nid.startswith(tuple(prefixes))):
+            seen.add(nid)
             print(nid)
     return 0
 
