@@ -317,3 +317,36 @@ def test_wrong_victim_of_a_block_that_may_hide_its_id(introspect: bool) -> None:
     with pytest.raises(Violation) as info:
         run(False)
     assert info.value.family is F.LRU, str(info.value)
+
+
+@pytest.mark.parametrize("hashless", [False, True])
+def test_a_wrong_victim_is_reported_as_itself_not_as_a_knock_on_leak(hashless: bool) -> None:
+    """The target evicts the younger id first, then the one due: the model follows its victim
+    (fresh_ids), so the second block's id is no second owner and the finding is the first
+    wrong eviction (LRU; CACHE while a hashless id was still free)."""
+    t = Trace(bs=1, gpu=4 if hashless else 3)
+    t.do(TableAllocate((1,)), table=(0,), free=2 + hashless, cached=[0])
+    t.do(TableAllocate((2,)), table=(1,), free=1 + hashless, cached=[0, 1])
+    t.do(TableAllocate((3,)), table=(2,), free=hashless, cached=[0, 1, 2])
+    t.do(TableMarkAccessed(0, 1.0)).do(TableMarkAccessed(1, 2.0))
+    t.do(TableFree(0), free=1 + hashless, evictable=[0])
+    t.do(TableFree(1), free=2 + hashless, evictable=[0, 1])
+    seen = {"table": (1, 0), "free": hashless, "cached": [0, 1, 2], "evictable": []}
+    if hashless:
+        v = t.rejects(F.CACHE, TableAllocate((8, 9, 7)), **{**seen, "table": (1, 0, 3),
+                                                              "cached": [0, 1, 2, 3]})
+        assert v.observed == 1
+    else:
+        v = t.rejects(F.LRU, TableAllocate((8, 9)), **seen)
+        assert (v.expected, v.observed) == ([0], 1), str(v)
+
+
+def test_the_due_victims_in_order_pass() -> None:
+    """The honest order of the same step (the control of the test above)."""
+    t = Trace(bs=1, gpu=3)
+    t.do(TableAllocate((1,)), table=(0,), free=2, cached=[0])
+    t.do(TableAllocate((2,)), table=(1,), free=1, cached=[0, 1])
+    t.do(TableAllocate((3,)), table=(2,), free=0, cached=[0, 1, 2])
+    t.do(TableMarkAccessed(0, 1.0)).do(TableMarkAccessed(1, 2.0))
+    t.do(TableFree(0), free=1, evictable=[0]).do(TableFree(1), free=2, evictable=[0, 1])
+    t.do(TableAllocate((8, 9)), table=(0, 1), free=0, cached=[0, 1, 2], evictable=[])

@@ -11,7 +11,8 @@ Violation when recorded:
       observed: 1
 
 The LEAK is a consequence: the step's first eviction was already wrong (LRU: id 0 evicted
-with 4 hashed tokens while id 1, 8 hashed tokens, was due first; both never accessed). The
+with 4 hashed tokens while id 1, 8 hashed tokens, was due first; both never accessed; the oracle
+now reports it so: fresh_ids follows the wrong victim instead of taking id 1 itself). The
 window drop makes the surviving block (id 1) the first of its chain but keeps its token
 total (8). ``fork`` rebuilt the child's copy from the chain it walks, which now starts at that
 block, so the child's handle of id 1 counted 4 tokens; freed last, it gave the evictor 4 as

@@ -3,7 +3,11 @@ there is none, any least-recently-used evictable id (any evictable one without t
 
 The model takes the id the target shows whenever it is such a choice. When it is not, the
 shown id is judged (:func:`judge`: outside the device, still in use, a cached id of other
-content, an unneeded eviction, a younger victim) and the model goes on with a permitted id.
+content, an unneeded eviction, a younger victim). A wrong victim the model holds evictable (the
+CACHE and LRU findings) is still taken as the target shows it, so the rest of the step is judged
+against what the target really holds and the finding is not hidden behind a knock-on one (the
+id the model would have evicted instead, shown next, is no second owner); any other shown id is
+replaced by a permitted one.
 An id the target may never show (``may_hide``: the block can be promoted onto a cached id in
 the same step) is left to the chooser, which explores every permitted victim.
 """
@@ -36,6 +40,9 @@ def fresh(m: Model, dev: Dev, hint: int | None, *, may_hide: bool = False,
         else:
             if not may_hide:
                 judge(m, pool, hint, content)
+                if hint is not None and hint in pool.evictor:  # CACHE: follow the target
+                    pool.evict(hint)
+                    return hint
             chosen = _spare_hashless(m, pool)
         pool.take_hashless(chosen)
         return chosen
@@ -49,7 +56,12 @@ def fresh(m: Model, dev: Dev, hint: int | None, *, may_hide: bool = False,
     else:
         if not may_hide:
             judge(m, pool, hint, content)
-        options = _unseen_first(m, dev, sorted(permitted)) if may_hide else [min(permitted)]
+        if may_hide:
+            options = _unseen_first(m, dev, sorted(permitted))
+        elif hint is not None and hint in pool.evictor:  # LRU: follow the target's victim
+            options = [hint]
+        else:
+            options = [min(permitted)]
     victim = m.c.chooser.choose(options)
     pool.evict(victim)
     return victim
@@ -79,7 +91,8 @@ def _spare_hashless(m: Model, pool: Pool) -> int:
 
 
 def judge(m: Model, pool: Pool, hint: int | None, content: int | None) -> None:
-    """The target showed ``hint`` where a fresh id was due and it is not a permitted one."""
+    """The target showed ``hint`` where a fresh id was due and it is not a permitted one; flags
+    only (the caller decides which id the model takes)."""
     if hint is None:
         return  # nothing shown: the snapshot comparison reports it
     c = m.c
