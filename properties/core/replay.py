@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from models.core.invariants import Violation
@@ -32,6 +32,28 @@ def run_program(target: Target, config: Any, program: Sequence[Any]) -> Runner:
         except Violation as violation:
             raise violation.at(op, index) from None
     return runner
+
+
+def replay_regression(config: Mapping[str, Any], program: Sequence[Mapping[str, Any]],
+                      family: str | None = None) -> None:
+    """The body of a regression test (``tests/regressions/``, written by ``python -m fuzz
+    regress``): ``program`` (JSON operations of ``family``) replayed under the oracle against
+    the session's target, or ``family``'s bundled target when the session's is another
+    family's; raises the first ``Violation``, skips where the program is out of contract for
+    the target."""
+    import pytest
+
+    from properties.core.selection import current_target
+
+    target = current_target()
+    if family is not None and target.family != family:
+        target = load_target(family=family)
+    fam = target.family_object
+    try:
+        run_program(target, fam.config(target, dict(config)),
+                    [fam.op_from_json(dict(op)) for op in program])
+    except fam.out_of_contract as why:
+        pytest.skip(f"out of contract for {target.describe()}: {why}")
 
 
 def check_program(spec: str, allocator_type: str, block_size: int, num_gpu: int, num_cpu: int,

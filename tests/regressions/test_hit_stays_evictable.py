@@ -22,13 +22,7 @@ Program (one operation per line):
 
 from __future__ import annotations
 
-import pytest
-
-from models.families.v0.capabilities import Config
-from models.families.v0.operations import op_from_json
-from models.families.v0.oracle import OutOfContract
-from properties.core.replay import run_program
-from properties.core.selection import current_target
+from properties.core.replay import replay_regression
 
 CONFIG = {'block_size': 1, 'num_gpu_blocks': 1, 'num_cpu_blocks': 4}
 PROGRAM = [
@@ -43,9 +37,4 @@ PROGRAM = [
 def test_hit_stays_evictable() -> None:
     """Replays the program under the oracle against the selected target; passes once the bug
     is fixed."""
-    target = current_target()
-    config = Config(caps=target.caps, **CONFIG)
-    try:
-        run_program(target, config, [op_from_json(op) for op in PROGRAM])
-    except OutOfContract as why:
-        pytest.skip(f"out of contract for {target.describe()}: {why}")
+    replay_regression(CONFIG, PROGRAM)

@@ -34,14 +34,10 @@ from __future__ import annotations
 
 import pytest
 
-from models.families.v0.capabilities import Config
-from models.families.v0.operations import op_from_json
-from models.families.v0.oracle import OutOfContract
 from prefixcache.block_table import BlockTable
 from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator
 from prefixcache.utils import Device
-from properties.core.replay import run_program
-from properties.core.selection import current_target
+from properties.core.replay import replay_regression
 
 CONFIG = {'block_size': 4, 'num_gpu_blocks': 3, 'num_cpu_blocks': 0}
 TOKENS = [0] * 8
@@ -60,12 +56,7 @@ PROGRAM = [
 def test_window_fork_keeps_depth() -> None:
     """Replays the program under the oracle against the selected target; passes once the bug
     is fixed."""
-    target = current_target()
-    config = Config(caps=target.caps, **CONFIG)
-    try:
-        run_program(target, config, [op_from_json(op) for op in PROGRAM])
-    except OutOfContract as why:
-        pytest.skip(f"out of contract for {target.describe()}: {why}")
+    replay_regression(CONFIG, PROGRAM)
 
 
 @pytest.mark.parametrize("free_parent_first", [True, False])
