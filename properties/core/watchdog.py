@@ -1,7 +1,8 @@
 """A per-step time limit for calls into a target, which never kills the process.
 
 :class:`Watchdog` arms before a step and disarms after it; a step that outlived its limit gets
-:class:`StepTimeout` raised inside it (or at disarm). Every family's runner uses it.
+:class:`StepTimeout` raised inside it (or at disarm). Every family's runner uses it,
+and reports a step past its limit as a :class:`Hang`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,18 @@ import threading
 import time
 from typing import Any
 
+from models.core.invariants import Violation
+
 
 class StepTimeout(BaseException):
     """Raised into a target call that outlived its step's time limit. Not an ``Exception``, so
     a target's own ``except Exception`` does not swallow it."""
+
+
+class Hang(Violation):
+    """A step outlived the target's per-step limit. Every other program that reaches the same
+    call may wait out the whole limit again, so batch replays (seed corpora) stop at the first
+    one rather than spend a limit per input."""
 
 
 class _Monitor:

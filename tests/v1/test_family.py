@@ -15,6 +15,7 @@ from models.families.v1 import ops
 from models.families.v1.pool_model import Observed, PoolConfig
 from prefixcache.v1.core.block_pool import BlockPool
 from properties.core.targets import TargetError
+from properties.core.watchdog import Hang
 from properties.families.v1.executor import run_program
 from properties.families.v1.family import FAMILY, PoolOracle, pool_of
 from properties.families.v1.stepping import PROGRAM_ATTR
@@ -60,6 +61,7 @@ def test_a_hanging_call_is_a_target_violation_with_its_program() -> None:
                     [ops.GetNew(1), ops.GetNew(2)])
     assert time.monotonic() - started < 10
     assert info.value.family is Family.TARGET and "exceeded 0.3 s" in info.value.message
+    assert isinstance(info.value, Hang)  # batch replays stop at it
     assert info.value.step == 1
     assert getattr(info.value, PROGRAM_ATTR) == [ops.GetNew(1), ops.GetNew(2)]
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fuzz.cli import FUZZ_DIR
+from fuzz.core.execution import Execution
 from fuzz.core.harness import Harness
 from fuzz.families.v0.corpus_gen import ARC_CORPUS
 from fuzz.families.v0.decoder import Level
@@ -26,6 +27,7 @@ from properties.core import baseline
 from properties.core.shrink import executed
 from properties.core.signature import Signature, signature
 from properties.core.targets import Target
+from properties.core.watchdog import Hang
 
 #: The corpora replayed, as directories under ``fuzz/``: the fuzzers' seeds, the arc cover.
 CORPORA: tuple[str, ...] = ("corpus", ARC_CORPUS)
@@ -39,35 +41,54 @@ def seeds(level: Level, corpus: str = "corpus") -> list[Path] | None:
 
 
 def replay(level: Level, target: Target, paths: Sequence[Path],
-           absorb: Callable[[Violation, list[Op]], bool] = lambda v, h: False
-           ) -> list[Violation]:
+           absorb: Callable[[Violation, list[Op]], bool] = lambda v, h: False,
+           replayed: Callable[[int], None] = lambda n: None) -> list[Violation]:
     """The violations of ``target`` on the seeds, each noted with its seed and program and
     carrying its history (``prefixcache_history``); ``absorb(violation, history)`` drops the
     expected ones (it may read the seed's pool from ``violation.prefixcache_config``). The
     first one of each signature (:mod:`properties.core.signature`) is also shrunk (keeping the
     signature): the shorter program is added to its notes and attached as its replayable
-    program (``properties.core.baseline``)."""
+    program (``properties.core.baseline``).
+
+    The replay stops at the first seed the target hung on (:class:`Hang`): the rest could each
+    wait out the step limit again (a target that deadlocks would cost the whole corpus times
+    the limit); the hang's notes say how many seeds were left, and ``replayed(n)`` is told how
+    many were run."""
     harness = Harness(level).bind(target)
     found: list[Violation] = []
     seen: set[Signature] = set()
-    for path in paths:
+    for done, path in enumerate(paths, 1):
         result = harness.run(path.read_bytes())
         violation = result.violation
         if violation is None:
             continue
         history: list[Op] = list(result.program)
         violation.prefixcache_config = result.config  # type: ignore[attr-defined]
+        if isinstance(violation, Hang) and done < len(paths):
+            violation.add_note(f"the target hung: the other {len(paths) - done} seeds of this "
+                               f"corpus were not replayed")
+            if not absorb(violation, history):
+                found.append(_noted(level, path, target, result, history, violation, seen))
+            replayed(done)
+            return found
         if absorb(violation, history):
             continue
-        violation.prefixcache_history = history  # type: ignore[attr-defined]
-        violation.add_note(f"seed {level.value}/{path.name}:\n"
-                           + format_program(result.config, result.program, result.outcomes))
-        sig = signature(violation, target.allocator_type)
-        if sig not in seen:
-            seen.add(sig)
-            shrink_and_attach(target, result.config, history, violation)
-        found.append(violation)
+        found.append(_noted(level, path, target, result, history, violation, seen))
+    replayed(len(paths))
     return found
+
+
+def _noted(level: Level, path: Path, target: Target, result: Execution, history: list[Op],
+           violation: Violation, seen: set[Signature]) -> Violation:
+    """``violation`` noted with its seed and program; the first of its signature also shrunk."""
+    violation.prefixcache_history = history  # type: ignore[attr-defined]
+    violation.add_note(f"seed {level.value}/{path.name}:\n"
+                       + format_program(result.config, result.program, result.outcomes))
+    sig = signature(violation, target.allocator_type)
+    if sig not in seen:
+        seen.add(sig)
+        shrink_and_attach(target, result.config, history, violation)
+    return violation
 
 
 def shrink_and_attach(target: Target, config: Config, history: list[Op],

@@ -43,7 +43,7 @@ from models.families.v0.operations import (
 )
 from properties.core.calls import Call, ListOf, Lit, Name, Stmt, eval_expr, render_expr
 from properties.core.targets import Target
-from properties.core.watchdog import StepTimeout, Watchdog
+from properties.core.watchdog import Hang, StepTimeout, Watchdog
 from properties.families.v0.adapter import (
     FamilyAdapter,
     Misbehaviour,
@@ -123,9 +123,11 @@ class Runner:
                                        f"(in {self._doing})")
 
     def _misbehaved(self, kind: str, detail: str) -> Violation:
-        """An exception is CRASH (an error no contract allows); the rest :data:`MISBEHAVED`."""
+        """An exception is CRASH (an error no contract allows); the rest :data:`MISBEHAVED`, a
+        hang as a :class:`Hang`."""
         family = Family.CRASH if kind == "exception" else MISBEHAVED
-        return Violation(family, f"target {self.target.name} misbehaved ({kind}): {detail}")
+        cls = Hang if kind == "hang" else Violation
+        return cls(family, f"target {self.target.name} misbehaved ({kind}): {detail}")
 
     def _limit(self) -> str:
         return f"{self.target.step_timeout:g} s"

@@ -44,7 +44,8 @@ def test_seed_corpus(level: Level, corpus: str, request: pytest.FixtureRequest) 
         return True
 
     explore = plugin.exploring(request.config)
-    unexpected = corpus_replay.replay(level, target, paths, absorb)
+    unexpected = corpus_replay.replay(level, target, paths, absorb,
+                                      lambda n: setattr(plugin.PROGRESS, "examples", n))
     distinct = corpus_replay.group(unexpected, target.allocator_type)
     for violation, seeds in distinct:
         violation.add_note(f"{seeds} of {len(paths)} seeds show this deviation")

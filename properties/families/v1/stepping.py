@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from models.core.invariants import Family, Violation
-from properties.core.watchdog import StepTimeout, Watchdog
+from properties.core.watchdog import Hang, StepTimeout, Watchdog
 
 __all__ = ["PROGRAM_ATTR", "ProgramExecutor", "guarded"]
 
@@ -64,7 +64,7 @@ class ProgramExecutor(Generic[OpT]):
             else:
                 hung = False
             if hung:
-                raise Violation(Family.TARGET, f"step {len(self.program) - 1} "
+                raise Hang(Family.TARGET, f"step {len(self.program) - 1} "
                                 f"{getattr(op, 'kind', op)} exceeded "
                                 f"{self.watchdog.seconds:g} s (a hang)")
         except Violation as v:
