@@ -207,30 +207,41 @@ def _dirty(patches: Sequence[Patch]) -> frozenset[str]:
         dirty |= more
 
 
-class _Redirect(ast.NodeTransformer):
-    """``from prefixcache.x import y`` -> ``from prefixcache_zoo.<mutant>.x import y``."""
+def _reference_froms(tree: ast.Module) -> tuple[tuple[ast.ImportFrom, str], ...]:
+    """Every ``from prefixcache.x import y`` of ``tree`` (anywhere in it), with its module."""
+    return tuple((node, node.module) for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module is not None
+                 and node.level == 0 and node.module.partition(".")[0] == REFERENCE)
 
-    def __init__(self, copy: str) -> None:
-        self.copy = copy
 
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.ImportFrom:
-        module = node.module or ""
-        if node.level == 0 and module.partition(".")[0] == REFERENCE:
-            node.module = self.copy + module[len(REFERENCE):]
-        return node
+@cache
+def _reference_tree(module: str) -> tuple[ast.Module, tuple[tuple[ast.ImportFrom, str], ...]]:
+    """The parsed, unpatched source of ``prefixcache/<module>.py`` and its imports of the
+    reference: most modules of a copy are unpatched (they only import a patched one), and
+    parsing them once, not once per mutant, halves :func:`precompile`."""
+    tree = ast.parse((_SOURCE / f"{module}.py").read_text())
+    return tree, _reference_froms(tree)
 
 
 @cache
 def _code(mutant: str, module: str) -> CodeType:
-    """The compiled, patched and redirected source of one module of the copy."""
+    """The compiled, patched and redirected source of one module of the copy (``from
+    prefixcache.x import y`` becomes ``from prefixcache_zoo.<mutant>.x import y``)."""
     path = _SOURCE / f"{module}.py"
     source = path.read_text()
-    for patch in _REGISTRY[mutant]:
-        if patch.module == module:
-            source = apply(source, patch, mutant)
+    patches = [patch for patch in _REGISTRY[mutant] if patch.module == module]
+    for patch in patches:
+        source = apply(source, patch, mutant)
     filename = f"<{ROOT}.{mutant}>/{REFERENCE}/{module}.py"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    tree = _Redirect(f"{ROOT}.{mutant}").visit(ast.parse(source, filename))
+    if patches:
+        tree = ast.parse(source, filename)
+        froms = _reference_froms(tree)
+    else:  # the shared tree: every redirected name is set below, before it is compiled
+        tree, froms = _reference_tree(module)
+    copy = f"{ROOT}.{mutant}"
+    for node, name in froms:
+        node.module = copy + name[len(REFERENCE):]
     return compile(tree, filename, "exec")
 
 
