@@ -214,13 +214,33 @@ def _reference_froms(tree: ast.Module) -> tuple[tuple[ast.ImportFrom, str], ...]
                  and node.level == 0 and node.module.partition(".")[0] == REFERENCE)
 
 
+#: The copy's package name in the shared compilation of an unpatched module (see
+#: :func:`_reference_code`), replaced by the mutant's in its names.
+_PLACEHOLDER = f"{ROOT}.__mutant__"
+
+
 @cache
-def _reference_tree(module: str) -> tuple[ast.Module, tuple[tuple[ast.ImportFrom, str], ...]]:
-    """The parsed, unpatched source of ``prefixcache/<module>.py`` and its imports of the
-    reference: most modules of a copy are unpatched (they only import a patched one), and
-    parsing them once, not once per mutant, halves :func:`precompile`."""
+def _reference_code(module: str) -> CodeType:
+    """The unpatched source of ``prefixcache/<module>.py``, compiled once with its imports of
+    the reference redirected to :data:`_PLACEHOLDER`: most modules of a copy are unpatched (they
+    only import a patched one), and compiling them once, not once per mutant, is most of
+    :func:`precompile`'s time."""
     tree = ast.parse((_SOURCE / f"{module}.py").read_text())
-    return tree, _reference_froms(tree)
+    for node, name in _reference_froms(tree):
+        node.module = _PLACEHOLDER + name[len(REFERENCE):]
+    return compile(tree, f"<{_PLACEHOLDER}>/{REFERENCE}/{module}.py", "exec")
+
+
+def _renamed(code: CodeType, copy: str, filename: str) -> CodeType:
+    """``code`` (and the code it holds) with :data:`_PLACEHOLDER` in its imported module names
+    replaced by ``copy``, and ``filename`` as its file: the code compiling the redirected source
+    under ``filename`` gives. (A name holding a dot can only be an imported module's.)"""
+    names = tuple(copy + name[len(_PLACEHOLDER):]
+                  if name == _PLACEHOLDER or name.startswith(_PLACEHOLDER + ".") else name
+                  for name in code.co_names)
+    consts = tuple(_renamed(const, copy, filename) if isinstance(const, CodeType) else const
+                   for const in code.co_consts)
+    return code.replace(co_names=names, co_consts=consts, co_filename=filename)
 
 
 @cache
@@ -234,13 +254,11 @@ def _code(mutant: str, module: str) -> CodeType:
         source = apply(source, patch, mutant)
     filename = f"<{ROOT}.{mutant}>/{REFERENCE}/{module}.py"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    if patches:
-        tree = ast.parse(source, filename)
-        froms = _reference_froms(tree)
-    else:  # the shared tree: every redirected name is set below, before it is compiled
-        tree, froms = _reference_tree(module)
     copy = f"{ROOT}.{mutant}"
-    for node, name in froms:
+    if not patches:
+        return _renamed(_reference_code(module), copy, filename)
+    tree = ast.parse(source, filename)
+    for node, name in _reference_froms(tree):
         node.module = copy + name[len(REFERENCE):]
     return compile(tree, filename, "exec")
 
