@@ -80,9 +80,14 @@ def test_vllm_033_conforms_with_its_xfails_file(tmp_path: Path) -> None:
 
 
 @needs_wheel
-def test_vllm_033_without_xfails_lists_known_deviations_with_reproducers(tmp_path: Path
-                                                                          ) -> None:
-    code, out, data = check(tmp_path, "--allocator", UPSTREAM, *BUDGET)
+def test_vllm_033_without_xfails_lists_known_deviations_with_reproducers_then_ratchets(
+        tmp_path: Path) -> None:
+    """One run without an xfails file answers both: it fails listing deviations the shipped
+    file knows, each with a reproducer, and (``--write-xfails``, which changes nothing else
+    in the run) writes them as an xfails file, which a second run then accepts."""
+    written = tmp_path / "adopted.xfails.json"
+    code, out, data = check(tmp_path, "--allocator", UPSTREAM, "--write-xfails", str(written),
+                            *BUDGET)
     assert code == 1, out
     assert "verdict: DOES NOT CONFORM" in out
     entries = json.loads(XFAILS.read_text(encoding="utf-8"))
@@ -100,6 +105,14 @@ def test_vllm_033_without_xfails_lists_known_deviations_with_reproducers(tmp_pat
                          capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode != 0 and "Violation" in run.stderr, run.stdout + run.stderr
     assert found[0]["message"].splitlines()[0].split(" at step ")[0] in run.stderr
+
+    adopted = json.loads(written.read_text(encoding="utf-8"))
+    assert adopted and all(e["allocator_type"] == "block_pool" and not e.get("flaky")
+                           for e in adopted), adopted
+    code, out, _ = check(tmp_path, "--allocator", UPSTREAM, "--xfails-file", str(written),
+                         *BUDGET)
+    assert code == 0, out
+    assert f"expected failures met: {len(adopted)} entries" in out
 
 
 def test_a_stale_entry_fails_the_check(tmp_path: Path) -> None:
@@ -134,18 +147,3 @@ def test_the_old_pool_options_select_the_v1_tests_only(tmp_path: Path) -> None:
     assert "properties/families/v1/test_pool_level.py::TestPoolLevel::test_block_pool" in tests
     assert sum("test_expected_failure[" in t for t in tests) == len(
         json.loads(XFAILS.read_text(encoding="utf-8")))
-
-
-@needs_wheel
-def test_write_xfails_adopts_the_v1_deviations_then_the_check_ratchets(tmp_path: Path) -> None:
-    written = tmp_path / "adopted.xfails.json"
-    code, out, _ = check(tmp_path, "--allocator", UPSTREAM, "--write-xfails", str(written),
-                         *BUDGET)
-    assert code == 1, out
-    entries = json.loads(written.read_text(encoding="utf-8"))
-    assert entries and all(e["allocator_type"] == "block_pool" and not e.get("flaky")
-                           for e in entries), entries
-    code, out, _ = check(tmp_path, "--allocator", UPSTREAM, "--xfails-file", str(written),
-                         *BUDGET)
-    assert code == 0, out
-    assert f"expected failures met: {len(entries)} entries" in out

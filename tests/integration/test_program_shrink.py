@@ -22,9 +22,12 @@ from properties.core.targets import load_target
 from properties.families.v0.machines.block_level import BlockLevelMachine
 
 SPEC = "tests.zoo.v0.broken:hash_arguments_unchecked"
+# No Hypothesis shrink phase: what this asserts is the program-level shrinker, which then cuts
+# the first failing example as found (38 steps here) by itself; with Hypothesis's rule-level
+# shrinking first (about 35 s, to 9 steps) it had less to do.
 BUDGET = settings(max_examples=50, stateful_step_count=20, derandomize=True, database=None,
                   deadline=None, report_multiple_bugs=False,
-                  phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+                  phases=[Phase.explicit, Phase.reuse, Phase.generate],
                   suppress_health_check=list(HealthCheck))
 
 

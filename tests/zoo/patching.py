@@ -207,30 +207,59 @@ def _dirty(patches: Sequence[Patch]) -> frozenset[str]:
         dirty |= more
 
 
-class _Redirect(ast.NodeTransformer):
-    """``from prefixcache.x import y`` -> ``from prefixcache_zoo.<mutant>.x import y``."""
+def _reference_froms(tree: ast.Module) -> tuple[tuple[ast.ImportFrom, str], ...]:
+    """Every ``from prefixcache.x import y`` of ``tree`` (anywhere in it), with its module."""
+    return tuple((node, node.module) for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module is not None
+                 and node.level == 0 and node.module.partition(".")[0] == REFERENCE)
 
-    def __init__(self, copy: str) -> None:
-        self.copy = copy
 
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.ImportFrom:
-        module = node.module or ""
-        if node.level == 0 and module.partition(".")[0] == REFERENCE:
-            node.module = self.copy + module[len(REFERENCE):]
-        return node
+#: The copy's package name in the shared compilation of an unpatched module (see
+#: :func:`_reference_code`), replaced by the mutant's in its names.
+_PLACEHOLDER = f"{ROOT}.__mutant__"
+
+
+@cache
+def _reference_code(module: str) -> CodeType:
+    """The unpatched source of ``prefixcache/<module>.py``, compiled once with its imports of
+    the reference redirected to :data:`_PLACEHOLDER`: most modules of a copy are unpatched (they
+    only import a patched one), and compiling them once, not once per mutant, is most of
+    :func:`precompile`'s time."""
+    tree = ast.parse((_SOURCE / f"{module}.py").read_text())
+    for node, name in _reference_froms(tree):
+        node.module = _PLACEHOLDER + name[len(REFERENCE):]
+    return compile(tree, f"<{_PLACEHOLDER}>/{REFERENCE}/{module}.py", "exec")
+
+
+def _renamed(code: CodeType, copy: str, filename: str) -> CodeType:
+    """``code`` (and the code it holds) with :data:`_PLACEHOLDER` in its imported module names
+    replaced by ``copy``, and ``filename`` as its file: the code compiling the redirected source
+    under ``filename`` gives. (A name holding a dot can only be an imported module's.)"""
+    names = tuple(copy + name[len(_PLACEHOLDER):]
+                  if name == _PLACEHOLDER or name.startswith(_PLACEHOLDER + ".") else name
+                  for name in code.co_names)
+    consts = tuple(_renamed(const, copy, filename) if isinstance(const, CodeType) else const
+                   for const in code.co_consts)
+    return code.replace(co_names=names, co_consts=consts, co_filename=filename)
 
 
 @cache
 def _code(mutant: str, module: str) -> CodeType:
-    """The compiled, patched and redirected source of one module of the copy."""
+    """The compiled, patched and redirected source of one module of the copy (``from
+    prefixcache.x import y`` becomes ``from prefixcache_zoo.<mutant>.x import y``)."""
     path = _SOURCE / f"{module}.py"
     source = path.read_text()
-    for patch in _REGISTRY[mutant]:
-        if patch.module == module:
-            source = apply(source, patch, mutant)
+    patches = [patch for patch in _REGISTRY[mutant] if patch.module == module]
+    for patch in patches:
+        source = apply(source, patch, mutant)
     filename = f"<{ROOT}.{mutant}>/{REFERENCE}/{module}.py"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    tree = _Redirect(f"{ROOT}.{mutant}").visit(ast.parse(source, filename))
+    copy = f"{ROOT}.{mutant}"
+    if not patches:
+        return _renamed(_reference_code(module), copy, filename)
+    tree = ast.parse(source, filename)
+    for node, name in _reference_froms(tree):
+        node.module = copy + name[len(REFERENCE):]
     return compile(tree, filename, "exec")
 
 

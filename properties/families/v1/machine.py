@@ -13,6 +13,7 @@ state (:class:`~properties.families.v1.executor.Executor`). Misuse is probed on 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -44,8 +45,13 @@ class Table:
     num_cached: int
 
 
+@functools.cache
 def requests(hash_block_size: int, embeds: bool, mm_items: bool = True
              ) -> st.SearchStrategy[ops.Req]:
+    """The strategy for one request (built once per argument tuple: ``st.composite`` parses
+    ``build``'s source each time it decorates it, which cost about a tenth of a zoo run when
+    every ``new_request`` rebuilt it; the draws are the same)."""
+
     @st.composite
     def build(draw: st.DrawFn) -> ops.Req:
         n = draw(st.integers(0, 7 * hash_block_size))
