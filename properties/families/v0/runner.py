@@ -250,9 +250,10 @@ class Runner:
         env = self.env
         func = eval_expr(expr.func, env)
         guarded: list[tuple[Any, Any]] = []
-        args = [self._arg(a, guarded) for a in expr.args]
-        kwargs = {k: self._arg(v, guarded) for k, v in expr.kwargs}
-        result = func(*args, **kwargs)
+        arg = self._arg
+        args = [arg(a, guarded) for a in expr.args]
+        result = func(*args, **{k: arg(v, guarded) for k, v in expr.kwargs}) if expr.kwargs \
+            else func(*args)
         for passed, original in guarded:
             if passed != original:
                 raise Misbehaviour("mutated argument", f"{render_expr(expr.func)} changed the "
@@ -261,6 +262,11 @@ class Runner:
         return result
 
     def _arg(self, expr: Any, guarded: list[tuple[Any, Any]]) -> Any:
+        kind = type(expr)
+        if kind is Name:  # the commonest argument: a handle or a name of the environment
+            return self.env[expr.id]
+        if kind is Lit and type(expr.value) is not list and type(expr.value) is not tuple:
+            return expr.value
         if isinstance(expr, Lit):
             value = expr.value
             if type(value) is list:
@@ -424,35 +430,48 @@ class Runner:
         hashes: dict[int, int | None] = {}
         extras: dict[int, int | None] | None = {} if a.has_extra_hash else None
         totals: dict[int, int] | None = {} if self.target.caps.prefix_caching else None
-        for h in sorted(set(self.blocks) | also_blocks):
-            obj = self.blocks.get(h)
+        live = self.blocks
+        block_state, block_extra, block_total = a.block_state, a.block_extra, a.block_total
+        for h in sorted(live.keys() | also_blocks if also_blocks else live):
+            obj = live.get(h)
             if obj is None:
                 blocks[h] = None
                 continue
-            self._doing = f"block b{h}"
-            blocks[h], tokens[h], hashes[h] = a.block_state(obj)
-            if extras is not None:
-                self._doing = f"block b{h}.extra_hash"
-                extras[h] = a.block_extra(obj)
-            if totals is not None:
-                self._doing = f"block b{h}.num_tokens_total"
-                totals[h] = a.block_total(obj)
+            # What is being read is named only when a read fails (``snapshot`` reports it):
+            # formatting it for every block of every step cost more than the reads.
+            reading = ""
+            try:
+                blocks[h], tokens[h], hashes[h] = block_state(obj)
+                if extras is not None:
+                    reading = ".extra_hash"
+                    extras[h] = block_extra(obj)
+                if totals is not None:
+                    reading = ".num_tokens_total"
+                    totals[h] = block_total(obj)
+            except BaseException:
+                self._doing = f"block b{h}{reading}"
+                raise
         tables: dict[int, tuple[int | None, ...]] = {}
         table_tokens: dict[int, tuple[int, ...]] = {}
         table_totals: dict[int, tuple[int | None, ...]] | None = (
             {} if self.target.caps.prefix_caching else None)
-        for t in sorted(set(self.tables) | also_tables):
-            tobj = self.tables.get(t)
+        live_tables = self.tables
+        for t in sorted(live_tables.keys() | also_tables if also_tables else live_tables):
+            tobj = live_tables.get(t)
             if tobj is None:
                 tables[t] = ()
                 continue
-            self._doing = f"table t{t}"
-            tables[t], table_tokens[t] = a.table_state(tobj)
-            if table_totals is not None:
-                self._doing = f"table t{t}: blocks' num_tokens_total"
-                shown_totals = a.table_totals(tobj)
-                if shown_totals is not None:
-                    table_totals[t] = shown_totals
+            reading = ""  # named only when a read fails, as for blocks
+            try:
+                tables[t], table_tokens[t] = a.table_state(tobj)
+                if table_totals is not None:
+                    reading = ": blocks' num_tokens_total"
+                    shown_totals = a.table_totals(tobj)
+                    if shown_totals is not None:
+                        table_totals[t] = shown_totals
+            except BaseException:
+                self._doing = f"table t{t}{reading}"
+                raise
         self._doing = "the allocator's private state"
         seen = a.introspect() if self.target.caps.introspection else None
         self._doing = "alloc.get_num_free_blocks"

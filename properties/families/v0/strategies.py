@@ -4,6 +4,8 @@ alphabets small enough that prefixes are shared and content collides."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -55,10 +57,15 @@ def twin(block: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(_TWINS.get(t, t) for t in block)
 
 
+@cache
 def tokens(min_size: int, max_size: int) -> st.SearchStrategy[tuple[int, ...]]:
     """Token ids from a tiny alphabet, so equal blocks (cache hits) are common; occasionally
     extreme values that a weak encoding would confuse (negatives, -1 vs -2, 2**61-1 + k).
-    One integer draw per token keeps generation cheap; values shrink towards 0."""
+    One integer draw per token keeps generation cheap; values shrink towards 0.
+
+    Built once per size range (the machines ask for it every step): a fresh strategy is
+    validated and labelled again on its first draw, which cost more than the draw itself;
+    a strategy is immutable, so the draws are the same."""
     return st.lists(st.integers(0, 27 + len(_WILD)).map(_token), min_size=min_size,
                     max_size=max_size).map(tuple)
 
@@ -97,10 +104,12 @@ def target_keys(caps: Capabilities) -> list[ExtraKey]:
     return [k for k in EXTRA_KEYS if k.fields_used <= caps.extra_key_fields]
 
 
+@cache
 def extra_hashes(caps: Capabilities) -> st.SearchStrategy[Extra]:
     """What a request passes as ``extra_hash`` when the target takes one: nothing, a raw
     int, or request keys (:data:`EXTRA_KEYS` the target's extra-key function folds in; a salt
-    in either spelling, :func:`same_keys`, so both meet on the same prompts)."""
+    in either spelling, :func:`same_keys`, so both meet on the same prompts). Built once per
+    capabilities (as :func:`tokens`)."""
     if not caps.extra_keys:
         return st.none()
     raw = st.sampled_from((0, 1, 7, -1))
@@ -111,6 +120,31 @@ def extra_hashes(caps: Capabilities) -> st.SearchStrategy[Extra]:
                      st.sampled_from(keys).flatmap(lambda key: same_keys(key, caps)))
 
 
+def _spelling(extra: Extra) -> tuple[type, str]:
+    """A cache key that tells every spelling of ``extra`` apart: ``ExtraKey`` equality is the
+    request's identity (``"a"`` equals ``b"a"``, the empty key equals ``None``), but the
+    strategies below differ by spelling and hand ``extra`` itself back."""
+    return type(extra), repr(extra)
+
+
+def _by_spelling(build: Callable[[Extra, Capabilities], st.SearchStrategy[Extra]]
+                 ) -> Callable[[Extra, Capabilities], st.SearchStrategy[Extra]]:
+    """``build`` memoized per spelling of ``extra`` and capabilities (as :func:`tokens`)."""
+    built: dict[tuple[Any, ...], st.SearchStrategy[Extra]] = {}
+
+    def cached(extra: Extra, caps: Capabilities) -> st.SearchStrategy[Extra]:
+        key = (*_spelling(extra), caps)
+        strategy = built.get(key)
+        if strategy is None:
+            strategy = built[key] = build(extra, caps)
+        return strategy
+
+    cached.__name__ = cached.__qualname__ = build.__name__
+    cached.__doc__ = build.__doc__
+    return cached
+
+
+@_by_spelling
 def near_misses(extra: Extra, caps: Capabilities) -> st.SearchStrategy[Extra]:
     """Request keys one field away from ``extra`` (no key: a key of one field), among those the
     target folds in: the same prompt under them must never hit ``extra``'s blocks."""
@@ -168,6 +202,7 @@ def respelled(extra: Extra, caps: Capabilities) -> ExtraKey | None:
     return None
 
 
+@_by_spelling
 def same_keys(extra: Extra, caps: Capabilities) -> st.SearchStrategy[Extra]:
     """``extra``, or the same request key :func:`respelled` (``ExtraKey`` equality is
     identity, so both must share blocks)."""
@@ -185,6 +220,7 @@ QUERIES: tuple[tuple[str, str | None], ...] = (
 )
 
 
+@cache
 def pressure() -> st.SearchStrategy[int]:
     """How many free ids a drain leaves: none (the next allocation must evict or fail), or a
     few."""

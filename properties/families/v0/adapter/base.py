@@ -66,12 +66,21 @@ class AdapterCore:
             self._detect_hash_function(package)
         self.null_block: Any = None
         self.last_drained: Any = None
+        self._members: dict[Dev, Any] = {}  # Dev -> the target's Device member (``member``)
 
     def env(self) -> dict[str, Any]:
         """Names a plan may use besides block and table handles."""
         return {"alloc": self.alloc, "Device": self.device_enum, "BlockTable": self.block_table_cls,
                 "__import__": __import__,  # engine-side plans import the trackers
                 "setattr": setattr}  # writes to the null block's properties
+
+    def member(self, dev: Dev) -> Any:
+        """The target's ``Device`` member for ``dev`` (looked up once; every snapshot reads
+        each device's free count and private state)."""
+        found = self._members.get(dev)
+        if found is None:
+            found = self._members[dev] = getattr(self.device_enum, dev.name)
+        return found
 
     def device(self, dev: Dev) -> Attr:
         return Attr(Name("Device"), dev.name)

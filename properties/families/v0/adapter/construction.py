@@ -33,8 +33,12 @@ class ConstructionPlans(AdapterCore):
 
     def construct_support(self) -> frozenset[str]:
         """What ``Construct`` can build: ``"naive"``, ``"prefix_caching"``, ``"devices"`` (the
-        device-aware class), ``"hash_function"`` (the prefix-caching class takes one)."""
-        return frozenset(name for name in self._construct_classes() if name != "naive_block")
+        device-aware class), ``"hash_function"`` (the prefix-caching class takes one). Found
+        once (the block machine's precondition asks every step)."""
+        if "_construct_support" not in self.__dict__:
+            self._construct_support = frozenset(name for name in self._construct_classes()
+                                                if name != "naive_block")
+        return self._construct_support
 
     @property
     def has_construct(self) -> bool:

@@ -79,7 +79,13 @@ class HashingPlans(ConstructionPlans):
 
     @property
     def has_injected_hash(self) -> bool:
-        """The device-aware class's ``create`` takes ``hash_function``."""
+        """The device-aware class's ``create`` takes ``hash_function`` (looked up once: the
+        block machine's precondition asks every step)."""
+        if "_injected_hash" not in self.__dict__:
+            self._injected_hash = self._detect_injected_hash()
+        return self._injected_hash
+
+    def _detect_injected_hash(self) -> bool:
         found = self._construct_classes().get("devices")
         if found is None:
             return False

@@ -29,7 +29,7 @@ class ObservationReads(AdapterCore):
     """The runner's reads of the target's state."""
 
     def free_count(self, dev: Dev) -> int:
-        return checked_int(self.alloc.get_num_free_blocks(getattr(self.device_enum, dev.name)),
+        return checked_int(self.alloc.get_num_free_blocks(self.member(dev)),
                            f"alloc.get_num_free_blocks(Device.{dev.name})")
 
     def drain_cows(self) -> tuple[tuple[int, int], ...]:
@@ -107,7 +107,7 @@ class ObservationReads(AdapterCore):
         evictable: dict[Dev, frozenset[int]] = {}
         refcounts: dict[int, int] = {}
         for dev in Dev:
-            sub = subs.get(getattr(self.device_enum, dev.name))
+            sub = subs.get(self.member(dev))
             if sub is None:
                 cached[dev] = evictable[dev] = frozenset()
                 continue
@@ -136,7 +136,7 @@ class ObservationReads(AdapterCore):
             return None
         shown: dict[Dev, tuple[object, ...]] = {}
         for dev in Dev:
-            metric = getattr(subs.get(getattr(self.device_enum, dev.name)), "metric_data", None)
+            metric = getattr(subs.get(self.member(dev)), "metric_data", None)
             if metric is not None and all(hasattr(metric, name) for name in WINDOW_FIELDS):
                 shown[dev] = tuple(getattr(metric, name) for name in WINDOW_FIELDS)
         return shown or None
