@@ -67,17 +67,11 @@ def method(obj: Expr | str, name: str, *args: Expr, **kwargs: Expr) -> Call:
 
 def eval_expr(expr: Expr, env: Mapping[str, Any]) -> Any:
     """Evaluate ``expr`` with names from ``env`` (a missing name is a ``KeyError``)."""
-    # Exact-type tests first (the node classes are final; every step evaluates dozens of
-    # nodes), ``isinstance`` as the fallback.
-    kind = type(expr)
-    if kind is Name:
-        return env[expr.id]  # type: ignore[union-attr]
-    if kind is Attr and type(expr.obj) is Name:  # type: ignore[union-attr]
-        return getattr(env[expr.obj.id], expr.name)  # type: ignore[union-attr]
     if isinstance(expr, Name):
         return env[expr.id]
     if isinstance(expr, Attr):
-        return getattr(eval_expr(expr.obj, env), expr.name)
+        obj = expr.obj  # most often a name (``alloc.method``): no recursive call for it
+        return getattr(env[obj.id] if type(obj) is Name else eval_expr(obj, env), expr.name)
     if isinstance(expr, Lit):
         return list(expr.value) if isinstance(expr.value, tuple) else expr.value
     if isinstance(expr, ListOf):

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fuzz.cli import FUZZ_DIR
-from fuzz.core.execution import Execution
 from fuzz.core.harness import Harness
 from fuzz.families.v0.corpus_gen import ARC_CORPUS
 from fuzz.families.v0.decoder import Level
@@ -64,31 +63,24 @@ def replay(level: Level, target: Target, paths: Sequence[Path],
             continue
         history: list[Op] = list(result.program)
         violation.prefixcache_config = result.config  # type: ignore[attr-defined]
-        if isinstance(violation, Hang) and done < len(paths):
+        hung = isinstance(violation, Hang) and done < len(paths)
+        if hung:
             violation.add_note(f"the target hung: the other {len(paths) - done} seeds of this "
                                f"corpus were not replayed")
-            if not absorb(violation, history):
-                found.append(_noted(level, path, target, result, history, violation, seen))
+        if not absorb(violation, history):
+            violation.prefixcache_history = history  # type: ignore[attr-defined]
+            violation.add_note(f"seed {level.value}/{path.name}:\n"
+                               + format_program(result.config, result.program, result.outcomes))
+            sig = signature(violation, target.allocator_type)
+            if sig not in seen:
+                seen.add(sig)
+                shrink_and_attach(target, result.config, history, violation)
+            found.append(violation)
+        if hung:
             replayed(done)
             return found
-        if absorb(violation, history):
-            continue
-        found.append(_noted(level, path, target, result, history, violation, seen))
     replayed(len(paths))
     return found
-
-
-def _noted(level: Level, path: Path, target: Target, result: Execution, history: list[Op],
-           violation: Violation, seen: set[Signature]) -> Violation:
-    """``violation`` noted with its seed and program; the first of its signature also shrunk."""
-    violation.prefixcache_history = history  # type: ignore[attr-defined]
-    violation.add_note(f"seed {level.value}/{path.name}:\n"
-                       + format_program(result.config, result.program, result.outcomes))
-    sig = signature(violation, target.allocator_type)
-    if sig not in seen:
-        seen.add(sig)
-        shrink_and_attach(target, result.config, history, violation)
-    return violation
 
 
 def shrink_and_attach(target: Target, config: Config, history: list[Op],

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+from functools import cached_property
 from typing import Any
 
 from models.families.v0 import operations as ops
@@ -33,12 +34,13 @@ class ConstructionPlans(AdapterCore):
 
     def construct_support(self) -> frozenset[str]:
         """What ``Construct`` can build: ``"naive"``, ``"prefix_caching"``, ``"devices"`` (the
-        device-aware class), ``"hash_function"`` (the prefix-caching class takes one). Found
-        once (the block machine's precondition asks every step)."""
-        if "_construct_support" not in self.__dict__:
-            self._construct_support = frozenset(name for name in self._construct_classes()
-                                                if name != "naive_block")
+        device-aware class), ``"hash_function"`` (the prefix-caching class takes one)."""
         return self._construct_support
+
+    @cached_property
+    def _construct_support(self) -> frozenset[str]:
+        """Found once: the block machine's precondition asks every step."""
+        return frozenset(name for name in self._construct_classes() if name != "naive_block")
 
     @property
     def has_construct(self) -> bool:

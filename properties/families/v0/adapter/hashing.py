@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 from models.families.v0 import operations as ops
@@ -77,15 +78,10 @@ class HashingPlans(ConstructionPlans):
                       **self._extra(op.extra_hash))
         return Plan([Stmt(call)], creates=1, single=True)
 
-    @property
+    @cached_property
     def has_injected_hash(self) -> bool:
         """The device-aware class's ``create`` takes ``hash_function`` (looked up once: the
         block machine's precondition asks every step)."""
-        if "_injected_hash" not in self.__dict__:
-            self._injected_hash = self._detect_injected_hash()
-        return self._injected_hash
-
-    def _detect_injected_hash(self) -> bool:
         found = self._construct_classes().get("devices")
         if found is None:
             return False
