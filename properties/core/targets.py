@@ -117,16 +117,21 @@ def step_timeout_setting(value: float | str | None = None) -> float | None:
     return seconds if seconds > 0 else None
 
 
-def package_of(factory: Callable[..., Any]) -> str:
-    module = getattr(factory, "__module__", None) or ""
-    return module.split(".", 1)[0]
+def module_of(factory: Callable[..., Any], spec: str = "") -> str:
+    """The factory's module: its ``__module__``, else the module part of the ``spec`` it was
+    resolved from (a compiled method, e.g. mypyc's, has no ``__module__``)."""
+    return getattr(factory, "__module__", None) or spec.partition(":")[0]
 
 
-def claims_of(factory: Callable[..., Any]) -> Mapping[str, Any]:
+def package_of(factory: Callable[..., Any], spec: str = "") -> str:
+    return module_of(factory, spec).split(".", 1)[0]
+
+
+def claims_of(factory: Callable[..., Any], spec: str = "") -> Mapping[str, Any]:
     """Claims from the factory's module hook ``prefixcache_claims(factory)``, else the
     package's ``PREFIXCACHE_CLAIMS`` mapping, else none."""
-    package = package_of(factory)
-    module = importlib.import_module(getattr(factory, "__module__", package))
+    package = package_of(factory, spec)
+    module = importlib.import_module(module_of(factory, spec) or package)
     hook = getattr(module, "prefixcache_claims", None)
     claims: Any = hook(factory) if callable(hook) else None
     if claims is None:

@@ -90,8 +90,8 @@ class V0Family:
         (raises, returns something that is not an allocator) is a :class:`TargetError`."""
         spec = spec or os.environ.get(ENV_VAR) or DEFAULT_SPEC
         factory = resolve(spec)
-        package = package_of(factory)
-        claims = claims_of(factory)
+        package = package_of(factory, spec)
+        claims = claims_of(factory, spec)
         misuse = tuple(resolve_types(claims.get("misuse_errors", ())))
         try:
             extra_key_function = claims.get("extra_key_function")
