@@ -130,12 +130,12 @@ def package_of(factory: Callable[..., Any], spec: str = "") -> str:
 def claims_of(factory: Callable[..., Any], spec: str = "") -> Mapping[str, Any]:
     """Claims from the factory's module hook ``prefixcache_claims(factory)``, else the
     package's ``PREFIXCACHE_CLAIMS`` mapping, else none."""
-    package = package_of(factory, spec)
-    module = importlib.import_module(module_of(factory, spec) or package)
+    module = importlib.import_module(module_of(factory, spec))
     hook = getattr(module, "prefixcache_claims", None)
     claims: Any = hook(factory) if callable(hook) else None
     if claims is None:
-        claims = getattr(importlib.import_module(package), "PREFIXCACHE_CLAIMS", {})
+        package = importlib.import_module(package_of(factory, spec))
+        claims = getattr(package, "PREFIXCACHE_CLAIMS", {})
     return claims if isinstance(claims, Mapping) else {}
 
 
