@@ -28,7 +28,7 @@
 5. Expected failures: ``conformance/vllm-0.8.unit-tests.xfails.json`` maps node ids to a
    ``reason`` naming the departure of ``docs/CONTRACT.md`` they pin; a generated ``conftest.py``
    marks them ``xfail(strict=True)``, so each must still fail. An entry whose test is not
-   collected (from a file that was) is an error.
+   collected (``pytest --collect-only`` of the rewritten tests, before the run) is an error.
 6. A summary per file (passed / xfailed / failed / errors / skipped); the exit status is
    pytest's (non-zero on any failure, stale entry or XPASS).
 """
@@ -355,20 +355,20 @@ import pytest
 XFAILS = {xfails!r}
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    collected = {{item.nodeid for item in items}}
-    files = {{node_id.split("::", 1)[0] for node_id in collected}}
-    stale = sorted(node_id for node_id in XFAILS
-                   if node_id.split("::", 1)[0] in files and node_id not in collected)
-    if stale:
-        raise pytest.UsageError(
-            "xfails entries name tests that do not exist (remove them): " + ", ".join(stale))
     for item in items:
         reason = XFAILS.get(item.nodeid)
         if reason is not None:
             item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
 '''
+
+
+def check_stale(xfails: Iterable[str], collected: Iterable[str]) -> None:
+    """Raise :class:`StaleXfail` if an entry names a test that is not collected."""
+    stale = sorted(set(xfails) - set(collected))
+    if stale:
+        raise StaleXfail("xfails entries name tests that do not exist (remove them): "
+                         + ", ".join(stale))
 
 
 def write_conftest(work: Path, xfails: Mapping[str, str]) -> Path:
@@ -390,10 +390,12 @@ def own_pytest_plugins() -> list[str]:
     return sorted(ep.name for ep in dist.entry_points if ep.group == "pytest11")
 
 
-def pytest_command(work: Path, junit: Path, extra: Iterable[str], workers: int) -> list[str]:
+def pytest_command(work: Path, junit: Path | None, extra: Iterable[str], workers: int) -> list[str]:
+    """pytest on the work directory: its own rootdir and ini, this repo's plugins disabled."""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               f"--rootdir={work}", "-c", str(work / "pytest.ini"),
-               f"--junitxml={junit}", "-o", "junit_family=xunit1"]
+               f"--rootdir={work}", "-c", str(work / "pytest.ini")]
+    if junit is not None:
+        command += [f"--junitxml={junit}", "-o", "junit_family=xunit1"]
     for name in own_pytest_plugins():
         command += ["-p", f"no:{name}"]
     if workers > 0:
@@ -431,25 +433,38 @@ def print_summary(per_file: Mapping[str, Counter[str]]) -> None:
     print("  total: " + ", ".join(f"{total[c]} {c}" for c in columns))
 
 
-def prepare(work: Path, release: str, index_url: str, xfails_file: Path) -> None:
-    """Fetch, extract, rewrite and check; write the run's ``pytest.ini`` and ``conftest.py``."""
+def prepare(work: Path, release: str, index_url: str) -> None:
+    """Fetch, extract, rewrite and check the tests; write the run's ``pytest.ini``."""
     sdist = fetch_sdist(release, index_url)
     files = extract(sdist, work)
     check_names(rewrite_tree(files))
     (work / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-    write_conftest(work, load_xfails(xfails_file))
 
 
-def run(work: Path, extra: list[str], workers: int) -> int:
-    junit = work / "junit.xml"
+def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT), str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])]
     )
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def collect(work: Path) -> list[str]:
+    """The node ids of the work directory's tests (``pytest --collect-only -q``, one process)."""
+    command = [*pytest_command(work, None, [], 0), "--collect-only"]
+    done = subprocess.run(command, cwd=work, env=_env(), check=False,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SdistInvalid(f"collecting the rewritten tests failed:\n{done.stdout}{done.stderr}")
+    return [line.strip() for line in done.stdout.splitlines() if "::" in line]
+
+
+def run(work: Path, extra: list[str], workers: int) -> int:
+    junit = work / "junit.xml"
     command = pytest_command(work, junit, extra, workers)
     print("$ " + " ".join(command), flush=True)
-    code = subprocess.run(command, cwd=work, env=env, check=False).returncode
+    code = subprocess.run(command, cwd=work, env=_env(), check=False).returncode
     if junit.is_file():
         print_summary(summarize(junit))
     return code
@@ -484,7 +499,10 @@ def main(argv: list[str] | None = None) -> int:
         keep = False
     try:
         try:
-            prepare(work, args.release, args.index_url, args.xfails)
+            prepare(work, args.release, args.index_url)
+            xfails = load_xfails(args.xfails)
+            check_stale(xfails, collect(work))
+            write_conftest(work, xfails)
         except UpstreamTestsError as exc:
             print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 2
