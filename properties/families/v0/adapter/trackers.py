@@ -82,10 +82,9 @@ class TrackerPlans(AdapterCore):
         get = method("alloc", "allocate_immutable_block", Attr(b, "prev_block"),
                      Attr(b, "token_ids"), device=self.device(op.device),
                      **self._extra(op.extra_hash))
-        stmts: list[Stmt] = []
-        for _i in range(op.count):
-            stmts += [Stmt(get, bind="burst"), Stmt(method("alloc", "free", Name("burst")))]
-        return Plan(stmts)
+        # One query and one free, repeated: the statements are immutable, so shared.
+        return Plan([Stmt(get, bind="burst"),
+                     Stmt(method("alloc", "free", Name("burst")))] * op.count)
 
     def _plan_tracker_start(self, op: ops.TrackerStart, _: Any) -> Plan:
         module = Call(Name("__import__"), (Lit(self._tracker_module()),),

@@ -950,11 +950,15 @@ class BlockLevelMachine(V0Machine):
         computed-id lists (prefixes of GPU chains, some empty), or a burst of requests for
         cached, held content (more than a hit-rate window of 1000 queries), then the rate."""
         m = self.oracle.model
-        held = [h for h in self.oracle.live_blocks()
-                if self.oracle.contract_error(ops.HitBurst(
-                    h, 1, self.oracle.device_of(h), self.oracle.extra_of(h))) is None]
-        kinds = ["common"] + (["burst"] if held else [])
+
+        def burstable(h: int) -> bool:
+            return self.oracle.contract_error(ops.HitBurst(
+                h, 1, self.oracle.device_of(h), self.oracle.extra_of(h))) is None
+
+        live = self.oracle.live_blocks()
+        kinds = ["common"] + (["burst"] if any(map(burstable, live)) else [])
         if data.draw(st.sampled_from(kinds), label="engine query") == "burst":
+            held = [h for h in live if burstable(h)]
             h = data.draw(st.sampled_from(held), label="block")
             # 2001 completes two hit-rate windows in one burst
             count = data.draw(st.sampled_from((1, 3, 1001, 2001)), label="count")
@@ -979,30 +983,45 @@ class BlockLevelMachine(V0Machine):
 
     def _call_for(self, cls: type[Op]) -> Op | None:
         """A call of ``cls`` on the current state (live handles where it needs them; None
-        when it needs one and there is none), for a malformed argument to replace."""
+        when it needs one and there is none), for a malformed argument to replace. Only the
+        asked-for call is built (this runs several times per misuse step)."""
         bs = self.config.block_size
+        if cls is ops.AllocateMutable:
+            return ops.AllocateMutable(None, Dev.GPU)
+        if cls is ops.AllocateImmutable:
+            return ops.AllocateImmutable(None, (0,) * bs)
+        if cls is ops.AllocateImmutableChain:
+            return ops.AllocateImmutableChain(None, ((0,) * bs,))
+        if cls is ops.CachedPrefix:
+            return ops.CachedPrefix(())
+        if cls is ops.HitRate:
+            return ops.HitRate()
+        if cls is ops.ResetPrefixCache:
+            return ops.ResetPrefixCache()
+        if cls is ops.MarkAccessed:
+            return ops.MarkAccessed(tuple(self._gpu_blocks()[-1:]), self.clock)
+        if cls is ops.ComputedBlockIds:
+            return ops.ComputedBlockIds(tuple(self._gpu_blocks()[-1:]), False)
         live = self.oracle.live_blocks()
-        gpu = self._gpu_blocks()
-        open_blocks = [h for h in live if self.oracle.appendable(h)]
-        calls: dict[type[Op], Op | None] = {
-            ops.AllocateMutable: ops.AllocateMutable(None, Dev.GPU),
-            ops.AllocateImmutable: ops.AllocateImmutable(None, (0,) * bs),
-            ops.AllocateImmutableChain: ops.AllocateImmutableChain(None, ((0,) * bs,)),
-            ops.Append: ops.Append(open_blocks[-1], (1,)) if open_blocks else None,
-            ops.Fork: ops.Fork(live[-1]) if live else None,
-            ops.Free: ops.Free(live[-1]) if live else None,
-            ops.Swap: ops.Swap((live[-1],), self.oracle.device_of(live[-1]),
-                               _other(self.oracle.device_of(live[-1]))) if live
-            else ops.Swap((), Dev.GPU, Dev.CPU),
-            ops.MarkAccessed: ops.MarkAccessed(tuple(gpu[-1:]), self.clock),
-            ops.ComputedBlockIds: ops.ComputedBlockIds(tuple(gpu[-1:]), False),
-            ops.CachedPrefix: ops.CachedPrefix(()),
-            ops.CountTouched: ops.CountTouched(tuple(live[-1:])),
-            ops.CountFullTouched: ops.CountFullTouched(tuple(live[-1:])),
-            ops.HitRate: ops.HitRate(),
-            ops.ResetPrefixCache: ops.ResetPrefixCache(),
-        }
-        return calls[cls]
+        if cls is ops.Append:
+            open_blocks = [h for h in live if self.oracle.appendable(h)]
+            return ops.Append(open_blocks[-1], (1,)) if open_blocks else None
+        if cls is ops.Swap:
+            if not live:
+                return ops.Swap((), Dev.GPU, Dev.CPU)
+            dev = self.oracle.device_of(live[-1])
+            return ops.Swap((live[-1],), dev, _other(dev))
+        if cls is ops.CountTouched:
+            return ops.CountTouched(tuple(live[-1:]))
+        if cls is ops.CountFullTouched:
+            return ops.CountFullTouched(tuple(live[-1:]))
+        if not live:
+            return None
+        if cls is ops.Fork:
+            return ops.Fork(live[-1])
+        if cls is ops.Free:
+            return ops.Free(live[-1])
+        raise KeyError(cls)
 
     def _malformed(self, data: st.DataObject) -> Op | None:
         """A block-level call with one validated argument replaced by a malformed value."""
