@@ -198,6 +198,15 @@ class BlockPool:
         block.pool_id = pool_id  # type: ignore[attr-defined]
         return block
 
+    def adopt(self, block: Block) -> None:
+        """Make ``block``, built by the allocator itself after :meth:`take_reusable` found
+        none, this pool's next object (as :meth:`init_block` does for the objects it builds)."""
+        if len(self._pool) >= self._capacity:
+            self._capacity = max(1, 2 * self._capacity)
+        block.pool_id = len(self._pool)  # type: ignore[attr-defined]
+        self._pool.append(block)
+        self._is_free.append(0)
+
     def take_reusable(self) -> Block | None:
         """A freed object to re-initialise (marked in use; its ``pool_id`` attribute is
         its index), or ``None`` while the pool is below capacity or has no freed object."""

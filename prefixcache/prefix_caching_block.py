@@ -144,6 +144,9 @@ class BlockTracker:
         self.computed = False
 
 
+_new_block_object = object.__new__
+
+
 def _real_block(block: object) -> PrefixCachingBlock | None:
     """``block`` if it is an actual :class:`PrefixCachingBlock` (not a spec'd mock)."""
     if isinstance(block, PrefixCachingBlock) and issubclass(type(block), PrefixCachingBlock):
@@ -684,6 +687,19 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         re-initialised without re-checking; anything else goes through ``__init__``."""
         pool = self._block_pool
         reusable = pool.take_reusable()
+        if (
+            reusable is None
+            and type(self) is PrefixCachingBlockAllocator
+            and (prev_block is None or prev_block.__class__ is PrefixCachingBlock)
+        ):
+            # A new object, initialised as a reused one is (the arguments are checked):
+            # ``__init__``'s checks would repeat them.
+            made: PrefixCachingBlock = _new_block_object(PrefixCachingBlock)
+            made._reinit(
+                prev_block, token_ids if owned else list(token_ids), block_id, extra_hash, self
+            )
+            pool.adopt(made)
+            return made
         if reusable is not None:
             if reusable.__class__ is PrefixCachingBlock and (
                 prev_block is None or prev_block.__class__ is PrefixCachingBlock
