@@ -408,15 +408,15 @@ def check(env: dict[str, Any], num_blocks: int) -> Validation:
 
 
 def size_pool(trace: Trace, make_env: Callable[[int], dict[str, Any]],
-              max_tries: int = 12) -> tuple[V1Program, dict[str, Any], list[int]]:
+              max_factor: int = 16) -> tuple[V1Program, dict[str, Any], list[int]]:
     """The program (compiled once) on the smallest pool tried (the trace's GPU size, then 1/8
-    more each time) on which one untimed replay raises nothing; with that replay's namespace
-    (for :func:`check`) and the sizes that refused."""
+    more each time, up to ``max_factor`` times the trace's) on which one untimed replay raises
+    nothing; with that replay's namespace (for :func:`check`) and the sizes that refused."""
     size = trace.config.num_gpu_blocks
     program = compile_trace(trace, lambda: make_env(size), size)
     refused: list[int] = []
     last: Exception | None = None
-    for _ in range(max_tries):
+    while size <= max_factor * trace.config.num_gpu_blocks:
         program = replace(program, make_env=functools.partial(make_env, size),
                           num_blocks=size)
         env = program.fresh_env()
