@@ -5,7 +5,11 @@
    its source is available; the column is skipped with the reason otherwise), validated
    untimed, then timed per operation kind; reported per unit of work (prompt block, token,
    event) and as upstream time / ours. ``--sections ops`` reports the same table at two
-   scales (issue 22).
+   scales (issue 22), with a ``vllm-v1`` column when vLLM 0.33.0's wheel is cached: its v1
+   ``BlockPool`` driven through the same trace (``benchmarks.v1_on_v0_trace``: ``n/a`` for
+   the kinds v1 has no counterpart of, its total over the kinds both ran), shown for
+   contrast; the section judges issue 22's target (>= 4x vLLM 0.8 and Aphrodite on the whole
+   trace) where ``throughput`` judges issue #7's (>= 10x vLLM 0.8).
 2. Scaling: the bundled allocator's per-operation cost on pools of 1k to 64k blocks, as ratios
    to 1k (the micro-benchmark steps of ``bench_allocator_scaling``, and one trace replayed on
    every pool size).
