@@ -194,7 +194,9 @@ class BlockTable:
         if not blocks:
             raise InvalidArgumentError("the block table has no blocks; allocate it first")
         if token_ids.__class__ is list and _JUST_INT.issuperset(map(type, token_ids)):
-            tokens = token_ids.copy()  # checked_tokens' own fast path, without the call
+            # checked_tokens' own fast path, without the call or its copy: the decode step
+            # below only extends a block's list from it; every other path copies it first
+            tokens = token_ids
         else:
             tokens = checked_tokens(token_ids)
         if num_lookahead_slots.__class__ is not int or num_lookahead_slots < 0:
@@ -226,7 +228,15 @@ class BlockTable:
                         and block._cached_content_hash is None
                     ):
                         written.extend(tokens)
-                        block._update_num_tokens_total()
+                        prev = block._prev_block  # _update_num_tokens_total, inline
+                        if prev is None:
+                            block._cached_num_tokens_total = len(written)
+                        elif prev.__class__ is PrefixCachingBlock:
+                            block._cached_num_tokens_total = (
+                                prev._cached_num_tokens_total + len(written)
+                            )
+                        else:
+                            block._update_num_tokens_total()
                         self._num_full_slots = num_full + count
                         if count == room and block._current_hash() is not None:
                             # it filled: cache it, or move it onto the id cached for it
@@ -234,7 +244,9 @@ class BlockTable:
                             if new_id != block_id:
                                 self._blocks._block_ids[num_full // size] = new_id
                         return
-            elif (
+            if tokens is token_ids:
+                tokens = token_ids.copy()
+            if (
                 0 < count < size
                 and count + num_lookahead_slots <= size
                 and num_full == len(blocks) * size
@@ -243,6 +255,8 @@ class BlockTable:
                 return
             if self._append_in_place(tokens, num_lookahead_slots):
                 return
+        elif tokens is token_ids:
+            tokens = token_ids.copy()
         drop_end = self._sliding_window_end(num_computed_slots)
         chunks = self._chunk_token_blocks_for_append(tokens)
         # A third-party allocator without the admission extensions skips the check.
