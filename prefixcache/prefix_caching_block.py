@@ -683,8 +683,9 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         """A block of this allocator holding ``block_id``; the caller has checked the
         arguments (``prev_block`` a :class:`PrefixCachingBlock` or ``None``, ``token_ids``
         ints that fit a block). ``token_ids`` is copied unless ``owned`` (a fresh list
-        nobody else keeps). A pooled object of exactly :class:`PrefixCachingBlock` is
-        re-initialised without re-checking; anything else goes through ``__init__``."""
+        nobody else keeps). For this exact class (not a subclass) and a plain predecessor, a
+        pooled object is re-initialised without re-checking, and a new one is made the same
+        way; anything else goes through ``__init__``."""
         pool = self._block_pool
         reusable = pool.take_reusable()
         if (
@@ -692,8 +693,6 @@ class PrefixCachingBlockAllocator(BlockAllocator):
             and type(self) is PrefixCachingBlockAllocator
             and (prev_block is None or prev_block.__class__ is PrefixCachingBlock)
         ):
-            # A new object, initialised as a reused one is (the arguments are checked):
-            # ``__init__``'s checks would repeat them.
             made: PrefixCachingBlock = _new_block_object(PrefixCachingBlock)
             made._reinit(
                 prev_block, token_ids if owned else list(token_ids), block_id, extra_hash, self
