@@ -683,9 +683,10 @@ class PrefixCachingBlockAllocator(BlockAllocator):
         """A block of this allocator holding ``block_id``; the caller has checked the
         arguments (``prev_block`` a :class:`PrefixCachingBlock` or ``None``, ``token_ids``
         ints that fit a block). ``token_ids`` is copied unless ``owned`` (a fresh list
-        nobody else keeps). For this exact class (not a subclass) and a plain predecessor, a
-        pooled object is re-initialised without re-checking, and a new one is made the same
-        way; anything else goes through ``__init__``."""
+        nobody else keeps). With a plain predecessor (or none), a pooled object of exactly
+        :class:`PrefixCachingBlock` is re-initialised without re-checking, and so is a new
+        one when this allocator is of exactly this class (a subclass may build its own
+        blocks in ``_create_block``); anything else goes through ``__init__``."""
         pool = self._block_pool
         reusable = pool.take_reusable()
         if (
