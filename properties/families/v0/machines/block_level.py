@@ -24,6 +24,7 @@ from models.families.v0.operations import Dev, Op, Tokens
 from models.families.v0.ops import construction
 from models.families.v0.request_keys import KEY_ARGUMENTS
 from models.families.v0.request_keys import bad_values as key_bad_values
+from properties.core.draws import draw
 from properties.core.selection import current_target
 from properties.core.targets import Target, TargetError
 from properties.families.v0.machines.base import V0Machine
@@ -149,17 +150,17 @@ class BlockLevelMachine(V0Machine):
                 and (self.oracle.is_hashed(h) if hashed else self.oracle.is_full(h))]
         if not ends:
             return None
-        return data.draw(st.one_of(st.none(), st.sampled_from(ends)), label="prev")
+        return draw(data, st.one_of(st.none(), st.sampled_from(ends)), label="prev")
 
     def _device(self, data: st.DataObject, prev: int | None) -> Dev:
         if prev is not None:
             return self.oracle.device_of(prev)
-        return data.draw(st.sampled_from(self.devices()), label="device")
+        return draw(data, st.sampled_from(self.devices()), label="device")
 
     def _extra(self, data: st.DataObject, prev: int | None) -> ops.Extra:
         if prev is not None:
             return self.oracle.extra_of(prev)
-        return data.draw(extra_hashes(self.caps), label="extra_hash")
+        return draw(data, extra_hashes(self.caps), label="extra_hash")
 
     def _full_tokens(self, data: st.DataObject, prev: int | None, dev: Dev,
                      extra: ops.Extra) -> tuple[int, ...]:
@@ -176,13 +177,13 @@ class BlockLevelMachine(V0Machine):
             choices.append(st.sampled_from(elsewhere))
         if known or elsewhere:
             choices.append(st.sampled_from(known + elsewhere).map(twin))
-        return data.draw(st.one_of(*choices), label="tokens")
+        return draw(data, st.one_of(*choices), label="tokens")
 
     def _some_blocks(self, data: st.DataObject) -> tuple[int, ...]:
         live = self.oracle.live_blocks()
         if not live:
             return ()
-        return tuple(data.draw(st.lists(st.sampled_from(live), max_size=4, unique=True),
+        return tuple(draw(data, st.lists(st.sampled_from(live), max_size=4, unique=True),
                                label="blocks"))
 
     def _gpu_blocks(self) -> list[int]:
@@ -192,7 +193,7 @@ class BlockLevelMachine(V0Machine):
         gpu = self._gpu_blocks()
         if not gpu:
             return None
-        return tuple(self.oracle.chain_of(data.draw(st.sampled_from(gpu), label="block")))
+        return tuple(self.oracle.chain_of(draw(data, st.sampled_from(gpu), label="block")))
 
     def _remember(self, dev: Dev, extra: ops.Extra, prev: int | None,
                   chunks: tuple[Tokens, ...]) -> None:
@@ -228,7 +229,7 @@ class BlockLevelMachine(V0Machine):
         dev = self._device(data, prev)
         extra = self._extra(data, prev)
         bs = self.config.block_size
-        chunks = tuple(data.draw(tokens(bs, bs), label="chunk") for _ in range(n))
+        chunks = tuple(draw(data, tokens(bs, bs), label="chunk") for _ in range(n))
         self.do(ops.AllocateImmutableChain(prev, chunks, dev, extra))
         self._remember(dev, extra, prev, chunks)
 
@@ -242,27 +243,27 @@ class BlockLevelMachine(V0Machine):
         the other device (so one content lives on both)."""
         # request keys: salted prompts (with a second spelling of the salt) half the time
         salted = [seen for seen in self.seen if respelled(seen[1], self.caps) is not None]
-        dev, extra, chunks = data.draw(st.one_of(st.sampled_from(self.seen),
+        dev, extra, chunks = draw(data, st.one_of(st.sampled_from(self.seen),
                                                  st.sampled_from(salted)) if salted
                                        else st.sampled_from(self.seen), label="seen chain")
-        length = data.draw(st.integers(1, len(chunks)), label="length")
-        extra = data.draw(st.one_of(same_keys(extra, self.caps), extra_hashes(self.caps),
+        length = draw(data, st.integers(1, len(chunks)), label="length")
+        extra = draw(data, st.one_of(same_keys(extra, self.caps), extra_hashes(self.caps),
                                     near_misses(extra, self.caps)), label="extra")
-        dev = data.draw(st.one_of(st.just(dev), st.sampled_from(self.devices())), label="on")
+        dev = draw(data, st.one_of(st.just(dev), st.sampled_from(self.devices())), label="on")
         made = self._made(ops.AllocateImmutableChain(None, chunks[:length], dev, extra))
         if not made:
             return
         # request keys: the same prompt from a client that spells the salt the other way
         # (bytes for text), while this one holds it: every block must hit
         other = respelled(extra, self.caps)
-        if other is not None and data.draw(st.booleans(), label="salt respelled"):
+        if other is not None and draw(data, st.booleans(), label="salt respelled"):
             self._made(ops.AllocateImmutableChain(None, chunks[:length], dev, other))
         # Then, often, what the scheduler asks next: how much of the prompt is computed, or
         # the hit rate the hits just moved.
         asks = ["hit_rate"]
         if dev is Dev.GPU:
             asks += self._computed_questions()
-        ask = data.draw(st.sampled_from([None, *asks]), label="ask")
+        ask = draw(data, st.sampled_from([None, *asks]), label="ask")
         if ask == "hit_rate":
             self.do(ops.HitRate(dev))
         elif ask is not None:
@@ -278,7 +279,7 @@ class BlockLevelMachine(V0Machine):
         if ask == "cached_prefix":
             self.do(ops.CachedPrefix(blocks, Dev.GPU))
         else:
-            self.do(ops.ComputedBlockIds(blocks, data.draw(st.booleans(), label="skip last")))
+            self.do(ops.ComputedBlockIds(blocks, draw(data, st.booleans(), label="skip last")))
 
     @precondition(lambda m: m.caps.prefix_caching and _has_blocks(m))
     @rule(data=st.data())
@@ -293,12 +294,12 @@ class BlockLevelMachine(V0Machine):
                   if len(c) >= 2 and all(self.oracle.is_hashed(h) for h in c)]
         if not chains:
             return
-        chain = data.draw(st.sampled_from(chains), label="chain")
-        k = data.draw(st.integers(1, len(chain) - 1), label="head")
+        chain = draw(data, st.sampled_from(chains), label="chain")
+        k = draw(data, st.integers(1, len(chain) - 1), label="head")
         chunks = tuple(self.oracle.tokens_of(h) for h in chain)
         extra = self.oracle.extra_of(chain[0])
         head = [m.blocks[h].content for h in chain[:k]]
-        if data.draw(st.booleans(), label="computed first"):  # else the head was never written
+        if draw(data, st.booleans(), label="computed first"):  # else the head was never written
             self.do(ops.MarkComputed())
         for h in chain[:k]:
             self.do(ops.Free(h))
@@ -317,7 +318,7 @@ class BlockLevelMachine(V0Machine):
             return
         questions = self._computed_questions()
         if questions:
-            self._ask_computed(data.draw(st.sampled_from(questions), label="ask"), made, data)
+            self._ask_computed(draw(data, st.sampled_from(questions), label="ask"), made, data)
 
     @precondition(lambda m: m.caps.prefix_caching)
     @rule(data=st.data())
@@ -332,40 +333,40 @@ class BlockLevelMachine(V0Machine):
         ran)."""
         bs = self.config.block_size
         seen = [(extra, chunks) for dev, extra, chunks in self.seen if dev is Dev.GPU]
-        fresh = not seen or not data.draw(st.booleans(), label="seen prompt")
+        fresh = not seen or not draw(data, st.booleans(), label="seen prompt")
         if not fresh:
-            extra, chunks = data.draw(st.sampled_from(seen), label="prompt")
+            extra, chunks = draw(data, st.sampled_from(seen), label="prompt")
         else:
-            n = data.draw(st.integers(1, 3), label="blocks")
-            chunks = tuple(data.draw(tokens(bs, bs), label="chunk") for _ in range(n))
-            extra = data.draw(extra_hashes(self.caps), label="extra_hash")
+            n = draw(data, st.integers(1, 3), label="blocks")
+            chunks = tuple(draw(data, tokens(bs, bs), label="chunk") for _ in range(n))
+            extra = draw(data, extra_hashes(self.caps), label="extra_hash")
         requests: list[tuple[int, ...]] = []
-        for _ in range(data.draw(st.integers(1, 2), label="requests")):
+        for _ in range(draw(data, st.integers(1, 2), label="requests")):
             made = self._made(ops.AllocateImmutableChain(None, chunks, Dev.GPU, extra))
             if not made:
                 break
             requests.append((*made, *self._made(ops.AllocateMutable(made[-1], Dev.GPU))))
         if not requests:
             return
-        when = data.draw(st.sampled_from(("before", "after", "never")), label="abort vs mark")
+        when = draw(data, st.sampled_from(("before", "after", "never")), label="abort vs mark")
         if when == "after":
             self.do(ops.MarkComputed())
-        aborted = data.draw(st.lists(st.sampled_from(range(len(requests))), min_size=1,
+        aborted = draw(data, st.lists(st.sampled_from(range(len(requests))), min_size=1,
                                      unique=True), label="aborted")
         for i in aborted:
             for h in reversed(requests[i]):
                 self.do(ops.Free(h))
-        if when == "before" and data.draw(st.booleans(), label="batch ran without them"):
+        if when == "before" and draw(data, st.booleans(), label="batch ran without them"):
             self.do(ops.MarkComputed())
         questions = self._computed_questions()
         again = self._made(ops.AllocateImmutableChain(None, chunks, Dev.GPU, extra))
         if not again or not questions:
             return
         blocks = (*again, *self._made(ops.AllocateMutable(again[-1], Dev.GPU)))
-        self._ask_computed(data.draw(st.sampled_from(questions), label="ask"), blocks, data)
-        if data.draw(st.booleans(), label="prefill ran"):
+        self._ask_computed(draw(data, st.sampled_from(questions), label="ask"), blocks, data)
+        if draw(data, st.booleans(), label="prefill ran"):
             self.do(ops.MarkComputed())
-            self._ask_computed(data.draw(st.sampled_from(questions), label="ask"), blocks, data)
+            self._ask_computed(draw(data, st.sampled_from(questions), label="ask"), blocks, data)
 
     # ------------------------------------------------------------------ writes
 
@@ -375,9 +376,9 @@ class BlockLevelMachine(V0Machine):
         open_blocks = [h for h in self.oracle.live_blocks() if self.oracle.appendable(h)]
         if not open_blocks:
             return
-        h = data.draw(st.sampled_from(open_blocks), label="block")
+        h = draw(data, st.sampled_from(open_blocks), label="block")
         room = self.config.block_size - len(self.oracle.tokens_of(h))
-        self.do(ops.Append(h, data.draw(tokens(1, room), label="tokens")))
+        self.do(ops.Append(h, draw(data, tokens(1, room), label="tokens")))
 
     @rule(data=st.data())
     def fill(self, data: st.DataObject) -> None:
@@ -386,7 +387,7 @@ class BlockLevelMachine(V0Machine):
         open block, a new mutable block is taken first."""
         open_blocks = [h for h in self.oracle.live_blocks() if self.oracle.appendable(h)]
         if open_blocks:
-            h = data.draw(st.sampled_from(open_blocks), label="block")
+            h = draw(data, st.sampled_from(open_blocks), label="block")
         else:
             prev = self._chain_end(data, hashed=False)
             op = ops.AllocateMutable(prev, self._device(data, prev))
@@ -403,7 +404,7 @@ class BlockLevelMachine(V0Machine):
             prev, dev, self.oracle.extra_of(h)) if t[:len(have)] == have]
         room = self.config.block_size - len(have)
         fresh = tokens(room, room)
-        rest = data.draw(st.one_of(st.sampled_from(known), fresh) if known else fresh,
+        rest = draw(data, st.one_of(st.sampled_from(known), fresh) if known else fresh,
                          label="tokens")
         self.do(ops.Append(h, rest))
 
@@ -417,17 +418,17 @@ class BlockLevelMachine(V0Machine):
         pick = st.sampled_from(live)
         if open_blocks:
             pick = st.one_of(pick, st.sampled_from(open_blocks))
-        h = data.draw(pick, label="block")
+        h = draw(data, pick, label="block")
         made = self._made(ops.Fork(h))
         if made and self.oracle.appendable(made[-1]):
-            side = data.draw(st.sampled_from((None, h, made[-1])), label="then write")
+            side = draw(data, st.sampled_from((None, h, made[-1])), label="then write")
             if side is not None:
-                self.do(ops.Append(side, data.draw(tokens(1, 1), label="token")))
+                self.do(ops.Append(side, draw(data, tokens(1, 1), label="token")))
 
     @precondition(_has_blocks)
     @rule(data=st.data())
     def free(self, data: st.DataObject) -> None:
-        self.do(ops.Free(data.draw(st.sampled_from(self.oracle.live_blocks()), label="block")))
+        self.do(ops.Free(draw(data, st.sampled_from(self.oracle.live_blocks()), label="block")))
 
     @precondition(_has_blocks)
     @rule(data=st.data(), last_first=st.booleans())
@@ -435,12 +436,12 @@ class BlockLevelMachine(V0Machine):
         """A sequence ends: every block of one chain is freed, in either order; then, often,
         new requests take every never-cached free id and then evict some of the just-freed
         blocks (they tie on their last access: the deepest must go first)."""
-        h = data.draw(st.sampled_from(self.oracle.live_blocks()), label="block")
+        h = draw(data, st.sampled_from(self.oracle.live_blocks()), label="block")
         chain = self.oracle.chain_of(h)
         dev = self.oracle.device_of(h)
         for b in reversed(chain) if last_first else chain:
             self.do(ops.Free(b))
-        evict = data.draw(st.integers(0, len(chain)), label="then evict")
+        evict = draw(data, st.integers(0, len(chain)), label="then evict")
         if evict:
             fresh = len(self.oracle.model.pools[dev].hashless)  # taken before any eviction
             for _ in range(fresh + evict):
@@ -457,13 +458,13 @@ class BlockLevelMachine(V0Machine):
         shared = [h for h in open_blocks if m.shared(m.blocks[h])]
         write: int | None = None
         if open_blocks:
-            write = data.draw(st.one_of(st.none(), st.sampled_from(shared or open_blocks)),
+            write = draw(data, st.one_of(st.none(), st.sampled_from(shared or open_blocks)),
                               label="then write")
         if write is not None:
             dev = self.oracle.device_of(write)
         else:
-            dev = data.draw(st.sampled_from(self.devices()), label="device")
-        left = data.draw(pressure(), label="left")
+            dev = draw(data, st.sampled_from(self.devices()), label="device")
+        left = draw(data, pressure(), label="left")
         while self.oracle.free_count(dev) > left:
             before = self.oracle.free_count(dev)
             self.do(ops.AllocateMutable(None, dev))
@@ -471,10 +472,10 @@ class BlockLevelMachine(V0Machine):
                 return
         if write is not None and self.oracle.appendable(write):
             self.do(ops.Append(write, (0,)))
-        elif data.draw(st.booleans(), label="then allocate"):
+        elif draw(data, st.booleans(), label="then allocate"):
             # A new prompt under that pressure (a miss that may not fit), then the hit rate.
             bs = self.config.block_size
-            self.do(ops.AllocateImmutable(None, data.draw(tokens(bs, bs), label="tokens"), dev))
+            self.do(ops.AllocateImmutable(None, draw(data, tokens(bs, bs), label="tokens"), dev))
             self.do(ops.HitRate(dev))
 
     def _swap(self, data: st.DataObject, src: Dev) -> None:
@@ -488,9 +489,9 @@ class BlockLevelMachine(V0Machine):
         pick = st.sampled_from(live)
         if hashed:
             pick = st.one_of(pick, st.sampled_from(hashed))
-        chain = tuple(self.oracle.chain_of(data.draw(pick, label="block")))
+        chain = tuple(self.oracle.chain_of(draw(data, pick, label="block")))
         done = self._ok(ops.Swap(chain, src, _other(src)))
-        ask: bool = done and data.draw(st.booleans(), label="estimate back")
+        ask: bool = done and draw(data, st.booleans(), label="estimate back")
         if ask and self.caps.aphrodite_api:
             self.do(ops.CountTouched(chain, src, 0))
         elif ask and self.caps.vllm_api:
@@ -518,7 +519,7 @@ class BlockLevelMachine(V0Machine):
         gpu = self._gpu_blocks()
         if not gpu:
             return
-        chosen = tuple(data.draw(st.lists(st.sampled_from(gpu), min_size=1, max_size=4,
+        chosen = tuple(draw(data, st.lists(st.sampled_from(gpu), min_size=1, max_size=4,
                                           unique=True), label="blocks"))
         now = max(0.0, self.clock + step) if step < 0 else self.tick(step)
         self.do(ops.MarkAccessed(chosen, now))
@@ -541,7 +542,7 @@ class BlockLevelMachine(V0Machine):
         if not blocks:
             return
         self.churned = True
-        h = data.draw(st.sampled_from(blocks), label="block")
+        h = draw(data, st.sampled_from(blocks), label="block")
         rec = m.blocks[h]
         again = ops.AllocateImmutable(rec.prev, self.oracle.tokens_of(h), rec.device, rec.extra)
         for _ in range(_CHURN_SLACK + len(m.pools[rec.device].evictor)):
@@ -562,7 +563,7 @@ class BlockLevelMachine(V0Machine):
         shared = [h for h in live if m.shared(m.blocks[h])]
         pick = st.one_of(st.sampled_from(shared), st.sampled_from(live)) if shared \
             else st.sampled_from(live)
-        chosen = data.draw(st.lists(pick, min_size=1, max_size=4, unique=True), label="blocks")
+        chosen = draw(data, st.lists(pick, min_size=1, max_size=4, unique=True), label="blocks")
         self.do(ops.BlockInfo(tuple(chosen)))
 
     # -- content hash (models.families.v0.ops.hashing)
@@ -583,23 +584,23 @@ class BlockLevelMachine(V0Machine):
         chained = [op for op in chosen if not op.is_first_block]  # the chain hash matters
         pick = st.one_of(st.sampled_from(chained), st.sampled_from(chosen)) if chained \
             else st.sampled_from(chosen)
-        op = data.draw(pick, label="block")
+        op = draw(data, pick, label="block")
         rec = blocks[op.block]
-        if rec.content is not None and data.draw(st.booleans(), label="int-like twin"):
+        if rec.content is not None and draw(data, st.booleans(), label="int-like twin"):
             twin = ops.AllocateImmutableIntLike(rec.prev, tuple(rec.tokens), rec.device,
                                                 rec.extra)
             made = self._made(twin)
             if made:
                 op = ops.HashRecompute(made[0], op.is_first_block, True)
-        int_like = op.int_like or data.draw(st.booleans(), label="int-like tokens")
+        int_like = op.int_like or draw(data, st.booleans(), label="int-like tokens")
         sentinel = op.is_first_block and self.caps.vllm_api \
             and bool(getattr(self.runner.adapter, "hash_sentinel", False)) \
-            and data.draw(st.booleans(), label="_none_hash for no predecessor")
+            and draw(data, st.booleans(), label="_none_hash for no predecessor")
         self.do(ops.HashRecompute(op.block, op.is_first_block, int_like, sentinel))
-        if self.caps.typed_errors and data.draw(st.booleans(), label="malformed hash call"):
-            argument = data.draw(st.sampled_from(_HASH_ARGUMENTS), label="argument")
+        if self.caps.typed_errors and draw(data, st.booleans(), label="malformed hash call"):
+            argument = draw(data, st.sampled_from(_HASH_ARGUMENTS), label="argument")
             like = tuple(rec.tokens) if argument == "token_ids" else op.is_first_block
-            bad = data.draw(st.sampled_from(bad_values(
+            bad = draw(data, st.sampled_from(bad_values(
                 ARGUMENTS[ops.HashRecompute, argument][0], self.config, like)),
                 label="malformed value")
             malformed = ops.Malformed(ops.HashRecompute(op.block, op.is_first_block),
@@ -630,9 +631,9 @@ class BlockLevelMachine(V0Machine):
         gpu_chains = [c for c in (self.oracle.chain_of(h) for h in self._gpu_blocks()
                                   if self.oracle.last_in_chain(h)) if c]
         freed_now: list[int] = []
-        free_first: bool = bool(gpu_chains) and data.draw(st.booleans(), label="end a chain")
+        free_first: bool = bool(gpu_chains) and draw(data, st.booleans(), label="end a chain")
         if free_first:
-            freed_now = data.draw(st.sampled_from(gpu_chains), label="chain")
+            freed_now = draw(data, st.sampled_from(gpu_chains), label="chain")
             for h in freed_now:
                 self.do(ops.Free(h))
         m = self.oracle.model
@@ -646,16 +647,16 @@ class BlockLevelMachine(V0Machine):
             pick = st.one_of(st.sampled_from(evictable), pick)
         if freed_now and freed_now[-1] in stale:
             pick = st.one_of(st.just(freed_now[-1]), pick)
-        chosen: list[int] = data.draw(st.lists(pick, min_size=1, max_size=3, unique=True),
+        chosen: list[int] = draw(data, st.lists(pick, min_size=1, max_size=3, unique=True),
                                       label="freed")
         live = self._gpu_blocks()
-        with_live: bool = bool(live) and data.draw(st.booleans(), label="with a live block")
+        with_live: bool = bool(live) and draw(data, st.booleans(), label="with a live block")
         if with_live:
-            chosen.append(data.draw(st.sampled_from(live), label="live"))
+            chosen.append(draw(data, st.sampled_from(live), label="live"))
         now = max(0.0, self.clock + step) if step < 0 else self.tick(step)
         self.do(ops.MarkStaleIds(tuple(chosen), now))
-        if data.draw(st.booleans(), label="then evict"):
-            extra = data.draw(st.integers(1, 3), label="evictions")
+        if draw(data, st.booleans(), label="then evict"):
+            extra = draw(data, st.integers(1, 3), label="evictions")
             for _ in range(len(self.oracle.model.pools[Dev.GPU].hashless) + extra):
                 if not self._made(ops.AllocateMutable(None, Dev.GPU)):
                     return
@@ -671,15 +672,15 @@ class BlockLevelMachine(V0Machine):
         shared = [h for h in live if m.shared(m.blocks[h])]
         if not shared:
             return
-        rec = m.blocks[data.draw(st.sampled_from(shared), label="block")]
+        rec = m.blocks[draw(data, st.sampled_from(shared), label="block")]
         mates = [h for h in live if m.blocks[h].id == rec.id and m.blocks[h].device is rec.device]
         chains = [h for k in mates for h in self.oracle.chain_of(k)]
-        blocks = tuple(dict.fromkeys(chains if data.draw(st.booleans(), label="chains")
+        blocks = tuple(dict.fromkeys(chains if draw(data, st.booleans(), label="chains")
                                      else mates))
         swap = ops.Swap(blocks, rec.device, _other(rec.device))
         if self.oracle.contract_error(swap) is not None or not self._ok(swap):
             return  # out of contract: a target that does not keep shared ids
-        ask = data.draw(st.sampled_from(("none", "info", "log")), label="then")
+        ask = draw(data, st.sampled_from(("none", "info", "log")), label="then")
         if ask == "info" and _has_block_info(self):
             self.do(ops.BlockInfo(tuple(mates[:4])))
         elif ask == "log":
@@ -692,14 +693,14 @@ class BlockLevelMachine(V0Machine):
         """End of a scheduling step. The ids passed are a hint the contract lets the target
         ignore: every block touched since the last call becomes computed."""
         gpu = self._gpu_blocks()
-        hint = data.draw(st.lists(st.sampled_from(gpu), max_size=2, unique=True)
+        hint = draw(data, st.lists(st.sampled_from(gpu), max_size=2, unique=True)
                          if gpu else st.just([]), label="blocks")
         self.do(ops.MarkComputed(tuple(hint)))
 
     @rule(data=st.data())
     def maintenance(self, data: st.DataObject) -> None:
         """Rare engine calls: drain copy-on-writes, take the null block."""
-        if data.draw(st.booleans(), label="null block"):
+        if draw(data, st.booleans(), label="null block"):
             self.do(ops.GetNullBlock())
         else:
             self.do(ops.ClearCopyOnWrites())
@@ -710,10 +711,10 @@ class BlockLevelMachine(V0Machine):
         """Must refuse while any block is in use (cached or not), else drop every cached
         content. Often every live block is freed first (last blocks first), so the reset
         meets a full evictor rather than a refusal."""
-        if data.draw(st.booleans(), label="free everything first"):
+        if draw(data, st.booleans(), label="free everything first"):
             for h in reversed(self.oracle.live_blocks()):
                 self.do(ops.Free(h))
-        dev = data.draw(st.sampled_from((None, *self.devices())), label="device")
+        dev = draw(data, st.sampled_from((None, *self.devices())), label="device")
         self.do(ops.ResetPrefixCache(dev))
 
     # ------------------------------------------------------------------ queries
@@ -726,12 +727,12 @@ class BlockLevelMachine(V0Machine):
             # content hash (models.families.v0.ops.hashing), weight 2: the only check of the
             # class's hash
             kinds += ["content_hash", "content_hash"]
-        kind = data.draw(st.sampled_from(kinds), label="query")
+        kind = draw(data, st.sampled_from(kinds), label="query")
         if kind == "content_hash":
             self._content_hash(data)
             return
         if kind == "hit_rate":
-            self.do(ops.HitRate(data.draw(st.sampled_from(self.devices()), label="device")))
+            self.do(ops.HitRate(draw(data, st.sampled_from(self.devices()), label="device")))
             return
         if kind in ("computed_block_ids", "cached_prefix"):
             chain = self._gpu_chain(data)
@@ -740,17 +741,17 @@ class BlockLevelMachine(V0Machine):
             if kind == "cached_prefix":
                 self.do(ops.CachedPrefix(chain, Dev.GPU))
             else:
-                self.do(ops.ComputedBlockIds(chain, data.draw(st.booleans(), label="skip")))
+                self.do(ops.ComputedBlockIds(chain, draw(data, st.booleans(), label="skip")))
             return
         # The swap-in estimate of a chain on the other device (or of any blocks).
-        dev = data.draw(st.sampled_from(self.devices()), label="device")
+        dev = draw(data, st.sampled_from(self.devices()), label="device")
         away = [h for h in self.oracle.live_blocks() if self.oracle.device_of(h) is not dev]
         blocks = self._some_blocks(data)
-        estimate: bool = bool(away) and data.draw(st.booleans(), label="swap-in estimate")
+        estimate: bool = bool(away) and draw(data, st.booleans(), label="swap-in estimate")
         if estimate:
-            blocks = tuple(self.oracle.chain_of(data.draw(st.sampled_from(away), label="of")))
+            blocks = tuple(self.oracle.chain_of(draw(data, st.sampled_from(away), label="of")))
         if kind == "count_touched":
-            self.do(ops.CountTouched(blocks, dev, data.draw(st.integers(0, 9), label="lookahead")))
+            self.do(ops.CountTouched(blocks, dev, draw(data, st.integers(0, 9), label="lookahead")))
         else:
             self.do(ops.CountFullTouched(blocks, dev))
 
@@ -813,7 +814,7 @@ class BlockLevelMachine(V0Machine):
                                  ("release", self._device_feature("has_free_block_id"))) if on]
         if not kinds:
             return
-        kind = data.draw(st.sampled_from(kinds), label="device call")
+        kind = draw(data, st.sampled_from(kinds), label="device call")
         if kind == "swap":
             self._swap_by_hand(data)
         elif kind == "misuse":
@@ -831,16 +832,16 @@ class BlockLevelMachine(V0Machine):
         live = self.oracle.live_blocks()
         # Draining the destination to one id fewer than the swap-in needs makes it run out at
         # its last block; whole chains of two or more blocks show a swap-in that stops midway.
-        drain: bool = self.caps.atomic and data.draw(st.booleans(), label="drain")
+        drain: bool = self.caps.atomic and draw(data, st.booleans(), label="drain")
         ends = [k for k in live if len(self.oracle.chain_of(k)) > 1]
         pick = st.sampled_from(live)
         if ends:
             pick = st.sampled_from(ends) if drain else st.one_of(st.sampled_from(ends), pick)
-        h = data.draw(pick, label="block")
+        h = draw(data, pick, label="block")
         src = self.oracle.device_of(h)
         chain = [k for k in self.oracle.chain_of(h) if self.oracle.device_of(k) is src]
-        if not drain and data.draw(st.booleans(), label="some blocks"):
-            chain = data.draw(st.lists(st.sampled_from(chain), min_size=1, unique=True),
+        if not drain and draw(data, st.booleans(), label="some blocks"):
+            chain = draw(data, st.lists(st.sampled_from(chain), min_size=1, unique=True),
                               label="blocks")
         dst = _other(src)
         swap = ops.DeviceSwap(tuple(chain), src, dst)
@@ -855,7 +856,7 @@ class BlockLevelMachine(V0Machine):
             if self.oracle.contract_error(swap) is not None:
                 return
         self.do(swap)
-        then = data.draw(st.sampled_from(("none", "log", "rate", "rate again", "again")),
+        then = draw(data, st.sampled_from(("none", "log", "rate", "rate again", "again")),
                          label="then")
         if then == "again" and self.caps.typed_errors:
             # The swapper swaps in twice: the blocks hold ids now (refused, nothing changed).
@@ -878,7 +879,7 @@ class BlockLevelMachine(V0Machine):
         shared = [h for h in live if m.shared(m.blocks[h])]
         pick = st.one_of(st.sampled_from(shared), st.sampled_from(live)) if shared \
             else st.sampled_from(live)
-        h = data.draw(pick, label="block")
+        h = draw(data, pick, label="block")
         release = ops.DeviceFreeId(h, self.oracle.device_of(h))
         if self.oracle.contract_error(release) is not None:
             return
@@ -936,8 +937,8 @@ class BlockLevelMachine(V0Machine):
             swap_ins = [a for a in actions if a.startswith("swap_in")]
             pick = st.one_of(st.sampled_from(swap_ins), st.sampled_from(actions)) if swap_ins \
                 else st.sampled_from(actions)
-            action = data.draw(pick, label="device misuse")
-            self.do(data.draw(st.sampled_from(by_action[action]), label="call"))
+            action = draw(data, pick, label="device misuse")
+            self.do(draw(data, st.sampled_from(by_action[action]), label="call"))
 
     # ------------------------------------------------------------------ end device calls
 
@@ -957,19 +958,19 @@ class BlockLevelMachine(V0Machine):
 
         live = self.oracle.live_blocks()
         kinds = ["common"] + (["burst"] if any(map(burstable, live)) else [])
-        if data.draw(st.sampled_from(kinds), label="engine query") == "burst":
+        if draw(data, st.sampled_from(kinds), label="engine query") == "burst":
             held = [h for h in live if burstable(h)]
-            h = data.draw(st.sampled_from(held), label="block")
+            h = draw(data, st.sampled_from(held), label="block")
             # 2001 completes two hit-rate windows in one burst
-            count = data.draw(st.sampled_from((1, 3, 1001, 2001)), label="count")
+            count = draw(data, st.sampled_from((1, 3, 1001, 2001)), label="count")
             dev = self.oracle.device_of(h)
             self.do(ops.HitBurst(h, count, dev, m.blocks[h].extra))
             self.do(ops.HitRate(dev))
             return
         lists = []
-        for _ in range(data.draw(st.integers(1, 3), label="sequences")):
+        for _ in range(draw(data, st.integers(1, 3), label="sequences")):
             chain = self._gpu_chain(data) or ()
-            cut = data.draw(st.integers(0, len(chain)), label="computed")
+            cut = draw(data, st.integers(0, len(chain)), label="computed")
             lists.append(tuple(chain[:cut]))
         self.do(ops.CommonComputedIds(tuple(lists)))
         # common prefix: the longest GPU chain against its own shorter prefixes (a batch whose
@@ -1025,12 +1026,12 @@ class BlockLevelMachine(V0Machine):
 
     def _malformed(self, data: st.DataObject) -> Op | None:
         """A block-level call with one validated argument replaced by a malformed value."""
-        cls, argument = data.draw(st.sampled_from(_DRAWN_ARGUMENTS), label="argument")
+        cls, argument = draw(data, st.sampled_from(_DRAWN_ARGUMENTS), label="argument")
         call = self._call_for(cls)
         if call is None:
             return None
         like = getattr(call, argument)
-        bad = data.draw(st.sampled_from(bad_values(ARGUMENTS[cls, argument][0], self.config,
+        bad = draw(data, st.sampled_from(bad_values(ARGUMENTS[cls, argument][0], self.config,
                                                    like)), label="malformed value")
         op = ops.Malformed(call, argument, bad)
         return op if self.oracle.is_misuse(op) else None
@@ -1043,14 +1044,14 @@ class BlockLevelMachine(V0Machine):
         argument (wrong type or range): typed error, unchanged state (ATOMIC)."""
         candidates = self._misuse_candidates(data)
         if candidates:
-            self.do(data.draw(st.sampled_from(candidates), label="misuse"))
+            self.do(draw(data, st.sampled_from(candidates), label="misuse"))
         malformed = self._malformed(data)
         if malformed is not None:
             self.do(malformed)
-        if data.draw(st.booleans(), label="malformed request key"):
+        if draw(data, st.booleans(), label="malformed request key"):
             self._malformed_key(data)
             self._bool_extra_hash()
-        if _has_hash_recompute(self) and data.draw(st.booleans(), label="inconsistent hash"):
+        if _has_hash_recompute(self) and draw(data, st.booleans(), label="inconsistent hash"):
             self._inconsistent_hash(data)
 
     def _bool_extra_hash(self) -> None:
@@ -1071,8 +1072,8 @@ class BlockLevelMachine(V0Machine):
                 if self.oracle.contract_error(op) is None]
         if not asks:
             return
-        ask = data.draw(st.sampled_from(asks), label="block")
-        argument = data.draw(st.sampled_from(("is_first_block", "prev_block_hash")),
+        ask = draw(data, st.sampled_from(asks), label="block")
+        argument = draw(data, st.sampled_from(("is_first_block", "prev_block_hash")),
                              label="argument")
         bad = bad_values(ARGUMENTS[ops.HashRecompute, argument][0], self.config,
                          ask.is_first_block)[0]  # the flipped flag / wrongly present hash
@@ -1086,8 +1087,8 @@ class BlockLevelMachine(V0Machine):
         error, nothing allocated (``models.families.v0.request_keys``)."""
         if not (self.caps.key_builder and self.caps.extra_keys and self.caps.vllm_api):
             return
-        argument = data.draw(st.sampled_from(sorted(KEY_ARGUMENTS)), label="key argument")
-        key = data.draw(st.sampled_from(target_keys(self.caps)), label="key")
+        argument = draw(data, st.sampled_from(sorted(KEY_ARGUMENTS)), label="key argument")
+        key = draw(data, st.sampled_from(target_keys(self.caps)), label="key")
         call = ops.AllocateImmutable(None, (0,) * self.config.block_size, Dev.GPU, key)
         for bad in key_bad_values(KEY_ARGUMENTS[argument]):  # each: they are cheap
             op = ops.Malformed(call, argument, bad)
@@ -1104,11 +1105,11 @@ class BlockLevelMachine(V0Machine):
         same construction with one constructor argument malformed
         (``models.families.v0.ops.construction``)."""
         support = _construct_support(self)
-        allocator = data.draw(st.sampled_from(sorted(support & set(ops.CONSTRUCT_ALLOCATORS))),
+        allocator = draw(data, st.sampled_from(sorted(support & set(ops.CONSTRUCT_ALLOCATORS))),
                               label="allocator")
-        ids = tuple(data.draw(_BLOCK_IDS, label="ids"))
-        devices: bool = "devices" in support and data.draw(st.booleans(), label="devices")
-        cpu_ids = tuple(i for i in data.draw(_BLOCK_IDS, label="cpu ids") if i not in ids) \
+        ids = tuple(draw(data, _BLOCK_IDS, label="ids"))
+        devices: bool = "devices" in support and draw(data, st.booleans(), label="devices")
+        cpu_ids = tuple(i for i in draw(data, _BLOCK_IDS, label="cpu ids") if i not in ids) \
             if devices else ()
         self.do(ops.Construct(allocator, ids, devices, cpu_ids))
         if ids != tuple(range(len(ids))):  # the default ids, range(num_blocks)
@@ -1121,13 +1122,13 @@ class BlockLevelMachine(V0Machine):
             return
         needs = {"hash_function": "hash_function", "allocator_type": "devices"}
         arguments = [a for a in construction.ARGUMENTS if needs.get(a, allocator) in support]
-        argument = data.draw(st.sampled_from(arguments), label="argument")
+        argument = draw(data, st.sampled_from(arguments), label="argument")
         values = construction.bad_values(ops.Construct(allocator, ids, devices, cpu_ids),
                                          argument)
         if not values:
             return
         op = ops.Construct(allocator, ids, devices, cpu_ids, argument,
-                           data.draw(st.sampled_from(values), label="malformed value"))
+                           draw(data, st.sampled_from(values), label="malformed value"))
         if self.oracle.is_misuse(op):
             self.do(op)
 
@@ -1142,9 +1143,9 @@ class BlockLevelMachine(V0Machine):
         token order: both devices key blocks by it, and a rotation of a block's tokens hits
         its id (``models.families.v0.injected_hash``)."""
         bs = self.config.block_size
-        block = data.draw(tokens(bs, bs), label="tokens")
+        block = draw(data, tokens(bs, bs), label="tokens")
         self.do(ops.InjectedHash(block, block[1:] + block[:1],
-                                 data.draw(tokens(bs, bs), label="tail")))
+                                 draw(data, tokens(bs, bs), label="tail")))
 
     @precondition(lambda m: m.caps.typed_errors and m.caps.prefix_caching)
     @rule()

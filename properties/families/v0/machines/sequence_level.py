@@ -15,6 +15,7 @@ from models.families.v0.capabilities import Config
 from models.families.v0.malformed import ARGUMENTS, bad_values
 from models.families.v0.operations import Dev, Op
 from models.families.v0.window import holds_null
+from properties.core.draws import draw
 from properties.core.selection import current_target
 from properties.families.v0.machines.base import V0Machine
 from properties.families.v0.machines.block_level import naive_target
@@ -34,7 +35,7 @@ class SequenceLevelMachine(V0Machine):
     def start(self, config: Config, data: st.DataObject) -> None:
         self.setup(config)
         bs = config.block_size
-        self.prompts = data.draw(st.lists(tokens(bs, 3 * bs), min_size=1, max_size=3),
+        self.prompts = draw(data, st.lists(tokens(bs, 3 * bs), min_size=1, max_size=3),
                                  label="system prompts")
 
     def _tables_on(self, dev: Dev) -> list[int]:
@@ -48,9 +49,9 @@ class SequenceLevelMachine(V0Machine):
     def _request(self, data: st.DataObject) -> ops.TableAllocate:
         bs = self.config.block_size
         prompts = st.sampled_from(self.prompts)
-        prefix = data.draw(st.one_of(st.just(()), prompts, prompts.map(twin)), label="prefix")
-        suffix = data.draw(tokens(0 if prefix else 1, 2 * bs), label="suffix")
-        extra = data.draw(extra_hashes(self.caps), label="extra_hash")
+        prefix = draw(data, st.one_of(st.just(()), prompts, prompts.map(twin)), label="prefix")
+        suffix = draw(data, tokens(0 if prefix else 1, 2 * bs), label="suffix")
+        extra = draw(data, extra_hashes(self.caps), label="extra_hash")
         return ops.TableAllocate(prefix + suffix, Dev.GPU, extra)
 
     @rule(data=st.data())
@@ -64,7 +65,7 @@ class SequenceLevelMachine(V0Machine):
         """A request of a sliding-window model: its appends drop blocks below the window."""
         request = self._request(data)
         short = max(0, (window + 1) * self.config.block_size - len(request.tokens))
-        pad = data.draw(tokens(short, short + 1), label="padding")  # the first slide drops
+        pad = draw(data, tokens(short, short + 1), label="padding")  # the first slide drops
         self.do(ops.TableAllocate(request.tokens + pad, request.device, request.extra_hash,
                                   window))
 
@@ -73,8 +74,8 @@ class SequenceLevelMachine(V0Machine):
     def slide(self, data: st.DataObject) -> None:
         """A decode step of a sliding-window sequence with everything so far computed: blocks
         below the window go back to the pool and the null block takes their place."""
-        t = data.draw(st.sampled_from(self._windowed()), label="table")
-        new = data.draw(tokens(1, self.config.block_size), label="tokens")
+        t = draw(data, st.sampled_from(self._windowed()), label="table")
+        new = draw(data, tokens(1, self.config.block_size), label="tokens")
         self._windowed_append(ops.TableAppend(t, new, 0, self.oracle.table_len(t)))
         if self.caps.atomic and not getattr(self, "_tight", False) and t in self._windowed():
             self._tight_slide(t)
@@ -130,7 +131,7 @@ class SequenceLevelMachine(V0Machine):
         request = self._request(data)
         bs = self.config.block_size
         short = max(0, bs - len(request.tokens))
-        padding = data.draw(tokens(short, short + bs), label="padding")
+        padding = draw(data, tokens(short, short + bs), label="padding")
         return request.tokens + padding, request.extra_hash
 
     def _windowed(self) -> list[int]:
@@ -146,14 +147,14 @@ class SequenceLevelMachine(V0Machine):
         if not running:
             return
         bs = self.config.block_size
-        t = data.draw(st.sampled_from(running), label="table")
-        new = data.draw(tokens(0, 2 * bs), label="tokens")
-        lookahead = data.draw(st.integers(0, bs), label="lookahead")
+        t = draw(data, st.sampled_from(running), label="table")
+        new = draw(data, tokens(0, 2 * bs), label="tokens")
+        lookahead = draw(data, st.integers(0, bs), label="lookahead")
         computed = None
         if self.oracle.model.tables[t].window is not None:
             # Usually everything written so far (no chunked prefill), sometimes less.
             length = self.oracle.table_len(t)
-            computed = data.draw(st.one_of(st.just(length), st.integers(0, length)),
+            computed = draw(data, st.one_of(st.just(length), st.integers(0, length)),
                                  label="num_computed_slots")
         self._windowed_append(ops.TableAppend(t, new, lookahead, computed))
 
@@ -162,8 +163,8 @@ class SequenceLevelMachine(V0Machine):
     def ensure_slots(self, data: st.DataObject) -> None:
         running = self._tables_on(Dev.GPU)
         if running:
-            t = data.draw(st.sampled_from(running), label="table")
-            slots = data.draw(st.integers(0, 2 * self.config.block_size), label="slots")
+            t = draw(data, st.sampled_from(running), label="table")
+            slots = draw(data, st.integers(0, 2 * self.config.block_size), label="slots")
             self.do(ops.TableEnsureSlots(t, slots))
 
     @precondition(_has_tables)
@@ -173,7 +174,7 @@ class SequenceLevelMachine(V0Machine):
         decodes its first token: a write into the shared last block, copied on write)."""
         running = self._tables_on(Dev.GPU)
         if running:
-            self._fork(data.draw(st.sampled_from(running), label="table"), data)
+            self._fork(draw(data, st.sampled_from(running), label="table"), data)
 
     def _fork(self, t: int, data: st.DataObject) -> None:
         """Fork ``t``; maybe the child's first decode step, in place (copy-on-write; a
@@ -187,9 +188,9 @@ class SequenceLevelMachine(V0Machine):
         computed = None
         if self.oracle.model.tables[child].window is not None:
             computed = self.oracle.table_len(child)
-        decode = ops.TableAppend(child, data.draw(tokens(1, 1), label="token"), 0, computed)
+        decode = ops.TableAppend(child, draw(data, tokens(1, 1), label="token"), 0, computed)
         valid = self.oracle.contract_error(decode) is None and not self.oracle.is_misuse(decode)
-        if valid and data.draw(st.booleans(), label="child decodes"):
+        if valid and draw(data, st.booleans(), label="child decodes"):
             self.do(decode)
 
     @precondition(lambda m: bool(m._dropped()))
@@ -199,16 +200,16 @@ class SequenceLevelMachine(V0Machine):
         example reached (running or swapped out, forked, shared, near a full pool): parallel
         sampling forks it, preemption swaps it out or back, it decodes, or it ends. Each
         must work on the window's blocks alone, the null block never moved or counted."""
-        t = data.draw(st.sampled_from(self._dropped()), label="windowed table")
+        t = draw(data, st.sampled_from(self._dropped()), label="windowed table")
         src = self.oracle.table_device(t)
         actions = ["swap", "free"] if self.config.num_cpu_blocks > 0 else ["free"]
         if src is Dev.GPU:
             actions += ["fork", "decode"]
-        action = data.draw(st.sampled_from(actions), label="window action")
+        action = draw(data, st.sampled_from(actions), label="window action")
         if action == "fork":
             self._fork(t, data)
         elif action == "decode":
-            new = data.draw(tokens(0, self.config.block_size), label="tokens")
+            new = draw(data, tokens(0, self.config.block_size), label="tokens")
             self._windowed_append(ops.TableAppend(t, new, 0, self.oracle.table_len(t)))
         elif action == "swap":
             self.do(ops.TableSwap(t, src, Dev.CPU if src is Dev.GPU else Dev.GPU))
@@ -218,7 +219,7 @@ class SequenceLevelMachine(V0Machine):
     @precondition(_has_tables)
     @rule(data=st.data())
     def free(self, data: st.DataObject) -> None:
-        self.do(ops.TableFree(data.draw(st.sampled_from(self.oracle.live_tables()),
+        self.do(ops.TableFree(draw(data, st.sampled_from(self.oracle.live_tables()),
                                         label="table")))
 
     @precondition(lambda m: _has_tables(m) and m.config.num_cpu_blocks > 0)
@@ -227,7 +228,7 @@ class SequenceLevelMachine(V0Machine):
         """Preemption by swapping: a running sequence goes to the CPU, a swapped one comes back.
         As vLLM's block manager does after every table swap, the engine then takes the swap log
         (``get_and_reset_swaps``) to learn which KV to copy: it must hold this swap's pairs only."""
-        t = data.draw(st.sampled_from(self.oracle.live_tables()), label="table")
+        t = draw(data, st.sampled_from(self.oracle.live_tables()), label="table")
         src = self.oracle.table_device(t)
         dst = Dev.CPU if src is Dev.GPU else Dev.GPU
         if self._ok(ops.TableSwap(t, src, dst)):
@@ -238,7 +239,7 @@ class SequenceLevelMachine(V0Machine):
     def mark_accessed(self, data: st.DataObject, step: float) -> None:
         running = self._tables_on(Dev.GPU)
         if running:
-            t = data.draw(st.sampled_from(running), label="table")
+            t = draw(data, st.sampled_from(running), label="table")
             self.do(ops.TableMarkAccessed(t, self.tick(step)))
 
     @rule()
@@ -257,15 +258,15 @@ class SequenceLevelMachine(V0Machine):
     def slots(self, data: st.DataObject) -> None:
         """The sequence's unseen tokens and the worst-case blocks their append touches."""
         bs = self.config.block_size
-        t = data.draw(st.sampled_from(self.oracle.live_tables()), label="table")
-        new = data.draw(tokens(0, 2 * bs), label="tokens")
-        lookahead = data.draw(st.integers(0, 2 * bs), label="lookahead")
+        t = draw(data, st.sampled_from(self.oracle.live_tables()), label="table")
+        new = draw(data, tokens(0, 2 * bs), label="tokens")
+        lookahead = draw(data, st.integers(0, 2 * bs), label="lookahead")
         self.do(ops.TableSlots(t, self.oracle.table_tokens(t) + new, lookahead))
 
     @rule(data=st.data())
     def id_space(self, data: st.DataObject) -> None:
         """Physical ids of a whole device, its size and every id."""
-        dev = data.draw(st.sampled_from(self.devices()), label="device")
+        dev = draw(data, st.sampled_from(self.devices()), label="device")
         first = 0 if dev is Dev.GPU else self.config.num_gpu_blocks
         size = self.config.num_gpu_blocks if dev is Dev.GPU else self.config.num_cpu_blocks
         self.do(ops.IdSpace(dev, tuple(range(first, first + size))))
@@ -306,11 +307,11 @@ class SequenceLevelMachine(V0Machine):
         candidates = [op for op in candidates if o.contract_error(op) is None]
         if not candidates:
             return
-        op = data.draw(st.sampled_from(candidates), label="tracker")
+        op = draw(data, st.sampled_from(candidates), label="tracker")
         if isinstance(op, ops.SeqAccess):
             op = ops.SeqAccess(op.table, self.tick(step))
         self.do(op)
-        if isinstance(op, ops.SeqComputedIds | ops.SeqCachedTokens) and data.draw(
+        if isinstance(op, ops.SeqComputedIds | ops.SeqCachedTokens) and draw(data,
                 st.booleans(), label="next step asks again"):
             # The scheduler asks every step: the answer must stay frozen in prefill, and a
             # computed-id list stops growing once it has a gap.
@@ -337,7 +338,7 @@ class SequenceLevelMachine(V0Machine):
         candidates = [op for op in self._tracker_edits() if o.contract_error(op) is None
                       and (self.caps.typed_errors or not o.is_misuse(op))]
         if candidates:
-            self.do(data.draw(st.sampled_from(candidates), label="tracker edit"))
+            self.do(draw(data, st.sampled_from(candidates), label="tracker edit"))
 
     # ------------------------------------------------------------------ end stale ids
 
@@ -359,11 +360,11 @@ class SequenceLevelMachine(V0Machine):
         running = self._plain_running()
         if not running:
             return
-        t = data.draw(st.sampled_from(running), label="table")
+        t = draw(data, st.sampled_from(running), label="table")
         o = self.oracle
         last = len(o.model.tables[t].blocks) - 1
         written = min(last, o.table_len(t) // self.config.block_size)  # the next token's block
-        index = data.draw(st.one_of(st.just(written), st.integers(0, last)), label="index")
+        index = draw(data, st.one_of(st.just(written), st.integers(0, last)), label="index")
         self.do(ops.TableFreeBlock(t, index))
         if self.caps.typed_errors:
             # The engine's next call for the sequence is most often a decode step of one token
@@ -374,11 +375,11 @@ class SequenceLevelMachine(V0Machine):
                                     ops.TableFreeBlock(t, index),
                                     ops.TableAppend(t, (1,) * self.config.block_size)]
             candidates = [op for op in candidates if o.is_misuse(op)]
-            if decode in candidates and data.draw(st.booleans(), label="decodes"):
+            if decode in candidates and draw(data, st.booleans(), label="decodes"):
                 candidates = [decode]
             if candidates:
-                self.do(data.draw(st.sampled_from(candidates), label="misuse"))
-        if data.draw(st.booleans(), label="give the rest back"):
+                self.do(draw(data, st.sampled_from(candidates), label="misuse"))
+        if draw(data, st.booleans(), label="give the rest back"):
             rec = o.model.tables[t]
             for i, key in enumerate(rec.blocks):
                 if o.model.blocks[key].live:
@@ -406,7 +407,7 @@ class SequenceLevelMachine(V0Machine):
         running = self._plain_running()
         if not running:
             return
-        t = data.draw(st.sampled_from(running), label="table")
+        t = draw(data, st.sampled_from(running), label="table")
 
         def ask(op: Op) -> bool:
             valid = o.contract_error(op) is None and not o.is_misuse(op)
@@ -419,27 +420,27 @@ class SequenceLevelMachine(V0Machine):
         entry = o.model.seqs.entries.get(t)
         if entry is None or not entry.access:
             ask(ops.SeqTrack(t))
-        if data.draw(st.booleans(), label="access time set"):  # else stamping marks nothing
+        if draw(data, st.booleans(), label="access time set"):  # else stamping marks nothing
             ask(ops.SeqAccess(t, self.tick(step)))
-        if data.draw(st.booleans(), label="previous step ended"):
+        if draw(data, st.booleans(), label="previous step ended"):
             self.do(ops.MarkComputed())
         questions: list[Op] = [ops.SeqComputedIds(t)] if self.caps.aphrodite_api else []
         if self.caps.vllm_api:
             questions += [ops.SeqCachedTokens(t, True), ops.SeqCachedTokens(t, False)]
         if not questions:
             return
-        question = data.draw(st.sampled_from(questions), label="question")
-        if ask(question) and data.draw(st.booleans(), label="decodes"):
+        question = draw(data, st.sampled_from(questions), label="question")
+        if ask(question) and draw(data, st.booleans(), label="decodes"):
             # one token (or none: a step whose token is already in): in place, or copied on
             # write; asked again before and after the step ends (the block it fills is
             # computed only then: the list may get a gap)
-            ask(ops.TableAppend(t, data.draw(tokens(0, 1), label="token")))
+            ask(ops.TableAppend(t, draw(data, tokens(0, 1), label="token")))
             ask(question)
             self.do(ops.MarkComputed())
             ask(question)
-        if self.caps.typed_errors and data.draw(st.booleans(), label="asks wrongly"):
+        if self.caps.typed_errors and draw(data, st.booleans(), label="asks wrongly"):
             self._ask_wrongly(t, data)
-        if not data.draw(st.booleans(), label="finishes"):
+        if not draw(data, st.booleans(), label="finishes"):
             return
         ask(ops.SeqStampBlocks(t))
         if not ask(ops.TableFree(t)):
@@ -472,7 +473,7 @@ class SequenceLevelMachine(V0Machine):
             wrong.append(ops.SeqCachedTokensUnsized(t))
         wrong = [op for op in wrong if o.is_misuse(op)]
         if wrong:
-            self.do(data.draw(st.sampled_from(wrong), label="tracker misuse"))
+            self.do(draw(data, st.sampled_from(wrong), label="tracker misuse"))
 
     # ------------------------------------------------------------------ end tracker lifecycle
 
@@ -522,8 +523,8 @@ class SequenceLevelMachine(V0Machine):
         self._ask(ops.SeqAccess(t, self.tick(1.0)))
         self.do(ops.MarkComputed())  # the prefill step ends
         self._questions(t)
-        self._ask(ops.TableAppend(t, data.draw(tokens(bs, 2 * bs), label="decoded")))
-        if data.draw(st.booleans(), label="step ends"):
+        self._ask(ops.TableAppend(t, draw(data, tokens(bs, 2 * bs), label="decoded")))
+        if draw(data, st.booleans(), label="step ends"):
             self.do(ops.MarkComputed())
         self._questions(t)
         self._ask(ops.SeqStampBlocks(t))
@@ -550,26 +551,26 @@ class SequenceLevelMachine(V0Machine):
         its own prefill's mark came."""
         prompt, extra = self._tracked_prompt(data)
         tables: list[int] = []
-        for _ in range(data.draw(st.integers(1, 2), label="requests")):
+        for _ in range(draw(data, st.integers(1, 2), label="requests")):
             t = self._new_table(ops.TableAllocate(prompt, Dev.GPU, extra))
             if t is None:
                 break
             tables.append(t)
         if not tables:
             return
-        when = data.draw(st.sampled_from(("before", "after")), label="abort vs mark")
+        when = draw(data, st.sampled_from(("before", "after")), label="abort vs mark")
         if when == "after":
             self.do(ops.MarkComputed())
-        for t in data.draw(st.lists(st.sampled_from(tables), min_size=1, unique=True),
+        for t in draw(data, st.lists(st.sampled_from(tables), min_size=1, unique=True),
                            label="aborted"):
             self._ask(ops.TableFree(t))
-        if when == "before" and data.draw(st.booleans(), label="batch ran without them"):
+        if when == "before" and draw(data, st.booleans(), label="batch ran without them"):
             self.do(ops.MarkComputed())
         u = self._new_table(ops.TableAllocate(prompt, Dev.GPU, extra))
         if u is None or not self._ask(ops.SeqTrack(u)):
             return
         self._questions(u)
-        if data.draw(st.booleans(), label="prefill ran"):
+        if draw(data, st.booleans(), label="prefill ran"):
             self.do(ops.MarkComputed())
             self._questions(u)
 
@@ -606,7 +607,7 @@ class SequenceLevelMachine(V0Machine):
                                ops.SeqStampBlocks(t), ops.SeqUntrack(t), ops.SeqComputedIds(t)]
             candidates += self._tracker_edits()  # stale ids: one tracker's add/remove
         candidates = [op for op in candidates if self.oracle.is_misuse(op)]
-        self.do(data.draw(st.sampled_from(candidates), label="misuse"))
+        self.do(draw(data, st.sampled_from(candidates), label="misuse"))
         for op in self._malformed(data):
             if self.oracle.is_misuse(op):
                 self.do(op)
@@ -614,7 +615,7 @@ class SequenceLevelMachine(V0Machine):
         # argument check can refuse it); cheap, so both calls each time
         running = self._tables_on(Dev.GPU)
         if running:
-            bad = data.draw(st.sampled_from(bad_values(
+            bad = draw(data, st.sampled_from(bad_values(
                 ARGUMENTS[ops.TableAppend, "extra_hash"][0], self.config)), label="bad extra")
             for call in (ops.TableEnsureSlots(running[-1], 0), ops.TableAppend(running[-1], ())):
                 op = ops.Malformed(call, "extra_hash", bad)
@@ -637,9 +638,9 @@ class SequenceLevelMachine(V0Machine):
             candidates += [ops.NullBlockMisuse(a) for a in ops.NULL_BLOCK_WRITES]
         windowed = self._windowed()
         if windowed:
-            t = data.draw(st.sampled_from(windowed), label="table")
+            t = draw(data, st.sampled_from(windowed), label="table")
             written = self.oracle.table_len(t) // bs  # the block the next token goes into
-            if written + 1 >= len(m.tables[t].blocks) and data.draw(st.booleans(),
+            if written + 1 >= len(m.tables[t].blocks) and draw(data, st.booleans(),
                                                                      label="spare"):
                 self.do(ops.TableEnsureSlots(t, (written + 2) * bs - self.oracle.table_len(t)))
             rec = self.oracle.model.tables[t]  # the model may have moved on
@@ -651,14 +652,14 @@ class SequenceLevelMachine(V0Machine):
                            ops.TableAppend(t, (), 0, (written + window) * bs)]
         candidates = [op for op in candidates if self.oracle.is_misuse(op)]
         if candidates:
-            self.do(data.draw(st.sampled_from(candidates), label="misuse"))
+            self.do(draw(data, st.sampled_from(candidates), label="misuse"))
 
     def _malformed(self, data: st.DataObject) -> list[Op]:
         """a table call with one validated argument replaced by a malformed value (wrong-
         typed or bool tokens, a negative or non-int lookahead or slot count, a device that is
         not a ``Device``, a bad extra_hash or time stamp); empty if it needs a running table
         and there is none."""
-        cls, argument = data.draw(st.sampled_from(_TABLE_ARGUMENTS), label="argument")
+        cls, argument = draw(data, st.sampled_from(_TABLE_ARGUMENTS), label="argument")
         running = self._tables_on(Dev.GPU)
         t = running[-1] if running else None
         calls: dict[type[Op], Op | None] = {
@@ -673,7 +674,7 @@ class SequenceLevelMachine(V0Machine):
         if call is None:
             return []
         like = getattr(call, argument, None)  # a table call's extra_hash is the table's
-        bad = data.draw(st.sampled_from(bad_values(ARGUMENTS[cls, argument][0], self.config,
+        bad = draw(data, st.sampled_from(bad_values(ARGUMENTS[cls, argument][0], self.config,
                                                    like)), label="malformed value")
         return [ops.Malformed(call, argument, bad)]
 

@@ -1,0 +1,51 @@
+"""``properties.core.draws.draw``: the choices and values of ``data.draw``, and the report
+of a failure still lists every draw with its label."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
+
+from properties.core.draws import draw
+
+_SETTINGS = settings(max_examples=40, database=None, deadline=None)
+
+
+def _run(drawing: Callable[[Any, st.SearchStrategy[Any], str], Any]) -> list[Any]:
+    """The values one seeded test draws, two labelled draws per example."""
+    seen: list[Any] = []
+
+    @seed(20261202)
+    @_SETTINGS
+    @given(st.data())
+    def test(data: st.DataObject) -> None:
+        xs = drawing(data, st.lists(st.integers(0, 9), max_size=4), "xs")
+        pick = drawing(data, st.sampled_from(xs or [0]), "pick")
+        seen.append((xs, pick))
+
+    test()
+    return seen
+
+
+def test_the_same_values_as_data_draw() -> None:
+    fast = _run(lambda data, strategy, label: draw(data, strategy, label=label))
+    slow = _run(lambda data, strategy, label: data.draw(strategy, label=label))
+    assert fast == slow
+    assert len({repr(v) for v in fast}) > 5  # it did explore
+
+
+def test_a_failure_report_lists_each_draw_with_its_label() -> None:
+    @_SETTINGS
+    @given(st.data())
+    def test(data: st.DataObject) -> None:
+        xs = draw(data, st.lists(st.integers(0, 9)), label="tokens")
+        assert len(xs) < 2
+
+    with pytest.raises(AssertionError) as info:
+        test()
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "Draw 1 (tokens): [0, 0]" in notes
