@@ -89,6 +89,7 @@ from models.families.v0.ops.trackers import (
     TrackerStart,
 )
 from models.families.v0.ops.values import (
+    DEVICES,
     JSON,
     Dev,
     ErrorKind,
@@ -107,6 +108,7 @@ from models.families.v0.ops.values import (
 
 __all__ = [
     "CONSTRUCT_ALLOCATORS",
+    "DEVICES",
     "DEVICE_MISUSES",
     "DEVICE_SWAP_MISUSES",
     "ENGINE_OPS",

@@ -34,7 +34,7 @@ from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.error_classes import builtin_classes
 from models.families.v0.operations import (
-    Dev,
+    DEVICES,
     ErrorKind,
     Op,
     Outcome,
@@ -475,7 +475,7 @@ class Runner:
         self._doing = "the allocator's private state"
         seen = a.introspect() if self.target.caps.introspection else None
         self._doing = "alloc.get_num_free_blocks"
-        free = {dev: a.free_count(dev) for dev in Dev}
+        free = {dev: a.free_count(dev) for dev in DEVICES}
         evictor = self.env.get("evictor")  # evictor level: the standalone evictor, once built
         self._doing = "evictor.free_table"
         shown_evictor = None if evictor is None else a.evictor_state(evictor)

@@ -22,6 +22,11 @@ class Dev(enum.Enum):
     CPU = "cpu"
 
 
+#: Every device, in ``Dev``'s order: iterating the enum class itself builds a generator
+#: each time, and the runner reads both pools after every step.
+DEVICES: tuple[Dev, ...] = tuple(Dev)
+
+
 class ErrorKind(enum.Enum):
     """How a target call failed, as classified by the adapter."""
 

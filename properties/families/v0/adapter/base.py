@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from models.families.v0 import operations as ops
-from models.families.v0.operations import Dev, ErrorKind, Op
+from models.families.v0.operations import DEVICES, Dev, ErrorKind, Op
 from properties.core.calls import Attr, Call, Expr, ListOf, Lit, Name, Stmt, method
 from properties.families.v0.adapter.plan import PACKAGE, Plan, block
 from properties.families.v0.adapter.values import Unsupported, wrong_type
@@ -177,7 +177,7 @@ class AdapterCore:
         subs = getattr(self.alloc, "_allocators", None)
         if not isinstance(subs, Mapping):
             return False
-        allocators = [subs.get(getattr(self.device_enum, dev.name)) for dev in Dev]
+        allocators = [subs.get(getattr(self.device_enum, dev.name)) for dev in DEVICES]
         return all(callable(getattr(a, name, None)) for a in allocators
                    for name in ("swap_out", "swap_in"))
 

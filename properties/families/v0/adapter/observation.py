@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from models.families.v0.hit_window import FIELDS as WINDOW_FIELDS
-from models.families.v0.operations import Dev, Tokens
+from models.families.v0.operations import DEVICES, Dev, Tokens
 from properties.families.v0.adapter.base import AdapterCore
 from properties.families.v0.adapter.values import (
     checked_int,
@@ -106,7 +106,7 @@ class ObservationReads(AdapterCore):
         cached: dict[Dev, frozenset[int]] = {}
         evictable: dict[Dev, frozenset[int]] = {}
         refcounts: dict[int, int] = {}
-        for dev in Dev:
+        for dev in DEVICES:
             sub = subs.get(self.member(dev))
             if sub is None:
                 cached[dev] = evictable[dev] = frozenset()
@@ -135,7 +135,7 @@ class ObservationReads(AdapterCore):
         if not isinstance(subs, Mapping):
             return None
         shown: dict[Dev, tuple[object, ...]] = {}
-        for dev in Dev:
+        for dev in DEVICES:
             metric = getattr(subs.get(self.member(dev)), "metric_data", None)
             if metric is not None and all(hasattr(metric, name) for name in WINDOW_FIELDS):
                 shown[dev] = tuple(getattr(metric, name) for name in WINDOW_FIELDS)
