@@ -157,8 +157,8 @@ class ConstructionPlans(AdapterCore):
                       for i in ids]
         for d, (_, ids) in zip(on, devs, strict=True):
             kw = {"device": d[0]} if d else {}
-            reads += [("handed", Stmt(method("built", "allocate_mutable_block", Lit(None), **kw)))
-                      for _ in ids]
+            handed = Stmt(method("built", "allocate_mutable_block", Lit(None), **kw))
+            reads += [("handed", handed)] * len(ids)  # one immutable statement, repeated
         reads += [("free_after", Stmt(method("built", "get_num_free_blocks", *d))) for d in on]
         start, keys = len(stmts), [key for key, _ in reads]
 
