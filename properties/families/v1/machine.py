@@ -23,7 +23,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.pool_model import PoolConfig
-from properties.core.draws import draw
 from properties.core.plugin import PROGRESS
 from properties.families.v1.executor import Executor, Finding
 from properties.families.v1.targets import PoolTarget
@@ -107,7 +106,7 @@ class PoolMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def new_request(self, data: st.DataObject) -> None:
         embeds = self.target.caps.keys_prompt_embeds
-        req = draw(data, requests(self.config.hash_block_size, embeds, "mm" not in self.avoid),
+        req = data.draw(requests(self.config.hash_block_size, embeds, "mm" not in self.avoid),
                         label="request")
         self.step(req)
 
@@ -115,21 +114,21 @@ class PoolMachine(RuleBasedStateMachine):
     @rule(data=st.data(), field=st.sampled_from(["lora", "salt", "mm", "embeds", "tokens"]))
     def sibling_request(self, data: st.DataObject, field: str) -> None:
         """A request equal to an earlier one but for one input: the key contract's edge."""
-        base = draw(data, st.sampled_from(self.ex.reqs), label="base")
+        base = data.draw(st.sampled_from(self.ex.reqs), label="base")
         n = len(base.tokens)
         if field == "lora":
-            req = replace(base, lora=draw(data, st.sampled_from([None, 1, 2])))
+            req = replace(base, lora=data.draw(st.sampled_from([None, 1, 2])))
         elif field == "salt":
-            req = replace(base, salt=draw(data, st.sampled_from([None, "s1", "s2"])))
+            req = replace(base, salt=data.draw(st.sampled_from([None, "s1", "s2"])))
         elif field == "mm" and n and "mm" not in self.avoid:
-            ident = draw(data, st.sampled_from(sorted(MM_LENGTHS)))
-            off = draw(data, st.integers(0, min(n - 1, 3)))
+            ident = data.draw(st.sampled_from(sorted(MM_LENGTHS)))
+            off = data.draw(st.integers(0, min(n - 1, 3)))
             req = replace(base, mm=((ident, off, MM_LENGTHS[ident]),))
         elif field == "embeds" and n and self.target.caps.keys_prompt_embeds:
-            req = replace(base, embeds=bytes(draw(data,
+            req = replace(base, embeds=bytes(data.draw(
                 st.lists(st.integers(0, 1), min_size=n, max_size=n))))
         else:
-            extra = draw(data, st.lists(st.integers(0, 2), min_size=1, max_size=4))
+            extra = data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=4))
             req = replace(base, tokens=base.tokens + tuple(extra),
                           embeds=None if base.embeds is None else base.embeds + bytes(len(extra)))
         self.step(req)
@@ -137,18 +136,18 @@ class PoolMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.ex.reqs)
     @rule(data=st.data())
     def allocate(self, data: st.DataObject) -> None:
-        r = draw(data, st.integers(0, len(self.ex.reqs) - 1), label="req")
-        g = draw(data, st.integers(0, self.groups - 1), label="group")
+        r = data.draw(st.integers(0, len(self.ex.reqs) - 1), label="req")
+        g = data.draw(st.integers(0, self.groups - 1), label="group")
         size = self.config.group_block_sizes[g]
         scale = self.config.scale(g)
-        need = -(-len(self.ex.reqs[r].tokens) // size) + draw(data, st.integers(0, 1))
+        need = -(-len(self.ex.reqs[r].tokens) // size) + data.draw(st.integers(0, 1))
         nulls = 0
         if self.target.caps.skips_null_blocks and "window_nulls" not in self.avoid:
-            nulls = draw(data, st.sampled_from([0, 0, 1, 2]), label="nulls")
+            nulls = data.draw(st.sampled_from([0, 0, 1, 2]), label="nulls")
         hits: list[int] = []
         # A request scheduled before another one cached the same prefix takes no hits:
         # that is how duplicates (several blocks under one key) arise.
-        take_hits = "duplicates" in self.avoid or draw(data, st.integers(0, 2), label="hits?") > 0
+        take_hits = "duplicates" in self.avoid or data.draw(st.integers(0, 2), label="hits?") > 0
         if not nulls and take_hits:
             for i in range(len(self.ex.hashes[r]) // scale):
                 got = self.step(ops.Lookup(r, (i + 1) * scale - 1, (g,)))
@@ -158,7 +157,7 @@ class PoolMachine(RuleBasedStateMachine):
             if hits:
                 self.step(ops.Touch(tuple(hits)))
         n = max(0, min(need - len(hits) - nulls, self.ex.model.num_free))
-        new = self.step(ops.GetNew(n)) if n or draw(data, st.booleans()) else []
+        new = self.step(ops.GetNew(n)) if n or data.draw(st.booleans()) else []
         ids = [0] * nulls + hits + (new or [])
         if ids:
             # A window's skipped prefix is null from the start: nothing is cached yet.
@@ -166,7 +165,7 @@ class PoolMachine(RuleBasedStateMachine):
             self.tables.append(table)
             # allocate_slots caches the blocks its tokens fill right away (most of the time).
             limit = self._cacheable(table)
-            if limit > table.num_cached and draw(data, st.integers(0, 2), label="cache?"):
+            if limit > table.num_cached and data.draw(st.integers(0, 2), label="cache?"):
                 self.step(ops.CacheFull(r, tuple(ids), table.num_cached, limit, g))
                 table.num_cached = limit
 
@@ -185,14 +184,14 @@ class PoolMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def cache_full(self, data: st.DataObject) -> None:
         ready = [t for t in self.tables if self._cacheable(t) > t.num_cached]
-        t = draw(data, st.sampled_from(ready), label="table")
+        t = data.draw(st.sampled_from(ready), label="table")
         limit = self._cacheable(t)
-        full = draw(data, st.integers(t.num_cached + 1, limit), label="num_full")
+        full = data.draw(st.integers(t.num_cached + 1, limit), label="num_full")
         mask = None
         skips = self.target.caps.skips_null_blocks and "window_nulls" not in self.avoid
-        if skips and draw(data, st.integers(0, 3), label="masked?") == 0:
+        if skips and data.draw(st.integers(0, 3), label="masked?") == 0:
             n = full - t.num_cached
-            mask = tuple(draw(data, st.lists(st.booleans(), min_size=n, max_size=n)))
+            mask = tuple(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
         self.step(ops.CacheFull(t.req, tuple(t.ids), t.num_cached, full, t.group, mask))
         t.num_cached = full
 
@@ -209,8 +208,8 @@ class PoolMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def cache_partial(self, data: st.DataObject) -> None:
         ready = [t for t in self.tables if self._partial_units(t) > 0]
-        t = draw(data, st.sampled_from(ready), label="table")
-        j = draw(data, st.integers(1, self._partial_units(t)), label="units")
+        t = data.draw(st.sampled_from(ready), label="table")
+        j = data.draw(st.integers(1, self._partial_units(t)), label="units")
         i = t.num_cached
         tokens = i * self.config.group_block_sizes[t.group] + j * self.config.hash_block_size
         self.step(ops.CachePartial(t.req, t.ids[i], tokens, t.group))
@@ -218,7 +217,7 @@ class PoolMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.tables)
     @rule(data=st.data(), reverse=st.sampled_from([True, True, False]))
     def free_table(self, data: st.DataObject, reverse: bool) -> None:
-        t = draw(data, st.sampled_from(self.tables), label="table")
+        t = data.draw(st.sampled_from(self.tables), label="table")
         self.tables.remove(t)
         self.step(ops.Free(tuple(reversed(t.ids)) if reverse else tuple(t.ids)))
 
@@ -227,7 +226,7 @@ class PoolMachine(RuleBasedStateMachine):
     def share_table(self, data: st.DataObject) -> None:
         """Another request of the same prefix takes the cached part of a table (a v1 engine
         shares only cached blocks)."""
-        t = draw(data, st.sampled_from(self.tables), label="table")
+        t = data.draw(st.sampled_from(self.tables), label="table")
         shared = t.ids[: t.num_cached]
         if not shared:
             return
@@ -237,9 +236,9 @@ class PoolMachine(RuleBasedStateMachine):
     @precondition(lambda self: any(self.ex.hashes))
     @rule(data=st.data())
     def lookup(self, data: st.DataObject) -> None:
-        r = draw(data, st.sampled_from([i for i, h in enumerate(self.ex.hashes) if h]))
-        index = draw(data, st.integers(0, len(self.ex.hashes[r]) - 1), label="index")
-        groups = draw(data, st.lists(st.integers(0, self.groups - 1), min_size=1, max_size=3))
+        r = data.draw(st.sampled_from([i for i, h in enumerate(self.ex.hashes) if h]))
+        index = data.draw(st.integers(0, len(self.ex.hashes[r]) - 1), label="index")
+        groups = data.draw(st.lists(st.integers(0, self.groups - 1), min_size=1, max_size=3))
         self.step(ops.Lookup(r, index, tuple(groups)))
 
     @rule(action=st.sampled_from(["events", "events", "evict", "reset", "over_allocate",

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from models.families.v1 import request_ops as ops
-from properties.core.draws import draw
 from properties.families.v1.request.executor import RequestExecutor
 from properties.families.v1.request.target import ManagerConfig, ManagerTarget
 
@@ -59,30 +58,30 @@ class ManagerMachine(RuleBasedStateMachine):
         """A fresh prompt, one extending a prefix of another request's tokens, or an exact
         whole-block copy of one (same key inputs: the prompt is entirely cached)."""
         reqs = self.ex.reqs
-        kind = draw(data, st.sampled_from(["fresh", "extend", "extend", "copy"] if reqs
+        kind = data.draw(st.sampled_from(["fresh", "extend", "extend", "copy"] if reqs
                                          else ["fresh"]), label="kind")
         base: list[int] = []
-        salt = draw(data, st.sampled_from([None, None, None, "s"]), label="salt")
-        lora = draw(data, st.sampled_from([None, None, None, 1]), label="lora")
-        size = draw(data, st.sampled_from([1, 1, 2, 3, 4, 6, 10]), label="tail size")
+        salt = data.draw(st.sampled_from([None, None, None, "s"]), label="salt")
+        lora = data.draw(st.sampled_from([None, None, None, 1]), label="lora")
+        size = data.draw(st.sampled_from([1, 1, 2, 3, 4, 6, 10]), label="tail size")
         if kind != "fresh":
-            other = reqs[draw(data, st.integers(0, len(reqs) - 1), label="base")]
-            cut = draw(data, st.integers(0, len(other.tokens)), label="prefix")
-            if kind == "copy" or draw(data, st.booleans(), label="aligned"):
+            other = reqs[data.draw(st.integers(0, len(reqs) - 1), label="base")]
+            cut = data.draw(st.integers(0, len(other.tokens)), label="prefix")
+            if kind == "copy" or data.draw(st.booleans(), label="aligned"):
                 cut -= cut % max(self.config.block_sizes)  # whole blocks: exact hits
             base = list(other.tokens[:cut])
             if kind == "copy" and base:
                 size, salt, lora = 0, other.salt, other.lora
-        tail = draw(data, st.lists(st.integers(0, 2), min_size=size, max_size=size),
+        tail = data.draw(st.lists(st.integers(0, 2), min_size=size, max_size=size),
                          label="tail")
         prompt = tuple((base + tail)[:20])
-        outputs = tuple(draw(data, st.lists(st.integers(0, 2), max_size=5), label="outputs"))
+        outputs = tuple(data.draw(st.lists(st.integers(0, 2), max_size=5), label="outputs"))
         self.ex.step(ops.Add(prompt, outputs, salt, lora))
 
     @precondition(lambda self: self._open())
     @rule(data=st.data(), n=st.sampled_from(CHUNKS), lookahead=st.sampled_from([0, 0, 0, 1, 3]))
     def schedule(self, data: st.DataObject, n: int, lookahead: int) -> None:
-        i = draw(data, st.sampled_from(self._open()), label="req")
+        i = data.draw(st.sampled_from(self._open()), label="req")
         self.ex.step(ops.Schedule(i, n, lookahead))
 
     @precondition(lambda self: not self.ex.step_open and self._open())
@@ -99,7 +98,7 @@ class ManagerMachine(RuleBasedStateMachine):
             if r.status == "finished" or r.scheduled is not None:
                 continue
             was_running = r.status == "running"
-            n = draw(data, st.sampled_from(CHUNKS), label="chunk")
+            n = data.draw(st.sampled_from(CHUNKS), label="chunk")
             while ex.step(ops.Schedule(i, n, lookahead)) is None and r.status == "running":
                 victims = [j for j, q in enumerate(ex.reqs)
                            if q.status == "running" and q.scheduled is None and j != i]
@@ -118,7 +117,7 @@ class ManagerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def preempt(self, data: st.DataObject) -> None:
         running = self._running()
-        i = draw(data, st.sampled_from([running[-1], *running]), label="req")
+        i = data.draw(st.sampled_from([running[-1], *running]), label="req")
         self.ex.step(ops.Preempt(i))
 
     @precondition(lambda self: not self.ex.step_open)
@@ -127,7 +126,7 @@ class ManagerMachine(RuleBasedStateMachine):
         """An abort (of any unfinished request) or, less often, ``reset_prefix_cache``."""
         live = [i for i, r in enumerate(self.ex.reqs) if r.status != "finished"]
         if action == "abort" and live:
-            self.ex.step(ops.Abort(draw(data, st.sampled_from(live), label="req")))
+            self.ex.step(ops.Abort(data.draw(st.sampled_from(live), label="req")))
         elif action == "reset":
             self.ex.step(ops.ResetCache())
 
