@@ -7,9 +7,11 @@ module's state alone (two ``random.getstate()`` copies of 625 ints), records the
 explain phase (off in every profile here) and formats a description for the printed notes.
 The machines make about 30 interactive draws per step, so that was 10-18% of a run. The
 choice sequence comes from the draw itself (``ConjectureData.draw``, which opens the same
-span), so the examples are unchanged. While Hypothesis prints notes (the final replay of a
-failure, or verbose output) or observability is on, the full ``data.draw`` runs, so the
-report still lists each draw with its label.
+span), so a seeded run draws exactly what it did. (Switching a machine's call sites to it
+edits the class, and a derandomized run's seed is derived from the class's source: that
+re-seeds it.) While Hypothesis prints notes (the final replay of a failure, or verbose
+output) or observability is on, the full ``data.draw`` runs, so the report still lists each
+draw with its label.
 """
 
 from __future__ import annotations
