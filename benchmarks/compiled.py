@@ -36,6 +36,7 @@ from properties.families.v0.runner import Step
 __all__ = [
     "CHUNK",
     "CLOCK",
+    "TICK",
     "CompiledProgram",
     "ProgramError",
     "RenderedOp",
@@ -49,10 +50,13 @@ __all__ = [
     "no_gc",
     "render_log",
     "render_table_program",
+    "run_ticked",
 ]
 
 _CLOCK = "_clock_"  # the clock, see CLOCK
 _RECORD = "_record_"  # list.append of the clock readings
+#: The source line that records one clock reading in a timed variant.
+TICK = f"{_RECORD}({_CLOCK}())"
 _PROBE = "_probe_"  # list.append of free-count pairs
 _AT = "_at_"  # index of the operation running (probe runs only)
 
@@ -157,22 +161,10 @@ class CompiledProgram:
         clock reading, subtracted per operation)."""
         if not self.timed and self.kinds:
             raise ProgramError("compiled without the timed variant")
-        env = self.fresh_env()
-        env[_CLOCK] = clock
-        per_kind: dict[str, float] = {}
-        index = 0
-        with no_gc():
-            for code in self.timed:
-                stamps: list[int] = []
-                env[_RECORD] = stamps.append
-                exec(code, env)
-                for before, after in pairwise(stamps):
-                    kind = self.kinds[index]
-                    per_kind[kind] = per_kind.get(kind, 0.0) + (after - before - overhead_ns)
-                    index += 1
-        if index != len(self.kinds):
-            raise ProgramError(f"{index} of {len(self.kinds)} operations ran")
-        return {k: max(v, 0.0) / 1e9 for k, v in per_kind.items()}
+        per_kind, ran = run_ticked(self.timed, self.fresh_env(), self.kinds, overhead_ns, clock)
+        if ran != len(self.kinds):
+            raise ProgramError(f"{ran} of {len(self.kinds)} operations ran")
+        return per_kind
 
     def counts(self) -> Counter[str]:
         return Counter(self.kinds)
@@ -199,9 +191,30 @@ def chunk_ends(count: int, breaks: Iterable[int] | None = None,
     return tuple(ends)
 
 
+def run_ticked(codes: Sequence[CodeType], env: dict[str, Any], kinds: Sequence[str],
+               overhead_ns: float, clock: Callable[[], int] = CLOCK,
+               ) -> tuple[dict[str, float], int]:
+    """Execute timed variants (a :data:`TICK` before the first operation and after each) in
+    ``env``, the collector off: seconds per kind (the i-th interval is ``kinds[i]``'s, less
+    ``overhead_ns``, floored at 0) and how many intervals were recorded."""
+    env[_CLOCK] = clock
+    per_kind: dict[str, float] = {}
+    index = 0
+    with no_gc():
+        for code in codes:
+            stamps: list[int] = []
+            env[_RECORD] = stamps.append
+            exec(code, env)
+            for before, after in pairwise(stamps):
+                kind = kinds[index]
+                per_kind[kind] = per_kind.get(kind, 0.0) + (after - before - overhead_ns)
+                index += 1
+    return {k: max(v, 0.0) / 1e9 for k, v in per_kind.items()}, index
+
+
 def _compile(rendered: Sequence[RenderedOp], ends: Sequence[int], *, timed: bool,
              name: str) -> tuple[tuple[CodeType, ...], int]:
-    tick = f"{_RECORD}({_CLOCK}())"
+    tick = TICK
     codes: list[CodeType] = []
     lines = 0
     start = 0
@@ -333,7 +346,7 @@ def free_counts_at(program: CompiledProgram, points: Sequence[int]) -> list[tupl
 
 def clock_overhead_ns(samples: int = 20_000, clock: Callable[[], int] = CLOCK) -> float:
     """Median cost of one clock reading as the timed variant makes it (best of 5)."""
-    code = compile("\n".join([f"{_RECORD}({_CLOCK}())"] * samples) + "\n", "<clock>", "exec")
+    code = compile("\n".join([TICK] * samples) + "\n", "<clock>", "exec")
     best = float("inf")
     for _ in range(5):
         stamps: list[int] = []

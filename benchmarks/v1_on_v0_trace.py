@@ -63,11 +63,18 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import pairwise
 from types import CodeType
 from typing import Any
 
-from benchmarks.compiled import CLOCK, chunk_ends, clock_overhead_ns, merge_min, no_gc
+from benchmarks.compiled import (
+    CLOCK,
+    TICK,
+    chunk_ends,
+    clock_overhead_ns,
+    merge_min,
+    no_gc,
+    run_ticked,
+)
 from benchmarks.serving_trace import Trace
 from models.families.v0 import operations as ops
 from models.families.v0.operations import Dev, Op
@@ -93,10 +100,6 @@ COMPARABLE = ("table_allocate", "table_append", "table_fork", "table_free")
 #: preemption and re-admission, timed but not compared).
 NOT_COMPARABLE = ("table_swap", "clear_cows", "table_mark_accessed", "mark_computed")
 HASH = ".hash"  # suffix of the request-hashing sub-kind
-
-_CLOCK = "_clock_"
-_RECORD = "_record_"
-
 
 class UnsupportedOp(ValueError):
     """The trace holds an operation the v1 replay has no mapping for."""
@@ -313,27 +316,14 @@ class V1Program:
                   ) -> dict[str, float]:
         """Seconds per (sub-)kind on a fresh pool, one clock reading's cost subtracted per
         unit."""
-        env = self.fresh_env()
-        env[_CLOCK] = clock
-        per_kind: dict[str, float] = {}
-        index = 0
-        with no_gc():
-            for code in self.timed:
-                stamps: list[int] = []
-                env[_RECORD] = stamps.append
-                exec(code, env)
-                for before, after in pairwise(stamps):
-                    kind = self.kinds[index]
-                    per_kind[kind] = per_kind.get(kind, 0.0) + (after - before - overhead_ns)
-                    index += 1
-        return {k: max(v, 0.0) / 1e9 for k, v in per_kind.items()}
+        return run_ticked(self.timed, self.fresh_env(), self.kinds, overhead_ns, clock)[0]
 
 
 def compile_trace(trace: Trace, make_env: Callable[[], dict[str, Any]], num_blocks: int,
                   chunk: int = 1_000) -> V1Program:
     rendered, consts = render(trace.program)
     ends = chunk_ends(len(rendered), None, chunk)
-    tick = f"{_RECORD}({_CLOCK}())"
+    tick = TICK
     plain: list[CodeType] = []
     timed: list[CodeType] = []
     start = 0
