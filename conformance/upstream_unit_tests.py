@@ -145,14 +145,6 @@ class IndexFile:
     sha256: str
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def index_file(project: str, filename: str, index_url: str) -> IndexFile:
     """The url and sha256 of ``filename`` on the index's PEP 691 JSON page of ``project``."""
     page = urllib.parse.urljoin(index_url.rstrip("/") + "/", f"{project}/")
@@ -175,7 +167,8 @@ def index_file(project: str, filename: str, index_url: str) -> IndexFile:
 
 def verify(path: Path, sha256: str) -> None:
     """Raise :class:`HashMismatch` unless the file's sha256 is ``sha256``."""
-    actual = _sha256(path)
+    with path.open("rb") as handle:
+        actual = hashlib.file_digest(handle, "sha256").hexdigest()
     if actual != sha256.lower():
         raise HashMismatch(f"{path}: sha256 {actual}, the index says {sha256}")
 
