@@ -31,6 +31,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import linecache
+import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,10 @@ from typing import Any
 #: The package the copies live in: ``prefixcache_zoo.<mutant>.<module>``.
 ROOT = "prefixcache_zoo"
 REFERENCE = "prefixcache"
+# The copies log what the reference logs (a refused prefix-cache reset, hundreds per zoo
+# search) under ``prefixcache_zoo.*``, outside the ``prefixcache`` logger that the searches'
+# ``quiet()`` silences; a mutant is judged by its violations, never by its log.
+logging.getLogger(ROOT).setLevel(logging.ERROR)
 _SOURCE = Path(__file__).resolve().parents[2] / REFERENCE
 
 
