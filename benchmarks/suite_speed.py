@@ -30,6 +30,7 @@ from models.families.v0.capabilities import Config
 from models.families.v0.operations import Op, Outcome, Snapshot
 from models.families.v0.oracle import Oracle, OutOfContract
 from properties.core import selection
+from properties.core.collector import machine_collector
 from properties.core.machine import OracleMachine
 from properties.core.targets import Target
 from properties.families.v0.machines.block_level import BlockLevelMachine
@@ -244,7 +245,7 @@ def run_machine(name: str, target: Target, max_examples: int, steps: int,
     both)."""
     probe = Probe()
     cls = instrumented(MACHINES[name], probe)
-    with selected(target), quiet():
+    with selected(target), quiet(), machine_collector():  # as the plugin runs machines
         start, start_cpu = time.perf_counter(), CLOCK()
         run_state_machine_as_test(cls, settings=machine_settings(max_examples, steps))
         wall, cpu = time.perf_counter() - start, (CLOCK() - start_cpu) / 1e9

@@ -43,6 +43,9 @@ matching entry wins, so list narrow entries before broad ones. Other keys (``obs
   so it still fails.
 - The terminal summary lists, per entry, how many examples hit it.
 
+While a state-machine test runs (any ``RuleBasedStateMachine``'s ``TestCase``), the collector's
+young-generation threshold is raised (``properties.core.collector``) and restored after it.
+
 ``--all`` (``properties.core.signature``, ``properties.core.baseline``): every violation no entry
 covers is a deviation; the first of each signature (family, allocator type, operation kind, message
 template) is shrunk to the shortest program with that signature and collected, and from then on
@@ -76,6 +79,7 @@ from hypothesis.errors import Unsatisfiable
 import properties.core.profiles  # noqa: F401  (registers the profiles)
 from models.core.invariants import Family, Violation
 from properties.core import baseline, selection
+from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
 from properties.core.family import FamilyError
 from properties.core.signature import signature
@@ -533,8 +537,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
     # A derandomized profile promises the same examples every run: see properties.core.determinism.
     derandomized = settings.default is not None and settings.default.derandomize
     pinned = fixed_constants() if derandomized else contextlib.nullcontext()
+    machine = getattr(getattr(item, "obj", None), "_hypothesis_state_machine_class", None)
+    collector = machine_collector() if machine is not None else contextlib.nullcontext()
     try:
-        with pinned:
+        with pinned, collector:
             yield
     finally:
         _active = None

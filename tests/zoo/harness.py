@@ -34,6 +34,7 @@ from models.core.invariants import Family, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.operations import Op
+from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
 from properties.core.machine import OracleMachine
 from properties.core.replay import run_program
@@ -214,7 +215,7 @@ def _search(check: str, spec: str, allocator_type: str, budget: Budget) -> _Firs
 
     use(target)
     try:
-        with quiet(), fixed_constants():
+        with quiet(), fixed_constants(), machine_collector():
             run_state_machine_as_test(seed(budget.seed)(Probe), settings=budget.settings())
     except Violation:
         if not found:

@@ -14,6 +14,7 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from models.core.invariants import Violation
+from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
 from properties.core.plugin import ExpectedFailure, record
 from properties.families.v1.machine import bind
@@ -29,7 +30,7 @@ class TestPoolLevel:
         """Known deviations' generator features are left out (``avoid``), so the rest is
         explored."""
         machine = bind(pool_target, avoid=avoided(pool_raw_xfails))
-        with fixed_constants():
+        with fixed_constants(), machine_collector():
             try:
                 run_state_machine_as_test(machine, settings=settings())
             except (Violation, BaseExceptionGroup) as exc:

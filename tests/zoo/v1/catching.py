@@ -12,6 +12,7 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from models.core.invariants import Violation
+from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
 from properties.families.v1.executor import Executor
 from properties.families.v1.machine import FINDINGS, PoolMachine
@@ -32,7 +33,8 @@ def catch(machine: type[PoolMachine], budget: settings,
 
     machine.__init__ = init  # type: ignore[method-assign]
     start = time.perf_counter()
-    with pytest.raises(Violation) as info, fixed_constants():  # no order dependence
+    # fixed constants: no order dependence
+    with pytest.raises(Violation) as info, fixed_constants(), machine_collector():
         run_state_machine_as_test(machine, settings=budget)
     elapsed = time.perf_counter() - start
     for key in [k for k in FINDINGS if k[0].startswith(target_name)]:

@@ -17,6 +17,7 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from models.core.invariants import Violation
+from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
 from properties.families.v1.request.machine import bind
 from properties.families.v1.request.target import CONFIGS, ManagerTarget
@@ -28,7 +29,7 @@ def test_kv_cache_manager(manager_target: ManagerTarget, manager_xfails: list[di
                           config_name: str) -> None:
     avoid = frozenset(f for e in manager_xfails for f in e.get("avoid", ()))
     machine = bind(manager_target, CONFIGS[config_name], avoid=avoid)
-    with fixed_constants():
+    with fixed_constants(), machine_collector():
         try:
             run_state_machine_as_test(machine, settings=settings())
         except Violation as v:
