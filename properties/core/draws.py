@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 try:  # private to Hypothesis: without them, every draw is ``data.draw``
     from hypothesis.control import should_note
-    from hypothesis.errors import UnsatisfiedAssumption
-    from hypothesis.internal.conjecture.data import ConjectureData
+    from hypothesis.errors import FlakyStrategyDefinition, UnsatisfiedAssumption
+    from hypothesis.internal.conjecture.data import MAX_DEPTH, ConjectureData
     from hypothesis.internal.conjecture.utils import combine_labels, many
     from hypothesis.internal.observability import observability_enabled
     from hypothesis.strategies._internal.collections import ListStrategy
@@ -55,7 +55,7 @@ try:  # the shrinker's value holes (newer Hypothesis); absent, there are none to
 except ImportError:  # pragma: no cover
     _PREFIX_HOLES = ()
 
-__all__ = ["draw", "fast_drawable"]
+__all__ = ["at_value_hole", "draw", "fast_drawable", "full_draw_needed", "nested_draw"]
 
 T = TypeVar("T")
 
@@ -68,12 +68,39 @@ _UNWEIGHTED_SPAN = 127
 def draw(data: st.DataObject, strategy: st.SearchStrategy[T], label: str | None = None) -> T:
     """``data.draw(strategy, label=label)``: the same value from the same choices."""
     conjecture: Any = getattr(data, "conjecture_data", None)
-    if conjecture is None or should_note is None or should_note() or observability_enabled():
+    if conjecture is None or full_draw_needed():
         return data.draw(strategy, label=label)
     unwrapped = unwrap_strategies(strategy)
-    if _at_value_hole(conjecture) or not fast_drawable(unwrapped):
+    if at_value_hole(conjecture) or not fast_drawable(unwrapped):
         return conjecture.draw(strategy)  # type: ignore[no-any-return]
     return _spanned(conjecture, unwrapped)  # type: ignore[no-any-return]
+
+
+def full_draw_needed() -> bool:
+    """Whether draws must take Hypothesis's own path: notes are printed (a failure's final
+    replay, verbose output), observability is on, or this Hypothesis lacks what the fast path
+    replicates. Call inside a test only."""
+    return should_note is None or should_note() or observability_enabled()
+
+
+def nested_draw(data: ConjectureData, strategy: st.SearchStrategy[T]) -> T:
+    """``data.draw(strategy)`` from inside another strategy's ``do_draw`` (not at the test's
+    top level): the same checks, span and choices; a :func:`fast_drawable` tree's choices are
+    made here, any other strategy's ``do_draw`` runs inside its span."""
+    strategy.validate()
+    unwrapped = unwrap_strategies(strategy)
+    if unwrapped.is_empty or data.depth >= MAX_DEPTH or at_value_hole(data):
+        return data.draw(strategy)
+    if fast_drawable(unwrapped):
+        return _spanned(data, unwrapped)  # type: ignore[no-any-return]
+    data.start_span(unwrapped.label)
+    try:
+        return unwrapped.do_draw(data)  # type: ignore[no-any-return]
+    except FlakyStrategyDefinition as err:
+        err.add_note(f"while drawing from {strategy!r}")
+        raise
+    finally:
+        data.stop_span()
 
 
 def fast_drawable(strategy: Any) -> bool:
@@ -193,7 +220,7 @@ def _branches_of(strategy: Any) -> list[Any]:
     return [strategy]
 
 
-def _at_value_hole(data: ConjectureData) -> bool:
+def at_value_hole(data: ConjectureData) -> bool:
     """Whether the next prefix choice is a shrinker's value hole (only ``data.draw``
     re-encodes those)."""
     prefix = data.prefix

@@ -15,6 +15,7 @@ from models.core.invariants import Violation
 from properties.core.baseline import attach_run
 from properties.core.family import Family, Oracle, Runner
 from properties.core.reproducer import render_script
+from properties.core.rule_choice import install as install_rule_choice
 from properties.core.selection import current_target
 from properties.core.shrink import shrunk_log
 from properties.core.targets import Target
@@ -41,6 +42,7 @@ class OracleMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        install_rule_choice(self)  # the same rules from the same choices, drawn faster
         self.target = current_target()
         self.family = self.target.family_object
         self.clock = 0.0
