@@ -7,6 +7,8 @@ introspection. Nothing here changes the target.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
+from operator import attrgetter
 from typing import Any
 
 from models.families.v0.hit_window import FIELDS as WINDOW_FIELDS
@@ -20,17 +22,27 @@ from properties.families.v0.adapter.values import (
     wrong_type,
 )
 
+#: A ``metric_data``'s hit-rate window fields, in order (AttributeError if one is missing).
+_window_fields = attrgetter(*WINDOW_FIELDS)
+
 #: The item types of a list of ints and of optional ints (one set test per list).
 _INT = frozenset({int})
 _OPT_INT = frozenset({int, type(None)})
+
+
+def _int_set(values: Any) -> frozenset[int]:
+    """``values`` as a frozenset of ints (each converted unless all are plain ints)."""
+    shown = frozenset(values)
+    return shown if set(map(type, shown)) <= _INT else frozenset(int(v) for v in shown)
 
 
 class ObservationReads(AdapterCore):
     """The runner's reads of the target's state."""
 
     def free_count(self, dev: Dev) -> int:
-        return checked_int(self.alloc.get_num_free_blocks(self.member(dev)),
-                           f"alloc.get_num_free_blocks(Device.{dev.name})")
+        count = self.alloc.get_num_free_blocks(self.member(dev))
+        return count if type(count) is int else checked_int(
+            count, f"alloc.get_num_free_blocks(Device.{dev.name})")
 
     def drain_cows(self) -> tuple[tuple[int, int], ...]:
         """``clear_copy_on_writes()``, as the engine calls it after every scheduling step."""
@@ -115,16 +127,20 @@ class ObservationReads(AdapterCore):
             counts = getattr(counter, "_refcounts", None)
             if not isinstance(counts, Mapping):
                 return None
-            refcounts.update({int(k): int(v) for k, v in counts.items()})
+            # plain ints (every bundled and upstream allocator's) are taken as they are
+            if set(map(type, counts)) <= _INT and set(map(type, counts.values())) <= _INT:
+                refcounts.update(counts)
+            else:
+                refcounts.update({int(k): int(v) for k, v in counts.items()})
             content = getattr(sub, "_cached_blocks", None)
             if content is None:
                 cached[dev] = evictable[dev] = frozenset()
                 continue
-            cached[dev] = frozenset(int(v) for v in content.values())
+            cached[dev] = _int_set(content.values())
             table_ = getattr(sub.evictor, "free_table", None)
             if table_ is None:
                 return None
-            evictable[dev] = frozenset(int(k) for k in table_)
+            evictable[dev] = _int_set(table_)
         return cached, evictable, refcounts
 
     def metric_windows(self) -> dict[Dev, tuple[object, ...]] | None:
@@ -137,6 +153,7 @@ class ObservationReads(AdapterCore):
         shown: dict[Dev, tuple[object, ...]] = {}
         for dev in DEVICES:
             metric = getattr(subs.get(self.member(dev)), "metric_data", None)
-            if metric is not None and all(hasattr(metric, name) for name in WINDOW_FIELDS):
-                shown[dev] = tuple(getattr(metric, name) for name in WINDOW_FIELDS)
+            if metric is not None:
+                with suppress(AttributeError):  # not every field: this device shows none
+                    shown[dev] = _window_fields(metric)
         return shown or None
