@@ -121,9 +121,7 @@ def test_the_comparison_sees_rejections_retries_and_counts() -> None:
 
 
 def test_the_machines_draw_rules_with_rule_choice() -> None:
-    from properties.core.selection import use
-    from properties.core.targets import DEFAULT_SPEC, load_target
+    """On the session's selected target (the test leaves the selection as it is)."""
     from properties.families.v0.machines.block_level import BlockLevelMachine
 
-    use(load_target(DEFAULT_SPEC))
     assert type(BlockLevelMachine()._rules_strategy) is RuleChoice

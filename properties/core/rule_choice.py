@@ -189,7 +189,7 @@ def _build_checks(machine_type: type, rules: tuple[Any, ...]) -> tuple[_Check, .
 
 
 def install(machine: RuleBasedStateMachine) -> None:
-    """Give ``machine`` a :class:`RuleChoice` (call at the end of its ``__init__``); leaves
-    upstream's strategy where this Hypothesis lacks what it replicates."""
+    """Give ``machine`` a :class:`RuleChoice` (call after ``RuleBasedStateMachine.__init__``);
+    leaves upstream's strategy where this Hypothesis lacks what it replicates."""
     if get_pretty_function_description is not None and hasattr(machine, "_rules_strategy"):
         machine._rules_strategy = RuleChoice(machine)
