@@ -19,6 +19,10 @@ class Device(enum.Enum):
     GPU = enum.auto()
     CPU = enum.auto()
 
+    # Members compare by identity; ``Enum.__hash__`` hashes the name in Python on every
+    # lookup of a per-device dict (each routed call), this is the C-level identity hash.
+    __hash__ = object.__hash__
+
 
 def cdiv(a: int, b: int) -> int:
     """Ceiling of ``a / b`` in exact integer arithmetic (also for negative ``a``)."""

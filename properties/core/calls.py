@@ -10,36 +10,38 @@ prints them as source.
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeAlias
 
+from models.core.records import record
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class Name:
     """A variable: ``alloc``, ``Device``, ``BlockTable``, ``b3`` (block handle 3), ``t1``."""
 
     id: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Attr:
     obj: Expr
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lit:
     """A literal: int, float, bool, None, str, or a list/tuple of those."""
 
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListOf:
     items: tuple[Expr, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Call:
     func: Expr
     args: tuple[Expr, ...] = ()
@@ -49,7 +51,7 @@ class Call:
 Expr: TypeAlias = Name | Attr | Lit | ListOf | Call
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Stmt:
     """Evaluate ``expr``; bind the result to ``bind`` (or unpack it into ``unpack`` names)."""
 

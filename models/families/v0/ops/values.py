@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from models.core.records import record
+
 Tokens: TypeAlias = tuple[int, ...]
 JSON: TypeAlias = Any
 
@@ -20,6 +22,10 @@ class Dev(enum.Enum):
 
     GPU = "gpu"
     CPU = "cpu"
+
+    # Keys of per-device dicts read several times a step (never set members whose order
+    # matters): the C-level identity hash instead of ``Enum.__hash__``'s hash of the name.
+    __hash__ = object.__hash__
 
 
 #: Every device, in ``Dev``'s order: iterating the enum class itself builds a generator
@@ -148,7 +154,7 @@ def frozen_literal(value: JSON) -> JSON:
 
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EvictorState:
     """What the evictor shows after a step: ``num_blocks``, and ``free_table`` as
     ``{block_id: (content_hash, num_hashed_tokens, last_accessed)}``."""
@@ -157,7 +163,7 @@ class EvictorState:
     table: Mapping[int, tuple[int, int, float]]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RefcountState:
     """What the counter shows after a step: ``get(id)`` of each id it was built with;
     ``pending``: the tracker's recorded pairs (a non-destructive ``pending()``), for targets
@@ -170,7 +176,7 @@ class RefcountState:
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Outcome:
     """What the target did for one operation.
 
@@ -191,7 +197,7 @@ class Outcome:
     admitted: bool | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Snapshot:
     """What the allocator shows after an operation.
 
