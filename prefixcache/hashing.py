@@ -155,6 +155,10 @@ default_hash_function: HashFunction = hash_block_tokens
 
 
 def _encode_mm_item(item: object) -> bytes:
+    if type(item) is str:  # the common kinds first, by exact class
+        return b"s" + _encode_bytes(item.encode("utf-8"))
+    if type(item) is int:
+        return b"i" + _encode_int(item, "multimodal hash")
     if isinstance(item, bool):
         raise InvalidArgumentError("multimodal hashes must be str, bytes or int")
     if isinstance(item, int):
@@ -185,6 +189,8 @@ def make_extra_hash(
     """
     if mm_hashes is None:
         mm_hashes = ()
+    elif mm_hashes.__class__ is tuple or mm_hashes.__class__ is list:
+        pass  # the common sequences, without the ABC check below
     elif isinstance(mm_hashes, str | bytes | bytearray | memoryview):
         raise InvalidArgumentError("mm_hashes must be a sequence of hashes, not one string")
     elif not isinstance(mm_hashes, Sequence):
@@ -193,22 +199,23 @@ def make_extra_hash(
         )
     if lora_id is None and cache_salt is None and len(mm_hashes) == 0:
         return None
-    digest = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_EXTRA_PERSON)
+    # The encoding, fed to BLAKE2b in one update (the same digest as one update per part).
+    parts: list[bytes] = []
     if lora_id is None:
-        digest.update(_ABSENT)
+        parts.append(_ABSENT)
     else:
         if isinstance(lora_id, bool):
             raise InvalidArgumentError("lora_id must be an int")
-        digest.update(_PRESENT + _encode_int(lora_id, "lora_id"))
+        parts.append(_PRESENT + _encode_int(lora_id, "lora_id"))
     if cache_salt is None:
-        digest.update(_ABSENT)
+        parts.append(_ABSENT)
     elif isinstance(cache_salt, str):
-        digest.update(_PRESENT + _encode_bytes(cache_salt.encode("utf-8")))
+        parts.append(_PRESENT + _encode_bytes(cache_salt.encode("utf-8")))
     elif isinstance(cache_salt, bytes):
-        digest.update(_PRESENT + _encode_bytes(cache_salt))
+        parts.append(_PRESENT + _encode_bytes(cache_salt))
     else:
         raise InvalidArgumentError("cache_salt must be str or bytes")
-    digest.update(_varint(len(mm_hashes)))
-    for item in mm_hashes:
-        digest.update(_encode_mm_item(item))
+    parts.append(_varint(len(mm_hashes)))
+    parts += map(_encode_mm_item, mm_hashes)
+    digest = hashlib.blake2b(b"".join(parts), digest_size=DIGEST_SIZE, person=_EXTRA_PERSON)
     return int.from_bytes(digest.digest(), "big")
