@@ -26,7 +26,8 @@ F = Family
 def check_snapshot(m: Model, c: Context) -> None:
     for t in (getattr(c.op, "table", None), c.outcome.new_table):
         if t in m.tables:  # only the step's own tables can have changed ids
-            m.table_ids[t] = tuple(m.blocks[k].id for k in m.tables[t].blocks)
+            recs = m.blocks.recs
+            m.table_ids[t] = tuple(recs[k].id for k in m.tables[t].blocks)
     _free(m, c)
     if not _ids_match(m, c):  # rare: classify every difference, with the owners of each id
         owners: dict[int, int] = {} if m.null_id is None else {m.null_id: m.null_id}
@@ -48,7 +49,7 @@ def _block_totals(m: Model, c: Context) -> None:
     shown = c.after.block_totals
     if shown is None:
         return
-    blocks = m.blocks
+    blocks = m.blocks.recs  # the store's dict: the hot loops skip its __getitem__
     totals: dict[int, int] = {}  # handle -> its chain's token count (each chain walked once)
     for h in m.handles:
         walk: list[int] = []
@@ -105,8 +106,9 @@ def _block_extras(m: Model, c: Context) -> None:
     if shown is None:
         return
     by_key: dict[KeyIdentity | None, tuple[int, int | None]] = {}
+    recs, caching = m.blocks.recs, m.caps.prefix_caching
     for h in m.handles:
-        extra = m.blocks[h].extra if m.caps.prefix_caching else None
+        extra = recs[h].extra if caching else None
         got = shown.get(h)
         if extra is None or isinstance(extra, int):
             if got != extra:
@@ -135,9 +137,12 @@ def _table_ids(m: Model, t: int) -> tuple[int | None, ...]:
 
 def _ids_match(m: Model, c: Context) -> bool:
     """Fast path: every live handle and table shows exactly the model's ids."""
-    blocks, tables = c.after.blocks, c.after.tables
-    return all(blocks.get(h, "missing") == m.blocks[h].id for h in m.handles) and \
-        all(tables.get(t) == _table_ids(m, t) for t in m.live_tables)
+    blocks, recs = c.after.blocks, m.blocks.recs
+    for h in m.handles:
+        if blocks.get(h, "missing") != recs[h].id:
+            return False
+    tables, table_ids = c.after.tables, m.table_ids
+    return all(tables.get(t) == table_ids[t] for t in m.live_tables)
 
 
 def _free(m: Model, c: Context) -> None:
@@ -203,8 +208,9 @@ def _blocks(m: Model, c: Context) -> None:
         got = after.blocks.get(h, "missing")
         if got is not None:
             c.flag(F.TABLE, f"freed block {h} still shows an id", expected=None, observed=got)
+    recs = m.blocks.recs
     for h in m.handles:
-        rec = m.blocks[h]
+        rec = recs[h]
         tokens = after.block_tokens.get(h)
         if tokens != tuple(rec.tokens):
             c.flag(F.TABLE, f"block {h}: tokens", expected=tuple(rec.tokens), observed=tokens)
