@@ -89,7 +89,9 @@ class ObservationReads(AdapterCore):
 
     def block_extra(self, obj: Any) -> int | None:
         """A block object's ``extra_hash`` property (vLLM generation), type-checked."""
-        return checked_opt_int(obj.extra_hash, "block.extra_hash")
+        extra = obj.extra_hash
+        return extra if extra is None or type(extra) is int \
+            else checked_opt_int(extra, "block.extra_hash")
 
     def table_state(self, obj: Any) -> tuple[tuple[int | None, ...], Tokens]:
         """(ids, tokens) of a block table; ``blocks``, ``physical_block_ids`` and the token
