@@ -94,17 +94,31 @@ def collected(stderr: str) -> int:
     return int(found[-1])
 
 
-def _counted(tree: Path, script: str, python: str) -> tuple[int, str]:
-    """Instructions of ``python -c script`` in ``tree`` (its packages first on the path)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(tree)}
-        proc = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/callgrind.out",
-             python, "-c", script],
-            cwd=tree, env=env, capture_output=True, text=True, check=False)
+def _environment(tree: Path, python: str) -> dict[str, str]:
+    """``tree``'s packages, then the interpreter's installed ones (``python -S``, below, skips
+    the ``.pth`` files: an editable install of this project would otherwise supply the
+    modules an older revision lacks from the working tree)."""
+    libs = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path("
+                           "'purelib')); print(sysconfig.get_path('platlib'))"],
+                          check=True, capture_output=True, text=True).stdout.split()
+    path = os.pathsep.join([str(tree), *dict.fromkeys(libs)])
+    return {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": path}
+
+
+def _run(command: list[str], tree: Path, python: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(command, cwd=tree, env=_environment(tree, python),
+                          capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise InstructionCountError(f"the counted run in {tree} failed "
-                                    f"(exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+        raise InstructionCountError(f"a run in {tree} failed (exit {proc.returncode}):\n"
+                                    f"{proc.stderr[-2000:]}")
+    return proc
+
+
+def _counted(tree: Path, script: str, python: str) -> tuple[int, str]:
+    """Instructions of ``python -S -c script`` in ``tree`` (see :func:`_environment`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = _run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/callgrind.out",
+                     python, "-S", "-c", script], tree, python)
     return collected(proc.stderr), proc.stdout
 
 
@@ -115,8 +129,7 @@ def count_revision(tree: Path, revision: str, machine: str, examples: int, steps
     inside the counted run for what a first run writes (byte code, Hypothesis's character
     map in ``.hypothesis/``)."""
     warm = _SCRIPT.format(run=True, machine=machine, examples=examples, steps=steps)
-    subprocess.run([python, "-c", warm], cwd=tree, check=True, capture_output=True,
-                   env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(tree)})
+    _run([python, "-S", "-c", warm], tree, python)
     fields = {"machine": machine, "examples": examples, "steps": steps}
     with ThreadPoolExecutor(2) as pool:
         run = pool.submit(_counted, tree, _SCRIPT.format(run=True, **fields), python)
