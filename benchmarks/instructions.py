@@ -43,7 +43,6 @@ ROOT = Path(__file__).resolve().parents[1]
 #: What the counted process runs: the benchmark's machine run (``run`` true) or only the
 #: imports it needs. Older revisions kept the target loader in ``properties.targets``.
 _SCRIPT = """
-import sys
 try:
     from properties.core.targets import DEFAULT_SPEC, load_target
 except ImportError:
