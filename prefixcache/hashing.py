@@ -155,16 +155,12 @@ default_hash_function: HashFunction = hash_block_tokens
 
 
 def _encode_mm_item(item: object) -> bytes:
-    if type(item) is str:  # the common kinds first, by exact class
+    if isinstance(item, str):  # the commonest kind first (no str is a bool or an int)
         return b"s" + _encode_bytes(item.encode("utf-8"))
-    if type(item) is int:
-        return b"i" + _encode_int(item, "multimodal hash")
     if isinstance(item, bool):
         raise InvalidArgumentError("multimodal hashes must be str, bytes or int")
     if isinstance(item, int):
         return b"i" + _encode_int(item, "multimodal hash")
-    if isinstance(item, str):
-        return b"s" + _encode_bytes(item.encode("utf-8"))
     if isinstance(item, bytes | bytearray | memoryview):
         return b"b" + _encode_bytes(bytes(item))
     raise InvalidArgumentError(

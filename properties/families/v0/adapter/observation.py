@@ -89,9 +89,7 @@ class ObservationReads(AdapterCore):
 
     def block_extra(self, obj: Any) -> int | None:
         """A block object's ``extra_hash`` property (vLLM generation), type-checked."""
-        extra = obj.extra_hash
-        return extra if extra is None or type(extra) is int \
-            else checked_opt_int(extra, "block.extra_hash")
+        return checked_opt_int(obj.extra_hash, "block.extra_hash")
 
     def table_state(self, obj: Any) -> tuple[tuple[int | None, ...], Tokens]:
         """(ids, tokens) of a block table; ``blocks``, ``physical_block_ids`` and the token
