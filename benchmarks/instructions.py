@@ -34,6 +34,7 @@ import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 __all__ = ["Count", "collected", "count_revision", "main", "per_step"]
@@ -93,14 +94,20 @@ def collected(stderr: str) -> int:
     return int(found[-1])
 
 
+@cache
+def _site_packages(python: str) -> tuple[str, ...]:
+    """The interpreter's installed-package directories (asked once per interpreter)."""
+    libs = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path("
+                           "'purelib')); print(sysconfig.get_path('platlib'))"],
+                          check=True, capture_output=True, text=True).stdout.split()
+    return tuple(dict.fromkeys(libs))
+
+
 def _environment(tree: Path, python: str) -> dict[str, str]:
     """``tree``'s packages, then the interpreter's installed ones (``python -S``, below, skips
     the ``.pth`` files: an editable install of this project would otherwise supply the
     modules an older revision lacks from the working tree)."""
-    libs = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path("
-                           "'purelib')); print(sysconfig.get_path('platlib'))"],
-                          check=True, capture_output=True, text=True).stdout.split()
-    path = os.pathsep.join([str(tree), *dict.fromkeys(libs)])
+    path = os.pathsep.join([str(tree), *_site_packages(python)])
     return {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": path}
 
 
