@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from hypothesis.internal.conjecture.data import ConjectureData
 
 from properties.core import draws
-from properties.core.draws import draw, fast_drawable, unwrap_strategies
+from properties.core.draws import REPLICATED, draw, fast_drawable, unwrap_strategies
+
+#: The tests of the fast paths themselves, where they apply.
+needs_fast_path = pytest.mark.skipif(
+    not REPLICATED,
+    reason="this Hypothesis keeps its internals in another shape (properties.core.draws."
+           "REPLICATED is False): the fast paths are off, every draw is Hypothesis's own")
 
 _SETTINGS = settings(max_examples=40, database=None, deadline=None)
 
@@ -103,6 +109,7 @@ def _record(drawing: Callable[[ConjectureData, st.SearchStrategy[Any]], Any], bu
     return values, data.choices, spans
 
 
+@needs_fast_path
 @settings(max_examples=300, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(tree_seed=st.integers(0, 2**32 - 1), rng_seed=st.integers(0, 2**32 - 1))
@@ -117,6 +124,7 @@ def test_the_fast_path_makes_data_draws_choices_in_its_spans(tree_seed: int,
     assert fast == slow
 
 
+@needs_fast_path
 @pytest.mark.parametrize("strategy", [
     st.lists(st.integers(0, 3), unique=True),
     st.lists(st.sampled_from([1, 2, 3]), unique=True),
@@ -143,3 +151,36 @@ def test_while_hypothesis_prints_notes_each_draw_is_listed_with_its_label(
 
     test()
     assert "Draw 1 (tokens): " in capsys.readouterr().out
+
+
+def test_the_probe_turns_the_fast_paths_off_for_internals_of_another_shape(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hypothesis 6.155 imports every name the fast paths use but keeps (kind, function)
+    pairs as transformations: the probe must say no, or every machine fails at its first
+    step."""
+    assert draws._internals_match() is REPLICATED
+
+    class PairShaped:
+        _transformations = (("map", int), ("filter", bool))
+
+        def map(self, _: Any) -> PairShaped:
+            return self
+
+        def filter(self, _: Any) -> PairShaped:
+            return self
+
+    monkeypatch.setattr(draws.st, "sampled_from", lambda _: PairShaped())
+    assert draws._internals_match() is False
+
+
+def test_without_the_fast_paths_machines_keep_upstreams_rule_strategy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from hypothesis.stateful import RuleStrategy
+
+    from properties.core import rule_choice
+    from properties.families.v0.machines.block_level import BlockLevelMachine
+
+    monkeypatch.setattr(rule_choice, "REPLICATED", False)
+    assert type(BlockLevelMachine()._rules_strategy) is RuleStrategy
+    monkeypatch.setattr(draws, "REPLICATED", False)
+    assert draws.full_draw_needed()

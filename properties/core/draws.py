@@ -55,7 +55,28 @@ try:  # the shrinker's value holes (newer Hypothesis); absent, there are none to
 except ImportError:  # pragma: no cover
     _PREFIX_HOLES = ()
 
-__all__ = ["at_value_hole", "draw", "fast_drawable", "full_draw_needed", "nested_draw"]
+__all__ = ["REPLICATED", "at_value_hole", "draw", "fast_drawable", "full_draw_needed",
+           "nested_draw"]
+
+
+def _internals_match() -> bool:
+    """Whether this Hypothesis keeps what the fast paths read, in the shape they read it:
+    each strategy transformation as (kind, function, location), the filter-call cap, and the
+    last rejected filter on the data. Importable names alone do not say so: Hypothesis
+    6.155 has them all, with (kind, function) pairs."""
+    try:
+        probe: Any = st.sampled_from((0, 1)).map(int).filter(bool)
+        return (should_note is not None  # the imports above succeeded
+                and all(len(step) == 3 for step in probe._transformations)
+                and isinstance(getattr(SampledFromStrategy, "_MAX_FILTER_CALLS", None), int)
+                and callable(getattr(ConjectureData, "last_rejected_filter_location", None)))
+    except Exception:  # pragma: no cover - internals of another shape
+        return False
+
+
+#: Whether :func:`draw`, :func:`nested_draw` and ``properties.core.rule_choice`` replicate
+#: this Hypothesis; if not, every draw takes Hypothesis's own path.
+REPLICATED = _internals_match()
 
 T = TypeVar("T")
 
@@ -80,7 +101,7 @@ def full_draw_needed() -> bool:
     """Whether draws must take Hypothesis's own path: notes are printed (a failure's final
     replay, verbose output), observability is on, or this Hypothesis lacks what the fast path
     replicates. Call inside a test only."""
-    return should_note is None or should_note() or observability_enabled()
+    return not REPLICATED or should_note() or observability_enabled()
 
 
 def nested_draw(data: ConjectureData, strategy: st.SearchStrategy[T]) -> T:

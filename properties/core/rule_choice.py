@@ -25,7 +25,7 @@ from typing import Any
 from hypothesis.errors import InvalidDefinition
 from hypothesis.stateful import RuleBasedStateMachine, RuleStrategy
 
-from properties.core.draws import at_value_hole, full_draw_needed, nested_draw
+from properties.core.draws import REPLICATED, at_value_hole, full_draw_needed, nested_draw
 
 try:  # private to Hypothesis: without them, every rule is drawn upstream's way
     from hypothesis.internal.conjecture.utils import calc_label_from_cls
@@ -191,5 +191,6 @@ def _build_checks(machine_type: type, rules: tuple[Any, ...]) -> tuple[_Check, .
 def install(machine: RuleBasedStateMachine) -> None:
     """Give ``machine`` a :class:`RuleChoice` (call after ``RuleBasedStateMachine.__init__``);
     leaves upstream's strategy where this Hypothesis lacks what it replicates."""
-    if get_pretty_function_description is not None and hasattr(machine, "_rules_strategy"):
+    if REPLICATED and get_pretty_function_description is not None \
+            and hasattr(machine, "_rules_strategy"):
         machine._rules_strategy = RuleChoice(machine)
