@@ -253,6 +253,8 @@ class BlockTable:
                 and self._append_fresh_block(tokens, extra_hash)
             ):
                 return
+            if count > 0 and self._append_bundled(tokens, num_lookahead_slots, extra_hash):
+                return
             if self._append_in_place(tokens, num_lookahead_slots):
                 return
         elif tokens is token_ids:
@@ -312,6 +314,80 @@ class BlockTable:
         block_list._blocks.append(block)
         block_list._block_ids.append(block._block_id)  # type: ignore[arg-type]
         self._num_full_slots += len(tokens)
+        return True
+
+    def _append_bundled(
+        self, tokens: list[int], num_lookahead_slots: int, extra_hash: int | None
+    ) -> bool:
+        """The decode step of the bundled GPU allocator, done if it applies (else ``False``,
+        nothing changed): every block the ``tokens`` (checked, fresh, at least one) go into
+        that exists already is an unshared, uncomputed, unhashed block of it holding exactly
+        the tokens the table counts, the last block is one of its held blocks, and it has an
+        id for every block the slots need. The general path's effect, in its order (the new
+        blocks taken first, chained after the last one; then each block written, and one
+        that fills promoted), without its admission count, copies or re-validation: nothing
+        is copied, and no step after the count can fail."""
+        allocator = self._allocator
+        if type(allocator) is not CpuGpuBlockAllocator:
+            return False
+        gpu = allocator._gpu_allocator
+        size = self._block_size
+        if type(gpu) is not PrefixCachingBlockAllocator or gpu._block_size != size:
+            return False
+        block_list = self._blocks
+        blocks = block_list._blocks
+        ids = block_list._block_ids
+        num_full = self._num_full_slots
+        count = len(tokens)
+        refcounts = gpu._refcounter._refcounts
+        first = num_full // size
+        written = num_full % size  # the tokens the first block written holds
+        targets: list[PrefixCachingBlock] = []  # the blocks written, from index ``first``
+        for index in range(first, min((num_full + count - 1) // size + 1, len(blocks))):
+            block = blocks[index]
+            if (
+                type(block) is not PrefixCachingBlock
+                or block._owner is not gpu
+                or block._computed
+                or block._cached_content_hash is not None
+                or len(block._token_ids) != written
+                or refcounts.get(block._block_id) != 1  # type: ignore[arg-type]
+            ):
+                return False
+            targets.append(block)
+            written = 0
+        missing = count + num_lookahead_slots - (len(blocks) * size - num_full)
+        if missing > 0:
+            prev = blocks[-1]
+            if (
+                type(prev) is not PrefixCachingBlock
+                or prev._owner is not gpu
+                or not refcounts.get(prev._block_id)  # type: ignore[arg-type]
+                or cdiv(missing, size) > gpu.get_num_free_blocks()
+            ):
+                return False
+            for _ in range(cdiv(missing, size)):
+                prev = gpu._new_block(prev, [], gpu._take_fresh_id(), extra_hash, owned=True)
+                blocks.append(prev)
+                ids.append(prev._block_id)  # type: ignore[arg-type]
+                targets.append(prev)
+        start = 0
+        index = first
+        for block in targets:
+            if start >= count:
+                break
+            held = block._token_ids
+            end = start + size - len(held)
+            held.extend(tokens[start:end])
+            block._update_num_tokens_total()
+            if len(held) == size and block._current_hash() is not None:
+                # it filled: cache it, or move it onto the id cached for it
+                new_id = gpu.promote_to_immutable_block(block)
+                if new_id != ids[index]:
+                    ids[index] = new_id
+            start = end
+            index += 1
+        self._num_full_slots = num_full + count
         return True
 
     def _append_in_place(self, tokens: list[int], num_lookahead_slots: int) -> bool:
