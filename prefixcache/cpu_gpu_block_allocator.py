@@ -336,7 +336,10 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
     # -- always the GPU --------------------------------------------------------------------
 
     def clear_copy_on_writes(self) -> list[tuple[BlockId, BlockId]]:
-        return self._gpu_allocator.clear_copy_on_writes()
+        gpu = self._gpu_allocator
+        if type(gpu) is PrefixCachingBlockAllocator:  # its own method's body (once per step)
+            return gpu._cow_tracker.clear_cows()
+        return gpu.clear_copy_on_writes()
 
     def mark_blocks_as_accessed(self, block_ids: list[int], now: float) -> None:
         self._gpu_allocator.mark_blocks_as_accessed(block_ids, now)
