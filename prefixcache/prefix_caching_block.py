@@ -345,7 +345,7 @@ class PrefixCachingBlock(Block):
             if prev is None:
                 prev_hash = None
                 break
-            real_prev = prev if prev.__class__ is PrefixCachingBlock else _real_block(prev)
+            real_prev = prev if type(prev) is PrefixCachingBlock else _real_block(prev)
             if real_prev is None:
                 prev_hash = prev.content_hash
                 if prev_hash is None or prev_hash == self._none_hash:
