@@ -566,6 +566,13 @@ class BlockTable:
         blocks = self._blocks.list()
         allocator = self._allocator
         null_block = allocator.null_block
+        if (
+            null_block is None
+            and type(allocator) is CpuGpuBlockAllocator
+            and allocator._free_table(blocks)
+        ):
+            self._blocks.reset()
+            return
         real = blocks if null_block is None else [b for b in blocks if b is not null_block]
         if len({id(block) for block in real}) != len(real):
             raise InvalidArgumentError("the table holds the same block object twice")

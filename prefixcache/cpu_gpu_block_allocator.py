@@ -267,6 +267,35 @@ class CpuGpuBlockAllocator(DeviceAwareBlockAllocator):
                     continue
             self.free(block)
 
+    def _free_table(self, blocks: list[Block]) -> bool:
+        """Free a block table's ``blocks`` in order if each is a :class:`PrefixCachingBlock`
+        of a bundled prefix-caching device holding its id, no two hold the same id, and the
+        table has no null block; else ``False`` and nothing changed (the caller's general
+        path names the error). Every check precedes the first release."""
+        owners = self._block_ids_to_allocator
+        ids: list[BlockId] = []
+        for block in blocks:
+            if type(block) is not PrefixCachingBlock:
+                return False
+            block_id = block._block_id
+            owner = block._owner
+            if (
+                block_id is None
+                or owners.get(block_id) is not owner
+                or type(owner) is not PrefixCachingBlockAllocator
+                or not owner._refcounter._refcounts.get(block_id)
+            ):
+                return False
+            ids.append(block_id)
+        if len(set(ids)) != len(ids):  # an id held twice: the general path counts handles
+            return False
+        for block, block_id in zip(blocks, ids, strict=True):
+            owner = block._owner  # type: ignore[attr-defined]
+            owner._release(block_id, block)
+            block._block_id = None  # type: ignore[attr-defined]
+            owner._block_pool.free_block(block)
+        return True
+
     def fork(self, last_block: Block) -> list[Block]:
         if isinstance(check_block(last_block, "last_block"), NullBlock):
             raise ForkError("the null block cannot be forked")

@@ -1,27 +1,34 @@
-"""``BlockTable.append_token_ids``'s shortcuts for the bundled allocator (the in-frame decode
-step, a fresh block, and tokens or lookahead slots spanning blocks) must be indistinguishable
-from its general path: the same ids, refcounts, cache, evictor order, copy-on-write records,
-metrics, block contents and typed errors after every operation of any table program.
+"""``BlockTable``'s shortcuts for the bundled allocator (in ``append_token_ids``: the
+in-frame decode step, a fresh block, tokens or lookahead slots spanning blocks; in ``free``:
+one pass over held blocks) must be indistinguishable from its general paths: the same ids,
+refcounts, cache, evictor order, copy-on-write records, metrics, block contents and typed
+errors after every operation of any table program.
 
-The general path runs against a plain subclass of :class:`PrefixCachingBlockAllocator`:
+The general paths run against a plain subclass of :class:`PrefixCachingBlockAllocator`:
 every shortcut tests the allocator's exact type, so that allocator takes none of them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prefixcache import (
     BlockTable,
     CpuGpuBlockAllocator,
+    Device,
+    DoubleFreeError,
+    InvalidArgumentError,
     PrefixCacheError,
+    PrefixCachingBlock,
     PrefixCachingBlockAllocator,
 )
 from prefixcache.interfaces import Block
 
-from ._state import allocator_state
+from ._state import allocator_state, snapshot
 
 BLOCK_SIZE = 4
 
@@ -104,7 +111,7 @@ def _run(num_gpu: int, program: list[tuple[Any, ...]], general: bool, mark_each:
 
 @settings(max_examples=300, deadline=None)
 @given(num_gpu=st.integers(2, 10), program=_program, mark_each=st.booleans())
-def test_bundled_appends_match_the_general_path(num_gpu: int, program: list[tuple[Any, ...]],
+def test_bundled_tables_match_the_general_path(num_gpu: int, program: list[tuple[Any, ...]],
                                                 mark_each: bool) -> None:
     assert _run(num_gpu, program, False, mark_each) == _run(num_gpu, program, True, mark_each)
 
@@ -130,3 +137,56 @@ def test_general_path_allocator_takes_no_shortcut() -> None:
     finally:
         BlockTable._append_bundled = original  # type: ignore[method-assign]
     assert taken == [True, False]
+
+
+def _held_twice(alloc: CpuGpuBlockAllocator, table: BlockTable) -> None:
+    table.update([table.blocks[0], table.blocks[0]])
+
+
+def _forged_second_handle(alloc: CpuGpuBlockAllocator, table: BlockTable) -> None:
+    first = table.blocks[0]  # one reference, two handles of its id
+    forged = PrefixCachingBlock(None, list(first.token_ids), BLOCK_SIZE, alloc._gpu_allocator,
+                                block_id=first.block_id)
+    forged._owner = first._owner  # type: ignore[attr-defined]
+    table.update([first, forged])
+
+
+def _stale_handle(alloc: CpuGpuBlockAllocator, table: BlockTable) -> None:
+    block = table.blocks[-1]
+    block_id = block.block_id
+    alloc.free(block)
+    block.block_id = block_id  # its id has refcount 0 now
+
+
+@pytest.mark.parametrize(("misuse", "error"), [
+    (_held_twice, InvalidArgumentError),
+    (_forged_second_handle, DoubleFreeError),
+    (_stale_handle, DoubleFreeError),
+])
+def test_table_free_refuses_misuse_and_changes_nothing(
+        misuse: Callable[[CpuGpuBlockAllocator, BlockTable], None],
+        error: type[Exception]) -> None:
+    alloc = _pair(8, general=False)
+    table = BlockTable(BLOCK_SIZE, alloc)
+    table.allocate([0, 1, 0, 1, 1])
+    misuse(alloc, table)
+    before = snapshot(alloc, tables=[table])
+    with pytest.raises(error):
+        table.free()
+    assert snapshot(alloc, tables=[table]) == before
+
+
+def test_table_free_of_two_held_handles_of_one_id() -> None:
+    """An id a table holds twice with a reference each is freed twice (the general path)."""
+    alloc = _pair(8, general=False)
+    table = BlockTable(BLOCK_SIZE, alloc)
+    table.allocate([0, 1, 0, 1])
+    (block,) = table.blocks
+    (second,) = alloc.fork(block)
+    table.update([block, second])
+    block_id = table.physical_block_ids[0]
+    assert table.physical_block_ids == [block_id, block_id]
+    assert alloc.get_block_refcount(block_id) == 2
+    table.free()
+    assert alloc.get_block_refcount(block_id) == 0
+    assert alloc.get_num_free_blocks(Device.GPU) == 8
