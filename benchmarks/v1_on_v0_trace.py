@@ -70,6 +70,7 @@ from benchmarks.compiled import (
     CLOCK,
     TICK,
     chunk_ends,
+    clean_heap,
     clock_overhead_ns,
     merge_min,
     no_gc,
@@ -305,6 +306,7 @@ class V1Program:
         """Seconds for every operation once (on ``env``, or a fresh pool)."""
         env = self.fresh_env() if env is None else env
         elapsed = 0
+        clean_heap()
         with no_gc():
             for code in self.plain:
                 start = clock()
@@ -316,7 +318,9 @@ class V1Program:
                   ) -> dict[str, float]:
         """Seconds per (sub-)kind on a fresh pool, one clock reading's cost subtracted per
         unit."""
-        return run_ticked(self.timed, self.fresh_env(), self.kinds, overhead_ns, clock)[0]
+        env = self.fresh_env()
+        clean_heap()
+        return run_ticked(self.timed, env, self.kinds, overhead_ns, clock)[0]
 
 
 def compile_trace(trace: Trace, make_env: Callable[[], dict[str, Any]], num_blocks: int,

@@ -8,6 +8,7 @@ import contextlib
 import json
 import math
 import random
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from benchmarks import floor, run, trace_speed
-from benchmarks.compiled import clock_overhead_ns, compile_table_program
+from benchmarks.compiled import clock_overhead_ns, compile_table_program, no_gc
 from benchmarks.serving_trace import Trace, TraceConfig, generate
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config, tolerating
@@ -131,6 +132,32 @@ def test_timed_run_accounts_for_every_operation() -> None:
     assert set(per_kind) == set(trace.op_counts())
     assert all(seconds >= 0 for seconds in per_kind.values())
     assert program.run_plain() > 0
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.mark.parametrize("variant", ["plain", "timed"])
+def test_runs_start_without_earlier_runs_garbage(variant: str) -> None:
+    """A dead allocator's cycles from an earlier run are collected before the next run (the
+    collector is off during runs, and a heap grown by them slows whatever runs next)."""
+    trace = generate(SMALL)
+    target = load_target()
+    program = compile_table_program(target, _config(SMALL, target), trace.program)
+    garbage = _Cycle()
+    alive = weakref.ref(garbage)
+    del garbage
+    with no_gc():
+        assert alive() is not None  # only the collector frees it
+        seen: list[bool] = []
+        if variant == "plain":
+            program.run_plain(after_chunk=lambda end, env: seen.append(alive() is None))
+            assert seen and all(seen)
+        else:
+            program.run_timed(clock_overhead_ns(2_000))
+            assert alive() is None
 
 
 def test_keying_floor_computes_the_allocators_content_keys() -> None:
