@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import operator
 from collections import Counter
+from typing import cast
 
 from prefixcache._validation import (
     check_block_size,
@@ -324,9 +325,10 @@ class BlockTable:
         that exists already is an unshared, uncomputed, unhashed block of it holding exactly
         the tokens the table counts, the last block is one of its held blocks, and it has an
         id for every block the slots need. The general path's effect, in its order (the new
-        blocks taken first, chained after the last one; then each block written, and one
-        that fills promoted), without its admission count, copies or re-validation: nothing
-        is copied, and no step after the count can fail."""
+        blocks taken first from ``allocate_mutable_block``, chained after the last one; then
+        each block written, and one that fills promoted), without its admission count, copies
+        or re-validation of the tokens: nothing is copied, and no step after the count can
+        fail."""
         allocator = self._allocator
         if type(allocator) is not CpuGpuBlockAllocator:
             return False
@@ -367,7 +369,9 @@ class BlockTable:
             ):
                 return False
             for _ in range(cdiv(missing, size)):
-                prev = gpu._new_block(prev, [], gpu._take_fresh_id(), extra_hash, owned=True)
+                # exactly this allocator class makes exactly PrefixCachingBlocks (_new_block)
+                prev = cast(PrefixCachingBlock,
+                            gpu.allocate_mutable_block(prev, extra_hash=extra_hash))
                 blocks.append(prev)
                 ids.append(prev._block_id)  # type: ignore[arg-type]
                 targets.append(prev)
