@@ -195,8 +195,8 @@ class BlockTable:
         if not blocks:
             raise InvalidArgumentError("the block table has no blocks; allocate it first")
         if token_ids.__class__ is list and _JUST_INT.issuperset(map(type, token_ids)):
-            # checked_tokens' own fast path, without the call or its copy: the decode step
-            # below only extends a block's list from it; every other path copies it first
+            # checked_tokens' own fast path, without the call or its copy: the decode steps
+            # below only extend blocks' lists from it; every other path copies it first
             tokens = token_ids
         else:
             tokens = checked_tokens(token_ids)
@@ -232,7 +232,7 @@ class BlockTable:
                         prev = block._prev_block  # _update_num_tokens_total, inline
                         if prev is None:
                             block._cached_num_tokens_total = len(written)
-                        elif prev.__class__ is PrefixCachingBlock:
+                        elif type(prev) is PrefixCachingBlock:
                             block._cached_num_tokens_total = (
                                 prev._cached_num_tokens_total + len(written)
                             )
@@ -245,17 +245,10 @@ class BlockTable:
                             if new_id != block_id:
                                 self._blocks._block_ids[num_full // size] = new_id
                         return
-            if tokens is token_ids:
-                tokens = token_ids.copy()
-            if (
-                0 < count < size
-                and count + num_lookahead_slots <= size
-                and num_full == len(blocks) * size
-                and self._append_fresh_block(tokens, extra_hash)
-            ):
-                return
             if count > 0 and self._append_bundled(tokens, num_lookahead_slots, extra_hash):
                 return
+            if tokens is token_ids:
+                tokens = token_ids.copy()
             if self._append_in_place(tokens, num_lookahead_slots):
                 return
         elif tokens is token_ids:
@@ -292,36 +285,11 @@ class BlockTable:
         if dropped:
             _detach_prev(blocks[end])
 
-    def _append_fresh_block(self, tokens: list[int], extra_hash: int | None) -> bool:
-        """The decode step that starts a block, done if it applies (else ``False``, nothing
-        changed): the table has no empty slot, and ``tokens`` (checked, fresh, fewer than a
-        block) plus the lookahead fit one new GPU block of the bundled allocator, which stays
-        partial. Exactly what the general path does then (one fresh id chained after the
-        last block, the tokens written, nothing copied or promoted), without its admission
-        count: with no free id the general path refuses."""
-        allocator = self._allocator
-        if type(allocator) is not CpuGpuBlockAllocator:
-            return False
-        gpu = allocator._gpu_allocator
-        if type(gpu) is not PrefixCachingBlockAllocator or gpu._block_size != self._block_size:
-            return False
-        block_list = self._blocks
-        prev = block_list._blocks[-1]
-        if type(prev) is not PrefixCachingBlock:
-            return False
-        if not gpu._hashless_allocator._free_block_indices and not gpu.evictor.num_blocks:
-            return False
-        block = gpu._new_block(prev, tokens, gpu._take_fresh_id(), extra_hash, owned=True)
-        block_list._blocks.append(block)
-        block_list._block_ids.append(block._block_id)  # type: ignore[arg-type]
-        self._num_full_slots += len(tokens)
-        return True
-
     def _append_bundled(
         self, tokens: list[int], num_lookahead_slots: int, extra_hash: int | None
     ) -> bool:
         """The decode step of the bundled GPU allocator, done if it applies (else ``False``,
-        nothing changed): every block the ``tokens`` (checked, fresh, at least one) go into
+        nothing changed): every block the ``tokens`` (checked, at least one; only read) go into
         that exists already is an unshared, uncomputed, unhashed block of it holding exactly
         the tokens the table counts, the last block is one of its held blocks, and it has an
         id for every block the slots need. The general path's effect, in its order (the new

@@ -1,8 +1,8 @@
 """``BlockTable``'s shortcuts for the bundled allocator (in ``append_token_ids``: the
-in-frame decode step, a fresh block, tokens or lookahead slots spanning blocks; in ``free``:
-one pass over held blocks) must be indistinguishable from its general paths: the same ids,
-refcounts, cache, evictor order, copy-on-write records, metrics, block contents and typed
-errors after every operation of any table program.
+in-frame decode step, and ``_append_bundled`` for a fresh block or tokens and lookahead slots
+spanning blocks; in ``free``: one pass over held blocks) must be indistinguishable from its
+general paths: the same ids, refcounts, cache, evictor order, copy-on-write records, metrics,
+block contents and typed errors after every operation of any table program.
 
 The general paths run against a plain subclass of :class:`PrefixCachingBlockAllocator`:
 every shortcut tests the allocator's exact type, so that allocator takes none of them."""
