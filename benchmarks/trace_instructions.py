@@ -27,12 +27,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks import serving_trace, trace_speed
 from benchmarks.instructions import ROOT, _counted, _run
 from benchmarks.run import APHRODITE_SPEC, DEFAULT, VLLM_SPEC
-from properties.core.targets import DEFAULT_SPEC
+from benchmarks.serving_trace import Trace
+from properties.core.targets import DEFAULT_SPEC, load_target
 
 __all__ = [
     "SCALES", "TARGETS", "TraceCount", "count_trace", "counted_script", "main", "save_program",
+    "scale_trace",
 ]
 
 #: Target label -> load spec (the ``ops`` section's columns).
@@ -47,11 +50,10 @@ _SCRIPT = """
 import marshal
 from benchmarks.compiled import clean_heap
 from benchmarks.run import DEFAULT
-from models.families.v0.capabilities import Config
+from benchmarks.trace_speed import config_for
 from properties.core.targets import load_target
 target = load_target({spec!r})
-c = getattr(DEFAULT, {scale!r})
-env = target.adapter(Config(c.block_size, c.num_gpu_blocks, c.num_cpu_blocks, target.caps)).env()
+env = target.adapter(config_for(getattr(DEFAULT, {scale!r}), target)).env()
 with open({path!r}, "rb") as f:
     codes = marshal.load(f)
 clean_heap()
@@ -77,13 +79,14 @@ class TraceCount:
         return self.run - self.setup
 
 
-def save_program(label: str, scale: str, path: Path) -> int:
-    """Compile the ``ops`` section's ``scale`` trace for ``label``'s target and marshal its
-    plain chunks to ``path``; the number of operations."""
-    from benchmarks import serving_trace, trace_speed
-    from properties.core.targets import load_target
+def scale_trace(scale: str) -> Trace:
+    """The ``ops`` section's trace at ``scale``."""
+    return serving_trace.generate(getattr(DEFAULT, SCALES[scale]))
 
-    trace = serving_trace.generate(getattr(DEFAULT, SCALES[scale]))
+
+def save_program(trace: Trace, label: str, path: Path) -> int:
+    """Compile ``trace`` for ``label``'s target and marshal its plain chunks to ``path``; the
+    number of operations."""
     program = trace_speed.compile_all(trace, {label: load_target(TARGETS[label])})[label]
     path.write_bytes(marshal.dumps(program.plain))
     return len(program.kinds)
@@ -93,11 +96,12 @@ def counted_script(label: str, scale: str, path: Path, run: bool) -> str:
     return _SCRIPT.format(spec=TARGETS[label], scale=SCALES[scale], path=str(path), run=run)
 
 
-def count_trace(label: str, scale: str, tmp: Path, python: str = sys.executable) -> TraceCount:
-    """``label``'s trace at ``scale`` counted: the run and the setup alone, side by side (after
-    one uncounted run, which writes what a first run writes)."""
+def count_trace(label: str, scale: str, trace: Trace, tmp: Path,
+                python: str = sys.executable) -> TraceCount:
+    """``label``'s run of ``trace`` (the one at ``scale``) counted: the run and the setup
+    alone, side by side (after one uncounted run, which writes what a first run writes)."""
     path = tmp / f"{label}-{scale}.marshal"
-    operations = save_program(label, scale, path)
+    operations = save_program(trace, label, path)
     _run([python, "-S", "-c", counted_script(label, scale, path, True)], ROOT, python)
     with ThreadPoolExecutor(2) as pool:
         run = pool.submit(_counted, ROOT, counted_script(label, scale, path, True), python)
@@ -122,10 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           "LoRA keys, PYTHONHASHSEED=0); ratio = target / ours")
     with tempfile.TemporaryDirectory() as tmp:
         for scale in args.scales:
+            trace = scale_trace(scale)
             counts: dict[str, TraceCount] = {}
             for label in labels:
                 try:
-                    counts[label] = count_trace(label, scale, Path(tmp))
+                    counts[label] = count_trace(label, scale, trace, Path(tmp))
                 except Exception as exc:  # an upstream target missing: say so, go on
                     if label == "ours":
                         raise

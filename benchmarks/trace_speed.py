@@ -24,7 +24,7 @@ from benchmarks.compiled import (
     free_counts_at,
     merge_min,
 )
-from benchmarks.serving_trace import Trace
+from benchmarks.serving_trace import Trace, TraceConfig
 from models.families.v0.capabilities import Config
 from properties.core.targets import Target
 
@@ -68,8 +68,8 @@ class Validation:
                 "error": self.error}
 
 
-def config_for(trace: Trace, target: Target) -> Config:
-    c = trace.config
+def config_for(c: TraceConfig, target: Target) -> Config:
+    """The pool a trace of shape ``c`` runs on, with ``target``'s capabilities."""
     return Config(c.block_size, c.num_gpu_blocks, c.num_cpu_blocks, target.caps)
 
 
@@ -120,7 +120,7 @@ def compile_all(trace: Trace, targets: dict[str, Target],
                 chunk: int = CHUNK) -> dict[str, CompiledProgram]:
     """The trace rendered and compiled for each target, chunks (about ``chunk`` operations)
     ending at step boundaries: the validation points."""
-    return {label: compile_table_program(t, config_for(trace, t), trace.program, name=label,
+    return {label: compile_table_program(t, config_for(trace.config, t), trace.program, name=label,
                                          breaks=trace.steps, chunk=chunk)
             for label, t in targets.items()}
 

@@ -28,7 +28,7 @@ def quick_scales(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("run", [True, False])
 def test_counted_script_runs_the_trace_or_only_its_setup(tmp_path: Path, run: bool) -> None:
     path = tmp_path / "ours.marshal"
-    operations = ti.save_program("ours", "small", path)
+    operations = ti.save_program(ti.scale_trace("small"), "ours", path)
     assert operations > 1_000
     script = ti.counted_script("ours", "small", path, run)
     probe = script + "\nprint('free', env['alloc'].get_num_free_blocks(env['Device'].GPU))\n"
