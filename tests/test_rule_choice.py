@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import BuildContext
@@ -22,13 +21,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from properties.core.draws import REPLICATED
 from properties.core.rule_choice import RuleChoice
+from tests.test_draws import needs_fast_path
 
-pytestmark = pytest.mark.skipif(
-    not REPLICATED,
-    reason="this Hypothesis keeps its internals in another shape (properties.core.draws."
-           "REPLICATED is False): the fast paths are off, every draw is Hypothesis's own")
+pytestmark = needs_fast_path
 
 _ARGUMENTS: list[dict[str, Any]] = [
     {},
