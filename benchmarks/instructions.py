@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-__all__ = ["Count", "collected", "count_revision", "main", "per_step"]
+__all__ = ["Count", "collected", "count_revision", "counted_pair", "main", "per_step"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,20 +128,26 @@ def _counted(tree: Path, script: str, python: str) -> tuple[int, str]:
     return collected(proc.stderr), proc.stdout
 
 
+def counted_pair(tree: Path, run: str, baseline: str,
+                 python: str = sys.executable) -> tuple[int, str, int]:
+    """Instructions of script ``run`` (and its output) and of script ``baseline`` in ``tree``,
+    counted side by side. ``run``, uncounted, comes first (seconds): a fresh checkout would
+    otherwise pay inside the counted run for what a first run writes (byte code, Hypothesis's
+    character map in ``.hypothesis/``)."""
+    _run([python, "-S", "-c", run], tree, python)
+    with ThreadPoolExecutor(2) as pool:
+        counted = pool.submit(_counted, tree, run, python)
+        base = pool.submit(_counted, tree, baseline, python)
+        (run_count, out), (base_count, _) = counted.result(), base.result()
+    return run_count, out, base_count
+
+
 def count_revision(tree: Path, revision: str, machine: str, examples: int, steps: int,
                    python: str = sys.executable) -> Count:
-    """The machine run and its imports counted in ``tree`` (one checkout of ``revision``).
-    The same run, uncounted, comes first (seconds): a fresh checkout would otherwise pay
-    inside the counted run for what a first run writes (byte code, Hypothesis's character
-    map in ``.hypothesis/``)."""
-    warm = _SCRIPT.format(run=True, machine=machine, examples=examples, steps=steps)
-    _run([python, "-S", "-c", warm], tree, python)
+    """The machine run and its imports counted in ``tree`` (one checkout of ``revision``)."""
     fields = {"machine": machine, "examples": examples, "steps": steps}
-    with ThreadPoolExecutor(2) as pool:
-        run = pool.submit(_counted, tree, _SCRIPT.format(run=True, **fields), python)
-        imports = pool.submit(_counted, tree, _SCRIPT.format(run=False, **fields), python)
-        run_count, out = run.result()
-        import_count, _ = imports.result()
+    run_count, out, import_count = counted_pair(
+        tree, _SCRIPT.format(run=True, **fields), _SCRIPT.format(run=False, **fields), python)
     made = _STEPS.search(out)
     if made is None:
         raise InstructionCountError(f"the run in {tree} printed no step count:\n{out[-500:]}")

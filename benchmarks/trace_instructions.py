@@ -23,12 +23,11 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import serving_trace, trace_speed
-from benchmarks.instructions import ROOT, _counted, _run
+from benchmarks.instructions import ROOT, counted_pair
 from benchmarks.run import APHRODITE_SPEC, DEFAULT, VLLM_SPEC
 from benchmarks.serving_trace import Trace
 from properties.core.targets import DEFAULT_SPEC, load_target
@@ -98,15 +97,13 @@ def counted_script(label: str, scale: str, path: Path, run: bool) -> str:
 
 def count_trace(label: str, scale: str, trace: Trace, tmp: Path,
                 python: str = sys.executable) -> TraceCount:
-    """``label``'s run of ``trace`` (the one at ``scale``) counted: the run and the setup
-    alone, side by side (after one uncounted run, which writes what a first run writes)."""
+    """``label``'s run of ``trace`` (the one at ``scale``) counted: the run, and the setup
+    alone (:func:`benchmarks.instructions.counted_pair`)."""
     path = tmp / f"{label}-{scale}.marshal"
     operations = save_program(trace, label, path)
-    _run([python, "-S", "-c", counted_script(label, scale, path, True)], ROOT, python)
-    with ThreadPoolExecutor(2) as pool:
-        run = pool.submit(_counted, ROOT, counted_script(label, scale, path, True), python)
-        setup = pool.submit(_counted, ROOT, counted_script(label, scale, path, False), python)
-        (run_count, out), (setup_count, _) = run.result(), setup.result()
+    run_count, out, setup_count = counted_pair(
+        ROOT, counted_script(label, scale, path, True), counted_script(label, scale, path, False),
+        python)
     if not out.startswith("ran "):
         raise RuntimeError(f"the counted run of {label} printed {out[-300:]!r}")
     return TraceCount(label, scale, operations, run_count, setup_count)
