@@ -13,12 +13,11 @@ Run: ``python -m benchmarks.bench_allocator_scaling [--sizes 1024 4096 ...]``.
 from __future__ import annotations
 
 import argparse
-import gc
 import random
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
+from benchmarks.compiled import clean_heap, no_gc
 from prefixcache import (
     BlockTable,
     CpuGpuBlockAllocator,
@@ -38,18 +37,6 @@ MAX_POOL_SHARE = 4
 # A timed step: given the pool size, do the setup, then return (run, ops) where ``run``
 # performs ``ops`` operations and is the only part timed.
 Step = Callable[[int, int], tuple[Callable[[], None], int]]
-
-
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _tokens(seed: int) -> list[int]:
@@ -239,7 +226,8 @@ def measure(step: Step, sizes: list[int], ops: int, repeats: int) -> list[float]
         order = order[shift:] + order[:shift]
         for index in order:
             run, count = step(sizes[index], ops)
-            with _no_gc():
+            clean_heap()
+            with no_gc():
                 start = time.perf_counter_ns()
                 run()
                 elapsed = time.perf_counter_ns() - start
