@@ -54,6 +54,7 @@ from benchmarks.serving_trace import TraceConfig, generate
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from properties.core.targets import DEFAULT_SPEC, Target, load_target
+from properties.families.v0 import upstream as v0_upstream
 from properties.families.v0.adapter import Unsupported
 from properties.families.v1 import targets as v1_targets
 from properties.families.v1 import upstream as v1_upstream
@@ -203,33 +204,41 @@ def _us(seconds: float, count: int) -> str:
 # --------------------------------------------------------------------------- targets
 
 
+def _load_upstream(spec: str, what: str, fetcher: Callable[[], object], fetch: bool,
+                   ) -> tuple[Target | None, str]:
+    """The target ``spec`` names, fetching its release once (``fetcher``) when it does not
+    load and fetching is allowed; or None and why not."""
+    try:
+        return load_target(spec), ""
+    except Exception as first:
+        if not fetch:
+            return None, f"{what} unavailable ({type(first).__name__}: {first}); --no-fetch"
+    try:
+        fetcher()
+        return load_target(spec), ""
+    except Exception as exc:
+        return None, (f"{what} unavailable ({type(exc).__name__}: {exc}); run "
+                      "`python -m properties.upstream fetch`")
+
+
 def load_targets(fetch: bool) -> tuple[Target, dict[str, Target], dict[str, str]]:
     """The bundled allocator, and the upstream v0 allocators that load (label -> target),
-    with the reason for each one that does not (label -> reason). vLLM 0.8's wheel is fetched
-    once if allowed; Aphrodite's source comes from ``$PREFIXCACHE_APHRODITE_SOURCE``, an
-    installed ``aphrodite`` or the cache (``python -m properties.upstream fetch aphrodite``)."""
+    with the reason for each one that does not (label -> reason). A release that is not
+    cached (vLLM 0.8's vllm-block wheel, Aphrodite 0.6.5's) is fetched once if allowed;
+    Aphrodite's source may also come from ``$PREFIXCACHE_APHRODITE_SOURCE`` or an installed
+    ``aphrodite``."""
     ours = load_target(DEFAULT_SPEC)
     upstream: dict[str, Target] = {}
     missing: dict[str, str] = {}
-    try:
-        upstream["vllm"] = load_target(VLLM_SPEC)
-    except Exception as first:
-        if not fetch:
-            missing["vllm"] = f"vLLM 0.8 allocator unavailable: {first}"
+    for label, spec, what, fetcher in (
+        ("vllm", VLLM_SPEC, "vLLM 0.8 allocator", v0_upstream.fetch_vllm_block),
+        ("aphrodite", APHRODITE_SPEC, "Aphrodite allocator", v0_upstream.fetch_aphrodite),
+    ):
+        target, why = _load_upstream(spec, what, fetcher, fetch)
+        if target is None:
+            missing[label] = why
         else:
-            try:
-                from properties.families.v0.upstream import fetch_vllm_block
-
-                fetch_vllm_block()
-                upstream["vllm"] = load_target(VLLM_SPEC)
-            except Exception as exc:
-                missing["vllm"] = (f"vLLM 0.8 allocator unavailable ({exc}); run "
-                                   "`python -m properties.upstream fetch`")
-    try:
-        upstream["aphrodite"] = load_target(APHRODITE_SPEC)
-    except Exception as exc:
-        missing["aphrodite"] = (f"Aphrodite allocator unavailable ({type(exc).__name__}: "
-                                f"{exc})")
+            upstream[label] = target
     return ours, upstream, missing
 
 
@@ -769,7 +778,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--zoo-budget", type=float, default=None,
                         help="wall seconds for the whole zoo section")
     parser.add_argument("--no-fetch", action="store_true",
-                        help="do not download the vllm-block wheel when it is missing")
+                        help="do not download an upstream release that is not cached "
+                             "(vllm-block, Aphrodite, vLLM v1)")
     args = parser.parse_args(argv)
     mode = QUICK if args.quick else DEFAULT
     mode = replace(mode, trace=mode.trace.scaled(args.scale),

@@ -313,3 +313,46 @@ def test_baseline_heap_pops_in_the_evictors_order() -> None:
     heap = [heap_key(i, p.times[i]) for i in p.heap_ids]
     heapq.heapify(heap)
     assert [heapq.heappop(heap) & ((1 << 64) - 1) for _ in range(40)] == p.ids
+
+
+# --------------------------------------------------------------------------- upstream columns
+
+
+@pytest.mark.parametrize("fetch", [False, True])
+def test_an_upstream_release_is_fetched_once_only_when_allowed(
+    fetch: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A column whose release is not cached is fetched (once) and loaded when fetching is
+    allowed; with ``--no-fetch`` it is left out, and the reason says so."""
+    fetched: list[str] = []
+    loads: list[str] = []
+
+    def load(spec: str) -> Target:
+        loads.append(spec)
+        if not fetched:
+            raise FileNotFoundError("no cached wheel")
+        return load_target(run.DEFAULT_SPEC)
+
+    monkeypatch.setattr(run, "load_target", load)
+    target, why = run._load_upstream("some.module:factory", "Some allocator",
+                                     lambda: fetched.append("wheel"), fetch)
+    if fetch:
+        assert target is not None and why == ""
+        assert fetched == ["wheel"] and loads == ["some.module:factory"] * 2
+    else:
+        assert target is None and fetched == [] and loads == ["some.module:factory"]
+        assert "Some allocator unavailable" in why and "no cached wheel" in why
+        assert "--no-fetch" in why
+
+
+def test_a_failed_fetch_names_the_fetch_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    def load(spec: str) -> Target:
+        raise FileNotFoundError("no cached wheel")
+
+    def fail() -> None:
+        raise OSError("index unreachable")
+
+    monkeypatch.setattr(run, "load_target", load)
+    target, why = run._load_upstream("some.module:factory", "Some allocator", fail, True)
+    assert target is None
+    assert "index unreachable" in why and "python -m properties.upstream fetch" in why
