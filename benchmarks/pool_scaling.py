@@ -21,7 +21,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchmarks.bench_allocator_scaling import MAX_POOL_SHARE, STEPS
-from benchmarks.compiled import CLOCK, CompiledProgram, clock_overhead_ns, merge_min, no_gc
+from benchmarks.compiled import (
+    CLOCK,
+    CompiledProgram,
+    clean_heap,
+    clock_overhead_ns,
+    merge_min,
+    no_gc,
+)
 from benchmarks.memory_baseline import BASELINES
 from models.families.v0.capabilities import Config
 
@@ -128,11 +135,12 @@ def measure_steps(sizes: Sequence[int], ops: int, repeats: int,
     its memory baseline (the calibrated cost of the clock readings subtracted), after one
     warm-up run of both on the smallest pool.
 
-    Each round first sets up every size (in an order that rotates every round), then times
-    the runs back to back, then the same for the baselines: a round's timed runs are a few
-    milliseconds apart, so the machine's slow and fast spells (other processes on the shared
-    cores) hit every size of a round alike, and the rotation spreads the warmer cache of the
-    last-built pool over all sizes. ``ops`` is capped at ``min(sizes) // MAX_POOL_SHARE``."""
+    Each round first sets up every size (in an order that rotates every round), collects
+    the heap (the previous round's pools die as cyclic garbage), then times the runs back to
+    back, then the same for the baselines: a round's timed runs are a few milliseconds apart,
+    so the machine's slow and fast spells (other processes on the shared cores) hit every
+    size of a round alike, and the rotation spreads the warmer cache of the last-built pool
+    over all sizes. ``ops`` is capped at ``min(sizes) // MAX_POOL_SHARE``."""
     ops = max(1, min(ops, min(sizes) // MAX_POOL_SHARE))
     overhead = clock_overhead_ns()
     out: dict[str, list[float]] = {}
@@ -150,9 +158,11 @@ def measure_steps(sizes: Sequence[int], ops: int, repeats: int,
             shift = round_ % len(sizes)
             order = [*range(shift, len(sizes)), *range(shift)]
             built = [(index, *step(sizes[index], ops)) for index in order]
+            clean_heap()
             for index, run, count in built:
                 runs[index].append(_time_run(run, count, overhead))
             del built
+            clean_heap()
             built = [(index, *baseline(sizes[index], ops)) for index in order]
             for index, run, count in built:
                 base[index] = min(base[index], _time_run(run, count, overhead))
