@@ -695,7 +695,26 @@ class BlockLevelMachine(V0Machine):
         gpu = self._gpu_blocks()
         hint = draw(data, st.lists(st.sampled_from(gpu), max_size=2, unique=True)
                          if gpu else st.just([]), label="blocks")
-        self.do(ops.MarkComputed(tuple(hint)))
+        if self._ok(ops.MarkComputed(tuple(hint))):
+            self._computed_census()
+
+    def _computed_census(self) -> None:
+        """Right after a mark, when an engine asks: every live GPU chain's computed answer,
+        each block on its own (``get_computed_block_ids`` of one id, last id not skipped) and
+        each chain's cached prefix (``find_cached_blocks_prefix``), as the target's generation
+        answers them. A computed answer is per-id state that must not outlive an id's use: a
+        flag left from an id's earlier life (computed, then evicted and taken again as a
+        mutable block) shows only in a question about that id after a mark, which the drawn
+        queries rarely ask at that point. Draws nothing, so every schedule is unchanged."""
+        questions = self._computed_questions()
+        gpu = self._gpu_blocks()
+        if "computed_block_ids" in questions:
+            for h in gpu:
+                self.do(ops.ComputedBlockIds((h,), False))
+        if "cached_prefix" in questions:
+            for h in gpu:
+                if self.oracle.last_in_chain(h):
+                    self.do(ops.CachedPrefix(tuple(self.oracle.chain_of(h)), Dev.GPU))
 
     @rule(data=st.data())
     def maintenance(self, data: st.DataObject) -> None:
