@@ -281,6 +281,13 @@ class BlockLevelMachine(V0Machine):
         else:
             self.do(ops.ComputedBlockIds(blocks, draw(data, st.booleans(), label="skip last")))
 
+    def _ask_computed_now(self, ask: str, blocks: tuple[int, ...]) -> None:
+        """``ask`` about the chain ``blocks``, every id considered (no draw)."""
+        if ask == "cached_prefix":
+            self.do(ops.CachedPrefix(blocks, Dev.GPU))
+        else:
+            self.do(ops.ComputedBlockIds(blocks, False))
+
     @precondition(lambda m: m.caps.prefix_caching and _has_blocks(m))
     @rule(data=st.data())
     def evict_head(self, data: st.DataObject) -> None:
@@ -710,11 +717,11 @@ class BlockLevelMachine(V0Machine):
         gpu = self._gpu_blocks()
         if "computed_block_ids" in questions:
             for h in gpu:
-                self.do(ops.ComputedBlockIds((h,), False))
+                self._ask_computed_now("computed_block_ids", (h,))
         if "cached_prefix" in questions:
             for h in gpu:
                 if self.oracle.last_in_chain(h):
-                    self.do(ops.CachedPrefix(tuple(self.oracle.chain_of(h)), Dev.GPU))
+                    self._ask_computed_now("cached_prefix", tuple(self.oracle.chain_of(h)))
 
     @rule(data=st.data())
     def maintenance(self, data: st.DataObject) -> None:
@@ -734,7 +741,35 @@ class BlockLevelMachine(V0Machine):
             for h in reversed(self.oracle.live_blocks()):
                 self.do(ops.Free(h))
         dev = draw(data, st.sampled_from((None, *self.devices())), label="device")
-        self.do(ops.ResetPrefixCache(dev))
+        if self._ok(ops.ResetPrefixCache(dev)) and dev is not Dev.CPU \
+                and not self.oracle.live_blocks():
+            self._prompt_after_reset()
+
+    def _prompt_after_reset(self) -> None:
+        """A reset must leave every id it frees as fresh as a new pool's, with nothing of its
+        earlier lives (computed, unwritten, touched, content): the first remembered GPU prompt
+        is requested (a miss onto the ids the reset freed), computed by a mark, freed, requested
+        again (a hit that revives them) and asked whether it is computed, then freed and the
+        cache reset again, so the program goes on from an empty cache as it would have. A
+        survivor shows only in that whole life, which the drawn rules rarely give the ids a
+        reset freed. Draws nothing, so every schedule is unchanged."""
+        prompts = [(extra, chunks) for dev, extra, chunks in self.seen if dev is Dev.GPU]
+        if not prompts:
+            return
+        extra, chunks = prompts[0]
+        request = ops.AllocateImmutableChain(None, chunks, Dev.GPU, extra)
+        made = self._made(request)
+        if not made:
+            return
+        self.do(ops.MarkComputed(()))
+        for h in reversed(made):
+            self.do(ops.Free(h))
+        again = self._made(request)
+        for ask in self._computed_questions():
+            self._ask_computed_now(ask, again)
+        for h in reversed(again):
+            self.do(ops.Free(h))
+        self.do(ops.ResetPrefixCache(None))
 
     # ------------------------------------------------------------------ queries
 
