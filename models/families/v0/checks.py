@@ -4,19 +4,23 @@ Free counts (FREE, or LEAK when the difference is not explained by the evictor),
 handle's id and tokens and every table's ids and tokens (TABLE; LEAK for an id outside its
 device or shared by two model ids; SWAP for the wrong device right after a swap), hashes
 (CACHE: present iff the block is hashed; HASH: equal hash iff equal content across live
-handles), and, when the adapter can introspect, the cached and evictable sets (CACHE) and every
-refcount (RC); each table block's ``num_tokens_total`` against its chain depth (TABLE, where
-the target's blocks expose it); the hit-rate window fields where the target shows them (HIT,
-``models.families.v0.hit_window``).
+handles), and, when the adapter can introspect, the cached and evictable sets (CACHE), every
+refcount (RC), each evictable id's rank inputs as its evictor's metadata shows them and each
+active id's access time as its tracker shows it (LRU); each table block's
+``num_tokens_total`` against its chain depth (TABLE, where the target's blocks expose it); the
+hit-rate window fields where the target shows them (HIT, ``models.families.v0.hit_window``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from models.core.invariants import Family
 from models.families.v0.allocator_model import Model
 from models.families.v0.blocks import BlockRec
 from models.families.v0.context import Context
 from models.families.v0.hit_window import FIELDS as WINDOW_FIELDS
+from models.families.v0.operations import Dev
 from models.families.v0.ops.values import KeyIdentity
 from models.families.v0.window import NULL_KEY, visible_tokens
 
@@ -40,6 +44,18 @@ def check_snapshot(m: Model, c: Context) -> None:
     _table_totals(m, c)
     _introspection(m, c)
     _hit_windows(m, c)
+    _dropped(m, c)
+
+
+def _dropped(m: Model, c: Context) -> None:
+    """A block object a table let go of (freed with the table, or dropped from a window)
+    keeps no id (TABLE): one still showing the id it had passes ``free``'s held-id check
+    once that id is reused, so a stale handle frees another sequence's block. The null block
+    keeps its id."""
+    stale = [i for i in c.after.dropped_ids if i != m.null_id]
+    if stale:
+        c.flag(F.TABLE, "block objects the tables let go of still show ids", expected="None",
+               observed=stale)
 
 
 def _block_totals(m: Model, c: Context) -> None:
@@ -238,6 +254,42 @@ def _tables(m: Model, c: Context) -> None:
             c.flag(F.TABLE, f"table {t}: tokens", expected=want, observed=tokens)
 
 
+def _evictable_ranks(m: Model, shown: Mapping[Dev, Mapping[int, tuple[object, object]]],
+                     c: Context) -> None:
+    """Each evictable id's rank inputs as its evictor's metadata shows them (LRU): the access
+    time its last holder had (the id's, not a block object's) and the token depth of its
+    content. A wrong input decides an eviction only when pressure meets the right candidates;
+    here it shows the step it is filed."""
+    for dev, pool in m.pools.items():
+        got = shown.get(dev)
+        if not got:
+            continue
+        evictor = pool.evictor
+        for block_id, (last, tokens) in got.items():
+            if block_id not in evictor:
+                continue  # a membership difference is CACHE's (above)
+            want_last, neg_tokens = evictor.rank(block_id)
+            if last != want_last or tokens != -neg_tokens:
+                c.flag(F.LRU, f"evictable id {block_id} on {dev.value}: (last_accessed, "
+                       "num_hashed_tokens) in the evictor", expected=(want_last, -neg_tokens),
+                       observed=(last, tokens))
+
+
+def _access_times(m: Model, shown: Mapping[Dev, Mapping[int, object]], c: Context) -> None:
+    """Each active id's access time as its tracker shows it (LRU): the last mark's (API.md:
+    ``mark_blocks_as_accessed`` stamps every id it is given), which the id carries into the
+    evictor when its last holder lets go. A mark that misses an id shows here at once."""
+    for dev, pool in m.pools.items():
+        got = shown.get(dev)
+        if got is None:
+            continue
+        for block_id, want in pool.accessed.items():
+            last = got.get(block_id)
+            if last is not None and last != want:
+                c.flag(F.LRU, f"active id {block_id} on {dev.value}: its tracker's "
+                       "last_accessed", expected=want, observed=last)
+
+
 def _introspection(m: Model, c: Context) -> None:
     after = c.after
     for dev, pool in m.pools.items():
@@ -252,6 +304,10 @@ def _introspection(m: Model, c: Context) -> None:
             if got != pool.evictor.ids():
                 c.flag(F.CACHE, f"evictable ids on {dev.value}", expected=sorted(pool.evictor),
                        observed=sorted(got))
+    if after.evictable_ranks is not None and m.caps.lru:
+        _evictable_ranks(m, after.evictable_ranks, c)
+    if after.access_times is not None and m.caps.lru:
+        _access_times(m, after.access_times, c)
     if after.refcounts is not None and after.refcounts != m.refcount:
         diff = {i: (m.refcount.get(i), after.refcounts.get(i))
                 for i in sorted(set(m.refcount) | set(after.refcounts))

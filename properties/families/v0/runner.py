@@ -98,6 +98,9 @@ class Runner:
     _returned: list[tuple[str, int, Any, Any]] = field(init=False, default_factory=list)
     _fresh: list[tuple[str, int, Any, Any]] = field(init=False, default_factory=list)
     _stepping: bool = field(init=False, default=False)  # the watchdog is armed by execute
+    #: the block objects the live tables held at the last snapshot, by ``id()``, with the id
+    #: each showed then
+    _table_objects: dict[int, tuple[Any, int | None]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.watchdog = Watchdog(self.target.step_timeout)
@@ -456,6 +459,7 @@ class Runner:
         table_totals: dict[int, tuple[int | None, ...]] | None = (
             {} if self.target.caps.prefix_caching else None)
         live_tables = self.tables
+        held: dict[int, tuple[Any, int | None]] = {}
         for t in sorted(live_tables.keys() | also_tables if also_tables else live_tables):
             tobj = live_tables.get(t)
             if tobj is None:
@@ -464,6 +468,8 @@ class Runner:
             reading = ""  # named only when a read fails, as for blocks
             try:
                 tables[t], table_tokens[t] = a.table_state(tobj)
+                held.update((id(b), (b, i)) for b, i in zip(tobj.blocks, tables[t],
+                                                            strict=True))
                 if table_totals is not None:
                     reading = ": blocks' num_tokens_total"
                     shown_totals = a.table_totals(tobj)
@@ -472,6 +478,7 @@ class Runner:
             except BaseException:
                 self._doing = f"table t{t}{reading}"
                 raise
+        dropped = self._dropped_table_blocks(held)
         self._doing = "the allocator's private state"
         seen = a.introspect() if self.target.caps.introspection else None
         self._doing = "alloc.get_num_free_blocks"
@@ -490,9 +497,31 @@ class Runner:
             return Snapshot(free, blocks, tokens, hashes, tables, table_tokens,
                             evictor=shown_evictor, refcount=shown_refcount, metric=metric,
                             block_extras=extras, block_totals=totals,
-                            table_totals=table_totals or None)
-        cached, evictable, refcounts = seen
-        return Snapshot(free, blocks, tokens, hashes, tables, table_tokens, cached, evictable,
-                        refcounts, evictor=shown_evictor, refcount=shown_refcount,
-                        metric=metric, block_extras=extras, block_totals=totals,
-                        table_totals=table_totals or None)
+                            table_totals=table_totals or None, dropped_ids=dropped)
+        return Snapshot(free, blocks, tokens, hashes, tables, table_tokens, seen.cached,
+                        seen.evictable, seen.refcounts, evictor=shown_evictor,
+                        refcount=shown_refcount, metric=metric, block_extras=extras,
+                        block_totals=totals, table_totals=table_totals or None,
+                        evictable_ranks=seen.ranks, access_times=seen.access,
+                        dropped_ids=dropped)
+
+    def _dropped_table_blocks(self, held: dict[int, tuple[Any, int | None]],
+                              ) -> tuple[int | None, ...]:
+        """The ids still shown by block objects some table held at the last snapshot and none
+        holds now (nor a block handle), where an object shows the very id it had then: a table
+        free or a window drop let go of them, so each must have dropped its id (API.md: a
+        freed block's ``block_id`` is ``None``), or the allocator has reused the object for
+        another id. ``held``: the live tables' objects now, with their ids."""
+        before, self._table_objects = self._table_objects, held
+        if not before:
+            return ()
+        handles = {id(b) for b in self.blocks.values()}
+        self._doing = "block_id of a block a table let go of"
+        block_state = self.adapter.block_state
+        stale: list[int | None] = []
+        for key, (obj, was) in before.items():
+            if key not in held and key not in handles and was is not None:
+                shown = block_state(obj)[0]
+                if shown == was:
+                    stale.append(shown)
+        return tuple(stale)

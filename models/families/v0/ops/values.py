@@ -233,3 +233,12 @@ class Snapshot:
     #: per device with prefix caching, the ``metric_data`` window fields in
     #: ``models.families.v0.hit_window.FIELDS`` order, for targets whose allocators show them.
     metric: Mapping[Dev, tuple[object, ...]] | None = None
+    #: per device, each evictable id's (``last_accessed``, ``num_hashed_tokens``) as the
+    #: evictor's own metadata shows them, for targets whose adapter can introspect them.
+    evictable_ranks: Mapping[Dev, Mapping[int, tuple[object, object]]] | None = None
+    #: per device, each active id's ``last_accessed`` as its tracker shows it, likewise.
+    access_times: Mapping[Dev, Mapping[int, object]] | None = None
+    #: the ids still shown by block objects the live tables let go of in this step (a table
+    #: free, a window drop), each the very id the object had in its table: none is allowed but
+    #: the null block's.
+    dropped_ids: tuple[int | None, ...] = ()

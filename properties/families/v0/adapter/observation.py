@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import suppress
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from models.families.v0.hit_window import FIELDS as WINDOW_FIELDS
 from models.families.v0.operations import DEVICES, Dev, Tokens
@@ -28,6 +28,20 @@ _window_fields = attrgetter(*WINDOW_FIELDS)
 #: The item types of a list of ints and of optional ints (one set test per list).
 _INT = frozenset({int})
 _OPT_INT = frozenset({int, type(None)})
+
+
+class Introspection(NamedTuple):
+    """What :meth:`ObservationReads.introspect` reads of the family's private state."""
+
+    cached: dict[Dev, frozenset[int]]  # content-map ids per device
+    evictable: dict[Dev, frozenset[int]]  # evictor ids per device
+    refcounts: dict[int, int]  # every id's
+    #: per device, each evictable id's (``last_accessed``, ``num_hashed_tokens``) as the
+    #: evictor's metadata shows them; None where an entry shows no such fields
+    ranks: dict[Dev, dict[int, tuple[object, object]]] | None
+    #: per device, each active id's ``last_accessed`` as its tracker shows it; None where the
+    #: allocator keeps no ``_block_tracker`` of such trackers
+    access: dict[Dev, dict[int, object]] | None
 
 
 def _int_set(values: Any) -> frozenset[int]:
@@ -109,14 +123,17 @@ class ObservationReads(AdapterCore):
             toks = checked_ints(toks, "BlockTable._get_all_token_ids()")
         return ids, tuple(toks)
 
-    def introspect(self) -> tuple[dict[Dev, frozenset[int]], dict[Dev, frozenset[int]],
-                                  dict[int, int]] | None:
-        """Content-map ids, evictor ids and refcounts from the family's private state."""
+    def introspect(self) -> Introspection | None:
+        """Content-map ids, evictor ids and refcounts from the family's private state, with
+        the access-time inputs of the eviction rank where the allocator shows them (see
+        :class:`Introspection`)."""
         subs = getattr(self.alloc, "_allocators", None)
         if not isinstance(subs, Mapping):
             return None
         cached: dict[Dev, frozenset[int]] = {}
         evictable: dict[Dev, frozenset[int]] = {}
+        ranks: dict[Dev, dict[int, tuple[object, object]]] | None = {}
+        access: dict[Dev, dict[int, object]] | None = {}
         refcounts: dict[int, int] = {}
         for dev in DEVICES:
             sub = subs.get(self.member(dev))
@@ -141,7 +158,20 @@ class ObservationReads(AdapterCore):
             if table_ is None:
                 return None
             evictable[dev] = _int_set(table_)
-        return cached, evictable, refcounts
+            if ranks is not None:
+                try:
+                    ranks[dev] = {int(block_id): (meta.last_accessed, meta.num_hashed_tokens)
+                                  for block_id, meta in table_.items()}
+                except (AttributeError, TypeError, ValueError):  # no such metadata: no ranks
+                    ranks = None
+            trackers: Any = getattr(sub, "_block_tracker", None)
+            if access is not None:
+                try:
+                    access[dev] = {int(block_id): tracker.last_accessed
+                                   for block_id, tracker in trackers.items() if tracker.active}
+                except (AttributeError, TypeError, ValueError):  # no such trackers: no times
+                    access = None
+        return Introspection(cached, evictable, refcounts, ranks, access)
 
     def metric_windows(self) -> dict[Dev, tuple[object, ...]] | None:
         """Per device whose allocator has a ``metric_data`` with every window field
