@@ -401,6 +401,28 @@ def _mutants() -> Iterable[Mutant]:
             (F.TABLE,), (SEQUENCE,), patches=ho.TABLE_FORK_FORGETS_SLOTS)
     yield m("window_rate_old_count", "the completed-window hit rate divides by the old count",
             (F.HIT,), patches=ho.WINDOW_RATE_OLD_COUNT)
+    yield m("swap_estimate_counts_handles", "swap's admission counts every handle, not every id",
+            (F.FREE, F.SWAP), patches=ho.SWAP_ESTIMATE_COUNTS_HANDLES)
+    yield m("free_table_keeps_ids", "a table free leaves its blocks' ids set",
+            (F.TABLE, F.RC, F.LEAK), (SEQUENCE,), patches=ho.FREE_TABLE_KEEPS_IDS)
+    yield m("block_append_total_stale", "a partial block's append leaves its token total stale",
+            (F.TABLE, F.LRU), patches=ho.BLOCK_APPEND_TOTAL_STALE)
+    yield m("block_hash_drops_extra", "a block's own content hash leaves out its extra key",
+            (F.HASH, F.CACHE, F.CONTENT), (SEQUENCE, BLOCK), patches=ho.BLOCK_HASH_DROPS_EXTRA)
+    yield m("ensure_slots_rounds_down", "ensure_num_empty_slots rounds the blocks it adds down",
+            (F.TABLE, F.FREE, F.CACHE, F.CONTENT), (SEQUENCE,),
+            patches=ho.ENSURE_SLOTS_ROUNDS_DOWN)
+    yield m("append_fit_ignores_copies", "the append admission check ignores copy-on-write copies",
+            (F.ATOMIC, F.FREE), (SEQUENCE,), patches=ho.APPEND_FIT_IGNORES_COPIES)
+    yield m("slow_mark_skips_active",
+            "a mark of active and evictable ids together stamps the evictable ones only",
+            (F.LRU,), patches=ho.SLOW_MARK_SKIPS_ACTIVE)
+    yield m("tracker_gap_never_set", "the computed tracker forgets a gap and extends past it",
+            (F.COMPUTED,), (SEQUENCE,), patches=ho.TRACKER_GAP_NEVER_SET)
+    yield m("num_cached_not_frozen", "the cached-token count moves during prefill",
+            (F.COMPUTED,), (SEQUENCE,), patches=ho.NUM_CACHED_NOT_FROZEN)
+    yield m("seq_access_ignores_time", "a sequence's access time never reaches its blocks",
+            (F.LRU,), (SEQUENCE,), patches=ho.SEQ_ACCESS_IGNORES_TIME)
     # -- end held-out batch
 
 ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}

@@ -1,13 +1,18 @@
-"""A held-out batch: broken allocators written on 2026-12-04 from the reference source
-alone, before looking at how the suite would reach them, then run through the zoo's schedules
-and the ci gate (``prefixcache check``). Of the first 11, run against the suite as it was,
-``TOUCHED_NOT_CLEARED`` passed the gate: the block machine's computed census
-(``BlockLevelMachine._computed_census``) was added for it. Of the next 15 (run with the census),
-``RESET_KEEPS_UNWRITTEN`` was caught by the gate but not within the zoo's schedules: the prompt
-replayed after a reset (``BlockLevelMachine._prompt_after_reset``) was added for it. A 27th, of
-the naive allocator's copy-on-write, is not here (the zoo runs the prefix-caching machines; the
-gate's naive machines caught it). Kept as regressions; the README's issue-22 section has the
-measurement. Each is one small change marked ``# BUG``.
+"""Held-out batches: broken allocators written on 2026-12-04 from the reference source alone,
+before looking at how the suite would reach them, then run through the zoo's schedules and the
+ci gate (``prefixcache check``); each probe they led to was added before the next round.
+
+Round one (27): of the first 11, ``TOUCHED_NOT_CLEARED`` passed the gate (hence the block
+machine's computed census, ``BlockLevelMachine._computed_census``); of the next 15,
+``RESET_KEEPS_UNWRITTEN`` was caught by the gate but not within the zoo's schedules (hence
+``_prompt_after_reset``); a 27th, of the naive allocator's copy-on-write, is not here (the zoo
+runs the prefix-caching machines; the gate's naive machines caught it). Round two (12): three
+passed the gate (``SEQ_ACCESS_IGNORES_TIME``, ``SLOW_MARK_SKIPS_ACTIVE``,
+``FREE_TABLE_KEEPS_IDS``; hence the snapshot's rank inputs, access times and let-go handles,
+``models.families.v0.checks``), two were equivalent under the contract and are not here (an
+evictor whose add order never advances: the contract leaves full ties open; a free-count need
+without its duplicate check: no chain repeats a chained hash). Kept as regressions; the README's
+issue-22 section has the measurement. Each is one small change marked ``# BUG``.
 """
 
 from __future__ import annotations
@@ -167,3 +172,64 @@ COMPACTION_DROPS_RUNS = _evictor("_maybe_compact", "heapq.heapify(kept)\nruns.ap
 #: A prefix-cache reset keeps the unwritten marks of the ids it frees.
 RESET_KEEPS_UNWRITTEN = _alloc("reset_prefix_cache", "self._unwritten.clear()",
                                "pass  # BUG: the unwritten marks survive the reset")
+
+# --------------------------------------------------------------------------- the second round
+# Written after the first 26 and the probes they led to; three passed the ci gate
+# (``SEQ_ACCESS_IGNORES_TIME``, ``SLOW_MARK_SKIPS_ACTIVE``, ``FREE_TABLE_KEEPS_IDS``): the
+# snapshot now reads the evictor's rank inputs and the active ids' access times, and checks
+# that block objects the tables let go of keep no id (``models.families.v0.checks``).
+
+_CG = "cpu_gpu_block_allocator"
+
+#: Swap's admission counts every handle, not every id (forks counted once per handle).
+SWAP_ESTIMATE_COUNTS_HANDLES = (Patch(
+    _CG, "CpuGpuBlockAllocator.swap",
+    "if dst.get_num_free_blocks_needed_for_swap_in(firsts) > dst.get_num_free_blocks():",
+    "if dst.get_num_free_blocks_needed_for_swap_in(blocks) > dst.get_num_free_blocks():"
+    "  # BUG"),)
+
+#: A table free leaves its blocks' ids set: a stale handle still looks held.
+FREE_TABLE_KEEPS_IDS = (Patch(_CG, "CpuGpuBlockAllocator._free_table",
+                              "block._block_id = None  # type: ignore[attr-defined]",
+                              "pass  # BUG: freed handles keep their ids"),)
+
+#: A partial block's decode append leaves its token total stale.
+BLOCK_APPEND_TOTAL_STALE = (Patch(_PCB, "PrefixCachingBlock._append",
+                                  "written.extend(tokens)\nself._update_num_tokens_total()\nreturn",
+                                  "written.extend(tokens)\nreturn  # BUG: total not updated"),)
+
+#: A block's own content hash leaves out its extra key (the allocator's chain hashes keep it).
+BLOCK_HASH_DROPS_EXTRA = (Patch(
+    _PCB, "PrefixCachingBlock._compute_content_hash",
+    "node._prev_block is None, prev_hash, node._token_ids, node._extra_hash",
+    "node._prev_block is None, prev_hash, node._token_ids, None  # BUG: extra dropped"),)
+
+#: ``ensure_num_empty_slots`` rounds the blocks it adds down.
+ENSURE_SLOTS_ROUNDS_DOWN = _table("ensure_num_empty_slots",
+                                  "count = cdiv(missing, self._block_size)",
+                                  "count = missing // self._block_size  # BUG: floor")
+
+#: The append admission check ignores copy-on-write copies.
+APPEND_FIT_IGNORES_COPIES = _table("_check_append_fits", "copies = 0",
+                                   "copies = -1000  # BUG: copies never counted")
+
+#: A mark of active and evictable ids together stamps the evictable ones only.
+SLOW_MARK_SKIPS_ACTIVE = _alloc("mark_blocks_as_accessed",
+                                "for tracker in active:\n    tracker.last_accessed = now",
+                                "for tracker in active if not evictable else ():  # BUG\n"
+                                "    tracker.last_accessed = now")
+
+#: The computed tracker forgets a gap and extends past it.
+TRACKER_GAP_NEVER_SET = (Patch(_PCB, "ComputedBlocksTracker.get_cached_computed_blocks_and_update",
+                               "(computed, len(computed) < num_cur_blocks)",
+                               "(computed, False)  # BUG: a gap is forgotten"),)
+
+#: The cached-token count moves during prefill (never frozen).
+NUM_CACHED_NOT_FROZEN = (Patch(_PCB, "ComputedBlocksTracker.get_num_cached_tokens",
+                               "if frozen is not None and seq.is_prefill():",
+                               "if False:  # BUG: never frozen in prefill"),)
+
+#: A sequence's access time never reaches its blocks.
+SEQ_ACCESS_IGNORES_TIME = (Patch(_PCB, "LastAccessBlocksTracker.update_seq_blocks_last_access",
+                                 "if time is not None:",
+                                 "if time is not None and False:  # BUG: never stamps"),)
