@@ -423,6 +423,21 @@ def _mutants() -> Iterable[Mutant]:
             (F.COMPUTED,), (SEQUENCE,), patches=ho.NUM_CACHED_NOT_FROZEN)
     yield m("seq_access_ignores_time", "a sequence's access time never reaches its blocks",
             (F.LRU,), (SEQUENCE,), patches=ho.SEQ_ACCESS_IGNORES_TIME)
+    yield m("table_tail_drops_extra", "a table's tail block loses the extra key",
+            (F.HASH, F.CACHE, F.CONTENT), (SEQUENCE, BLOCK), patches=ho.TABLE_TAIL_DROPS_EXTRA)
+    yield m("speculative_new_no_extra", "blocks a multi-block append adds lose the extra key",
+            (F.HASH, F.CACHE, F.CONTENT, F.COMPUTED), (SEQUENCE,),
+            patches=ho.SPECULATIVE_NEW_NO_EXTRA)
+    yield m("lora_zero_is_none", "LoRA adapter 0 alone keys as no LoRA",
+            (F.HASH, F.ATOMIC), (BLOCK,), patches=ho.LORA_ZERO_IS_NONE)
+    yield m("revival_written_uncomputed", "a hit reviving a written id reports it uncomputed",
+            (F.COMPUTED,), patches=ho.REVIVAL_WRITTEN_UNCOMPUTED)
+    yield m("chain_on_gpu_always", "immutable chains always go to the GPU",
+            (F.SWAP, F.LEAK, F.CACHE, F.FREE), (BLOCK,), patches=ho.CHAIN_ON_GPU_ALWAYS)
+    yield m("full_touched_counts_resident", "the full-touched estimate counts resident blocks",
+            (F.FREE,), (BLOCK,), patches=ho.FULL_TOUCHED_COUNTS_RESIDENT)
+    yield m("update_keeps_meta_time", "evictor.update re-ranks the id but shows the old time",
+            (F.LRU,), (BLOCK, EVICTOR), patches=ho.UPDATE_KEEPS_META_TIME)
     # -- end held-out batch
 
 ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}

@@ -11,7 +11,8 @@ passed the gate (``SEQ_ACCESS_IGNORES_TIME``, ``SLOW_MARK_SKIPS_ACTIVE``,
 ``FREE_TABLE_KEEPS_IDS``; hence the snapshot's rank inputs, access times and let-go handles,
 ``models.families.v0.checks``), two were equivalent under the contract and are not here (an
 evictor whose add order never advances: the contract leaves full ties open; a free-count need
-without its duplicate check: no chain repeats a chained hash). Kept as regressions; the README's
+without its duplicate check: no chain repeats a chained hash). Round three (7): all caught
+within the zoo's schedules. Kept as regressions; the README's
 issue-22 section has the measurement. Each is one small change marked ``# BUG``.
 """
 
@@ -233,3 +234,43 @@ NUM_CACHED_NOT_FROZEN = (Patch(_PCB, "ComputedBlocksTracker.get_num_cached_token
 SEQ_ACCESS_IGNORES_TIME = (Patch(_PCB, "LastAccessBlocksTracker.update_seq_blocks_last_access",
                                  "if time is not None:",
                                  "if time is not None and False:  # BUG: never stamps"),)
+
+# --------------------------------------------------------------------------- the third round
+# Written after the snapshot checks of round two; all seven were caught within the zoo's
+# schedules.
+
+#: A table's tail block loses the extra key (it fills and is cached under the plain key).
+TABLE_TAIL_DROPS_EXTRA = _alloc(
+    "_allocate_table",
+    "self._new_block(prev_block, tail, self._take_fresh_id(), extra_hash, owned=True)",
+    "self._new_block(prev_block, tail, self._take_fresh_id(), None, owned=True)  # BUG")
+
+#: The blocks a multi-block append adds lose the extra key.
+SPECULATIVE_NEW_NO_EXTRA = _table("_append_bundled",
+                                  "gpu.allocate_mutable_block(prev, extra_hash=extra_hash))",
+                                  "gpu.allocate_mutable_block(prev, extra_hash=None))  # BUG")
+
+#: LoRA adapter 0 alone keys as no LoRA (a truthiness test where ``is None`` was meant).
+LORA_ZERO_IS_NONE = (Patch("hashing", "make_extra_hash",
+                           "if lora_id is None and cache_salt is None and len(mm_hashes) == 0:",
+                           "if not lora_id and cache_salt is None and len(mm_hashes) == 0:"
+                           "  # BUG"),)
+
+#: A hit reviving a written id reports it uncomputed.
+REVIVAL_WRITTEN_UNCOMPUTED = _alloc("_acquire_cached", "tracker.computed = True",
+                                    "tracker.computed = False  # BUG: it was written")
+
+#: Immutable chains always go to the GPU, whatever device is asked.
+CHAIN_ON_GPU_ALWAYS = (Patch(_CG, "CpuGpuBlockAllocator.allocate_immutable_blocks",
+                             "return self._allocator_for(device).allocate_immutable_blocks(",
+                             "return self._gpu_allocator.allocate_immutable_blocks(  # BUG"),)
+
+#: The full-touched estimate counts blocks whose content is resident.
+FULL_TOUCHED_COUNTS_RESIDENT = _alloc(
+    "get_num_full_blocks_touched",
+    "if block.is_full and not self._full_block_is_resident(block)",
+    "if block.is_full  # BUG: resident ones counted")
+
+#: ``evictor.update`` re-ranks the id but its metadata keeps the old time.
+UPDATE_KEEPS_META_TIME = _evictor("update", "meta.last_accessed = last_accessed",
+                                  "pass  # BUG: the metadata keeps the old time")
