@@ -468,8 +468,9 @@ class Runner:
             reading = ""  # named only when a read fails, as for blocks
             try:
                 tables[t], table_tokens[t] = a.table_state(tobj)
-                held.update((id(b), (b, i)) for b, i in zip(tobj.blocks, tables[t],
-                                                            strict=True))
+                objects = tobj.blocks
+                held.update(zip(map(id, objects), zip(objects, tables[t], strict=True),
+                                strict=True))
                 if table_totals is not None:
                     reading = ": blocks' num_tokens_total"
                     shown_totals = a.table_totals(tobj)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import suppress
+from itertools import compress
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -24,6 +25,9 @@ from properties.families.v0.adapter.values import (
 
 #: A ``metric_data``'s hit-rate window fields, in order (AttributeError if one is missing).
 _window_fields = attrgetter(*WINDOW_FIELDS)
+
+#: A tracker's ``active`` flag.
+_active = attrgetter("active")
 
 #: The item types of a list of ints and of optional ints (one set test per list).
 _INT = frozenset({int})
@@ -166,9 +170,10 @@ class ObservationReads(AdapterCore):
                     ranks = None
             trackers: Any = getattr(sub, "_block_tracker", None)
             if access is not None:
-                try:
+                try:  # the active trackers picked in C: most ids of a pool are free
+                    active = compress(trackers.items(), map(_active, trackers.values()))
                     access[dev] = {int(block_id): tracker.last_accessed
-                                   for block_id, tracker in trackers.items() if tracker.active}
+                                   for block_id, tracker in active}
                 except (AttributeError, TypeError, ValueError):  # no such trackers: no times
                     access = None
         return Introspection(cached, evictable, refcounts, ranks, access)
