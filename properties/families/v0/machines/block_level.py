@@ -743,14 +743,15 @@ class BlockLevelMachine(V0Machine):
         dev = draw(data, st.sampled_from((None, *self.devices())), label="device")
         if self._ok(ops.ResetPrefixCache(dev)) and dev is not Dev.CPU \
                 and not self.oracle.live_blocks():
-            self._prompt_after_reset()
+            self._prompt_after_reset(dev)
 
-    def _prompt_after_reset(self) -> None:
+    def _prompt_after_reset(self, dev: Dev | None) -> None:
         """A reset must leave every id it frees as fresh as a new pool's, with nothing of its
         earlier lives (computed, unwritten, touched, content): the first remembered GPU prompt
         is requested (a miss onto the ids the reset freed), computed by a mark, freed, requested
         again (a hit that revives them) and asked whether it is computed, then freed and the
-        cache reset again, so the program goes on from an empty cache as it would have. A
+        cache of ``dev`` (the reset's) reset again, so the program goes on from the state it
+        would have. A
         survivor shows only in that whole life, which the drawn rules rarely give the ids a
         reset freed. Draws nothing, so every schedule is unchanged."""
         prompts = [(extra, chunks) for dev, extra, chunks in self.seen if dev is Dev.GPU]
@@ -769,7 +770,7 @@ class BlockLevelMachine(V0Machine):
             self._ask_computed_now(ask, again)
         for h in reversed(again):
             self.do(ops.Free(h))
-        self.do(ops.ResetPrefixCache(None))
+        self.do(ops.ResetPrefixCache(dev))
 
     # ------------------------------------------------------------------ queries
 
