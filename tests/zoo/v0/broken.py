@@ -438,6 +438,18 @@ def _mutants() -> Iterable[Mutant]:
             (F.FREE,), (BLOCK,), patches=ho.FULL_TOUCHED_COUNTS_RESIDENT)
     yield m("update_keeps_meta_time", "evictor.update re-ranks the id but shows the old time",
             (F.LRU,), (BLOCK, EVICTOR), patches=ho.UPDATE_KEEPS_META_TIME)
+    yield m("tracker_hashes_unchained", "the computed tracker restarts the chain at each increment",
+            (F.COMPUTED,), (SEQUENCE,), patches=ho.TRACKER_HASHES_UNCHAINED)
+    yield m("remove_seq_keeps_frozen", "removing a sequence keeps its frozen cached-token count",
+            (F.COMPUTED,), (SEQUENCE,), patches=ho.REMOVE_SEQ_KEEPS_FROZEN)
+    yield m("hit_rate_of_windows", "the hit rate is the completed windows' average",
+            (F.HIT,), patches=ho.HIT_RATE_OF_WINDOWS)
+    yield m("reset_all_past_refusal", "a reset of every device goes on past a refusal",
+            (F.CACHE, F.ATOMIC), (BLOCK,), patches=ho.RESET_ALL_PAST_REFUSAL)
+    yield m("append_touch_estimate_short", "the append touch estimate ignores the partial block",
+            (F.FREE,), (SEQUENCE,), patches=ho.APPEND_TOUCH_ESTIMATE_SHORT)
+    yield m("unseen_off_by_one", "a table's unseen tokens skip one",
+            (F.TABLE,), (SEQUENCE,), patches=ho.UNSEEN_OFF_BY_ONE)
     # -- end held-out batch
 
 ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}

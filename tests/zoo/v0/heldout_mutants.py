@@ -12,7 +12,7 @@ passed the gate (``SEQ_ACCESS_IGNORES_TIME``, ``SLOW_MARK_SKIPS_ACTIVE``,
 ``models.families.v0.checks``), two were equivalent under the contract and are not here (an
 evictor whose add order never advances: the contract leaves full ties open; a free-count need
 without its duplicate check: no chain repeats a chained hash). Round three (7): all caught
-within the zoo's schedules. Kept as regressions; the README's
+within the zoo's schedules. Round four (6): likewise. Kept as regressions; the README's
 issue-22 section has the measurement. Each is one small change marked ``# BUG``.
 """
 
@@ -274,3 +274,39 @@ FULL_TOUCHED_COUNTS_RESIDENT = _alloc(
 #: ``evictor.update`` re-ranks the id but its metadata keeps the old time.
 UPDATE_KEEPS_META_TIME = _evictor("update", "meta.last_accessed = last_accessed",
                                   "pass  # BUG: the metadata keeps the old time")
+
+# --------------------------------------------------------------------------- the fourth round
+# Trackers, hit rates, resets and table estimates; all six caught within the zoo's schedules.
+
+#: The vLLM-style computed tracker restarts the hash chain at each increment.
+TRACKER_HASHES_UNCHAINED = (Patch(_PCB, "ComputedBlocksTracker._update_seq_hashes",
+                                  "prev_hash = hashes[-1] if hashes else None",
+                                  "prev_hash = None  # BUG: each increment starts a new chain"),)
+
+#: Removing a sequence keeps its frozen cached-token count (a reused seq id inherits it).
+REMOVE_SEQ_KEEPS_FROZEN = (Patch(_PCB, "ComputedBlocksTracker.remove_seq",
+                                 "self._seq_id_to_num_tokens_computed,",
+                                 "# BUG: the frozen count is kept"),)
+
+#: The hit rate is the completed windows' average, not hits over queries.
+HIT_RATE_OF_WINDOWS = _alloc("get_prefix_cache_hit_rate",
+                             "return self.metric_data.get_hit_rate()",
+                             "return self.metric_data.completed_block_cache_hit_rate  # BUG")
+
+#: A reset of every device goes on past a device that refuses.
+RESET_ALL_PAST_REFUSAL = (Patch(
+    _CG, "CpuGpuBlockAllocator.reset_prefix_cache",
+    "return all(allocator.reset_prefix_cache() for allocator in self._allocators.values())",
+    "return all([allocator.reset_prefix_cache() for allocator in self._allocators.values()])"
+    "  # BUG"),)
+
+#: The append touch estimate ignores the partial first block.
+APPEND_TOUCH_ESTIMATE_SHORT = _table(
+    "get_num_blocks_touched_by_append_slots",
+    "return 1 + cdiv(num_token_ids - first_chunk_size, self._block_size)",
+    "return cdiv(num_token_ids, self._block_size)  # BUG: the partial first block")
+
+#: The unseen tokens of a sequence skip one.
+UNSEEN_OFF_BY_ONE = _table("get_unseen_token_ids",
+                           "return sequence_token_ids[self._num_full_slots :]",
+                           "return sequence_token_ids[self._num_full_slots + 1 :]  # BUG")
