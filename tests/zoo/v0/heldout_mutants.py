@@ -19,16 +19,10 @@ issue-22 section has the measurement. Each is one small change marked ``# BUG``.
 from __future__ import annotations
 
 from tests.zoo.patching import Patch
+from tests.zoo.v0.allocator_mutants import _alloc
+from tests.zoo.v0.evictor_mutants import _lru as _evictor
 
 _PCB = "prefix_caching_block"
-
-
-def _alloc(method: str, find: str, replace: str) -> tuple[Patch, ...]:
-    return (Patch(_PCB, f"PrefixCachingBlockAllocator.{method}", find, replace),)
-
-
-def _evictor(method: str, find: str, replace: str) -> tuple[Patch, ...]:
-    return (Patch("evictor", f"LRUEvictor.{method}", find, replace),)
 
 
 def _table(method: str, find: str, replace: str) -> tuple[Patch, ...]:
