@@ -518,11 +518,11 @@ class Runner:
             return ()
         handles = {id(b) for b in self.blocks.values()}
         self._doing = "block_id of a block a table let go of"
-        block_state = self.adapter.block_state
+        block_id = self.adapter.block_id
         stale: list[int | None] = []
         for key, (obj, was) in before.items():
             if key not in held and key not in handles and was is not None:
-                shown = block_state(obj)[0]
+                shown = block_id(obj)
                 if shown == was:
                     stale.append(shown)
         return tuple(stale)

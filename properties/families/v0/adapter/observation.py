@@ -82,6 +82,11 @@ class ObservationReads(AdapterCore):
             chash = checked_opt_int(chash, "block.content_hash")
         return bid, tuple(toks), chash
 
+    def block_id(self, obj: Any) -> int | None:
+        """A block object's ``block_id``, type-checked (nothing else of it is read)."""
+        bid = obj.block_id
+        return bid if bid is None or type(bid) is int else checked_opt_int(bid, "block.block_id")
+
     def block_total(self, obj: Any) -> int:
         """A prefix-caching block object's ``num_tokens_total``, type-checked."""
         total = obj.num_tokens_total
