@@ -1,8 +1,11 @@
 """A per-step time limit for calls into a target, which never kills the process.
 
 :class:`Watchdog` arms before a step and disarms after it; a step that outlived its limit gets
-:class:`StepTimeout` raised inside it (or at disarm). Every family's runner uses it,
-and reports a step past its limit as a :class:`Hang`.
+:class:`StepTimeout` raised inside it, and again every limit after that while it runs on, and
+``disarm`` raises it once more: a timeout that something swallowed (a gc callback, a
+``__del__``, a target's ``except BaseException``) is still reported, and cannot leave a spinning
+step running forever. Every family's runner uses it, and reports a step past its limit as a
+:class:`Hang`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import importlib
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 from models.core.invariants import Violation
 
@@ -30,18 +33,20 @@ class Hang(Violation):
 
 class _Monitor:
     """One daemon thread that injects :class:`StepTimeout` into stepping threads past their
-    deadline (``PyThreadState_SetAsyncExc``: delivered at the thread's next bytecode, so a
-    pure-Python loop is interrupted and a blocking C call is reported when it returns)."""
+    deadline, and again every limit after that until they disarm
+    (``PyThreadState_SetAsyncExc``: delivered at the thread's next bytecode, so a pure-Python
+    loop is interrupted and a blocking C call is reported when it returns)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._armed: dict[int, tuple[float, list[bool]]] = {}
+        #: thread id -> (next deadline, the limit, fired flag)
+        self._armed: dict[int, tuple[float, float, list[bool]]] = {}
         self._thread: threading.Thread | None = None
 
     def arm(self, seconds: float) -> list[bool]:
         fired = [False]
         with self._cond:
-            self._armed[threading.get_ident()] = (time.monotonic() + seconds, fired)
+            self._armed[threading.get_ident()] = (time.monotonic() + seconds, seconds, fired)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="prefixcache-watchdog",
                                                 daemon=True)
@@ -63,15 +68,14 @@ class _Monitor:
             while True:
                 now = time.monotonic()
                 waits = []
-                for ident, (deadline, fired) in self._armed.items():
-                    if fired[0]:
-                        continue
+                for ident, (deadline, seconds, fired) in list(self._armed.items()):
                     if deadline <= now:
                         fired[0] = True
                         ctypes.pythonapi.PyThreadState_SetAsyncExc(
                             ctypes.c_ulong(ident), ctypes.py_object(StepTimeout))
-                    else:
-                        waits.append(deadline - now)
+                        deadline = now + seconds  # again, should this one be swallowed
+                        self._armed[ident] = (deadline, seconds, fired)
+                    waits.append(deadline - now)
                 self._cond.wait(min(waits) if waits else None)
 
 
@@ -96,7 +100,8 @@ class Watchdog:
 
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
-        self._armed = False
+        self._armed = False  # the SIGALRM handler is ours and raises while this is true
+        self._alarmed = False  # it raised since ``arm``
         self._previous: Any = None
         self._fired: list[bool] | None = None
 
@@ -106,25 +111,32 @@ class Watchdog:
         if _ALARM is not None and threading.get_ident() == _MAIN \
                 and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0):
             self._previous = _raw_signal.signal(_ALARM, self._on_alarm)
+            self._alarmed = False
             self._armed = True
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
         else:
             self._fired = _MONITOR.arm(self.seconds)
 
     def disarm(self) -> None:
-        """Stop the clock; raises :class:`StepTimeout` if it ran out meanwhile."""
+        """Stop the clock; raises :class:`StepTimeout` if it ran out meanwhile (whether or not
+        the one raised inside the step came through)."""
         if self._fired is not None:
             fired, self._fired = self._fired, None
             _MONITOR.disarm(fired)
         elif self._armed:
             try:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                self._armed = False  # a pending alarm handled up to here still raises
-            finally:
+                self._armed = False  # from here on the handler raises nothing
+            except StepTimeout:  # an alarm handled just before: ``_alarmed`` records it
                 self._armed = False
-                _raw_signal.signal(_ALARM, self._previous)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            _raw_signal.signal(_ALARM, self._previous)
+            if self._alarmed:
+                self._alarmed = False
+                raise StepTimeout
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
         if self._armed:
-            self._armed = False
+            self._alarmed = True
+            # Again after another limit, should this one be swallowed; ``disarm`` cancels it.
+            signal.setitimer(signal.ITIMER_REAL, cast(float, self.seconds))
             raise StepTimeout
