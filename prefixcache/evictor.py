@@ -120,26 +120,28 @@ _LOW_MASK = (1 << 192) - 1  # every key field but the time
 
 
 _EXACT_INT = 1 << 53  # ints a float holds exactly
+_MIN_EXACT_INT = -_EXACT_INT
 _pack_d = struct.Struct("<d").pack
-_unpack_q = struct.Struct("<q").unpack
+_unpack_u64 = struct.Struct("<Q").unpack
 
 
 def _time_field(last_accessed: float) -> int:
-    """A non-negative 64-bit int that orders like ``last_accessed`` (IEEE-754 trick).
+    """A non-negative 64-bit int that orders like ``last_accessed`` (IEEE-754 trick: the
+    sign bit flipped for a non-negative float, every bit flipped for a negative one).
 
     Requires a value exactly representable as a float (any float, or an int of at most
-    53 significant bits), so the order is exact.
+    53 significant bits), so the order is exact; equal values give equal fields.
     """
     kind: type = last_accessed.__class__
-    if not (
-        (kind is float and last_accessed == last_accessed)
-        or (kind is int and -_EXACT_INT <= last_accessed <= _EXACT_INT)
-    ):
+    if kind is float and last_accessed == last_accessed:
+        as_float = last_accessed + 0.0  # + 0.0 folds -0.0 into 0.0
+    elif kind is int and _MIN_EXACT_INT <= last_accessed <= _EXACT_INT:
+        as_float = float(last_accessed)  # exact; an int gives no -0.0
+    else:
         check_time(last_accessed)  # non-NaN floats and ints up to 2**53 pass it
-    as_float = float(last_accessed) + 0.0  # + 0.0 folds -0.0 into 0.0
-    bits: int = _unpack_q(_pack_d(as_float))[0]
-    ordered = bits if bits >= 0 else -(bits & ~_SIGN_BIT & _FIELD_MASK) - 1
-    return ordered + _SIGN_BIT
+        as_float = float(last_accessed) + 0.0
+    bits: int = _unpack_u64(_pack_d(as_float))[0]
+    return bits ^ _SIGN_BIT if bits < _SIGN_BIT else _FIELD_MASK - bits
 
 
 class LRUEvictor(Evictor):

@@ -6,7 +6,7 @@ import enum
 import math
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -348,3 +348,18 @@ def test_out_of_range_keys_are_rejected(block_id: int, tokens: int, time: float)
     with pytest.raises(InvalidArgumentError):
         evictor.add(block_id, 0, tokens, time)
     assert evictor.num_blocks == 0 and evictor._heap == []
+
+
+_TIMES = st.floats(allow_nan=False) | st.integers(-(2**53), 2**53)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TIMES, _TIMES)
+def test_time_field_orders_exactly_like_the_times(a: float, b: float) -> None:
+    """The packed key's time field: a 64-bit non-negative int, equal for equal times (an int
+    and its float, 0.0 and -0.0) and ordered as the times are, signs and infinities included."""
+    from prefixcache.evictor import _time_field
+
+    fa, fb = _time_field(a), _time_field(b)
+    assert 0 <= fa < 2**64
+    assert (fa < fb) == (a < b) and (fa == fb) == (a == b)
