@@ -130,7 +130,8 @@ def test_a_timeout_raised_inside_a_gc_callback_is_reported(
                 watchdog.disarm()
     finally:
         gc.callbacks.remove(callback)
-    assert swallowed == [StepTimeout]  # the first one did land in the callback
+    # the first one (and any re-raised while the callback still slept) did land there
+    assert swallowed and set(swallowed) == {StepTimeout}
 
 
 @pytest.mark.parametrize("path", PATHS)
