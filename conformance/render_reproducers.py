@@ -64,7 +64,7 @@ if __name__ == "__main__":
 {observe}
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
 {program}

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fuzz.core.engine import Engine, Failure, minimize
-from fuzz.core.execution import Execution
+from fuzz.core.execution import Execution, fuzzing
 from fuzz.core.harness import (
     ARTIFACTS_VAR,
     HASH_MODE_VAR,
@@ -43,6 +43,7 @@ from fuzz.core.progress import Progress
 from fuzz.core.regress import Regression
 from properties.core import family as families
 from properties.core.family import Family, FamilyError
+from properties.core.roles import Fuzzing
 from properties.core.targets import ENV_VAR, Target, load_target
 
 #: Every family's harness folder: ``fuzz/families/NAME``.
@@ -152,7 +153,8 @@ def run_atheris(name: str, args: argparse.Namespace, artifacts: Path,
 def cmd_run(args: argparse.Namespace) -> int:
     quiet_target_logs()
     family = chosen_family(args)
-    name = args.name or (family.fuzz_levels[0] if family.fuzz_levels else "")
+    levels = family.fuzz_levels if isinstance(family, Fuzzing) else ()
+    name = args.name or (levels[0] if levels else "")
     try:
         harness = harness_for(name, weak_hash=args.weak_hash, spec=args.allocator,
                               family=family.name)
@@ -195,6 +197,10 @@ def cmd_regress(args: argparse.Namespace) -> int:
     path = Path(args.input)
     shape = {"block_size": args.block_size, "num_gpu_blocks": args.gpu,
              "num_cpu_blocks": args.cpu}
+    if not isinstance(family, Fuzzing):
+        print(f"python -m fuzz regress: family {family.name} has no fuzz levels",
+              file=sys.stderr)
+        return 2
     if args.harness is not None and args.harness not in family.fuzz_levels:
         print(f"python -m fuzz regress: family {family.name} has no harness {args.harness!r}; "
               f"known: {', '.join(family.fuzz_levels) or 'none'}", file=sys.stderr)
@@ -219,7 +225,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
 def _minimized(path: Path, target: Target, name: str, reg: Regression) -> Regression:
     """The crash input shrunk (same family), decoded again into a shorter program."""
     family = target.family_object
-    harness = Harness(family.fuzz_level(name), family=family.name).bind(target)
+    harness = Harness(fuzzing(target).fuzz_level(name), family=family.name).bind(target)
     first = harness.run(path.read_bytes())
     if first.violation is None:
         return reg
@@ -227,11 +233,11 @@ def _minimized(path: Path, target: Target, name: str, reg: Regression) -> Regres
 
     def still_fails(data: bytes) -> bool:
         v = harness.run(data).violation
-        return v is not None and v.family is broken
+        return v is not None and v.family == broken
 
     small = minimize(path.read_bytes(), still_fails)
     result = harness.run(small)
-    return Regression(family.geometry(result.config), result.program,
+    return Regression(family.vocabulary.geometry(result.config), result.program,
                       f"{reg.source}, minimized to {len(small)} bytes", result.outcomes,
                       None if result.violation is None else str(result.violation), family.name)
 

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev
 from properties.core.replay import run_program
 from properties.core.shrink import shrink, shrink_with_pools
@@ -55,7 +56,7 @@ _SHORTFALL_SWAP = (
     "look at the ids it got: here the stale entry made the swap-in 'hit' an id of other content "
     "(allocations in the same situation are now reported as HASH/CONTENT)"
 )
-ORACLE_ATTRIBUTION: dict[str, tuple[frozenset[Family], str]] = {
+ORACLE_ATTRIBUTION: dict[str, tuple[frozenset[Invariant], str]] = {
     "evictor_assumes_time_order": (frozenset({F.CONTENT, F.SWAP}), _VICTIM_CASCADE),
     "lru_tie_ignores_depth": (frozenset({F.CONTENT, F.SWAP}), _VICTIM_CASCADE),
     "tokens_total_not_chained": (frozenset({F.CONTENT, F.SWAP}), _VICTIM_CASCADE),
@@ -112,7 +113,7 @@ def _describe(catch: Catch) -> str:
             f"-> {catch.violation}")
 
 
-def _accepted(name: str) -> frozenset[Family]:
+def _accepted(name: str) -> frozenset[Invariant]:
     extra, _ = ORACLE_ATTRIBUTION.get(name, (frozenset(), ""))
     return ZOO[name].families | extra
 

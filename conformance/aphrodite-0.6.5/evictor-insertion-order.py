@@ -44,7 +44,7 @@ if __name__ == "__main__":
     pass
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'evictor_add', 'block_id': 0, 'content_hash': 1000, 'num_hashed_tokens': 1, 'last_accessed': 1.0},

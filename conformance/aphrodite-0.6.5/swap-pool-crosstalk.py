@@ -45,7 +45,7 @@ if __name__ == "__main__":
     print('b1.block_id', '=', b1.block_id)
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'allocate_mutable', 'prev': None, 'device': 'cpu'},

@@ -51,7 +51,7 @@ if __name__ == "__main__":
     print('alloc._allocators[Device.GPU].evictor.num_blocks', '=', alloc._allocators[Device.GPU].evictor.num_blocks)
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'table_allocate', 'tokens': [2, 0, 3, 1, 2, 0], 'device': 'gpu', 'extra_hash': None, 'window': 1},

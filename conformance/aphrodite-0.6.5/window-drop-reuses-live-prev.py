@@ -48,7 +48,7 @@ if __name__ == "__main__":
     print('t1.blocks[1].prev_block is t1.blocks[3]', '=', t1.blocks[1].prev_block is t1.blocks[3])
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'table_allocate', 'tokens': [1, 2, 0], 'device': 'gpu', 'extra_hash': None, 'window': 2},

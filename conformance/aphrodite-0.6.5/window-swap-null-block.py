@@ -51,7 +51,7 @@ if __name__ == "__main__":
     print('[b.block_id for b in t0.blocks]', '=', [b.block_id for b in t0.blocks])
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'table_allocate', 'tokens': [1, 2, 3, 4, 5], 'device': 'gpu', 'extra_hash': None, 'window': 1},

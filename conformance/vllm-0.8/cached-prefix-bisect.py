@@ -50,7 +50,7 @@ if __name__ == "__main__":
     print('[alloc._allocators[Device.GPU].block_is_computed(b.block_id) for b in (b0, b5, b6, b7)]', '=', [alloc._allocators[Device.GPU].block_is_computed(b.block_id) for b in (b0, b5, b6, b7)])
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'allocate_immutable_chain', 'prev': None, 'chunks': [[1], [2], [3], [4]], 'device': 'gpu', 'extra_hash': None},

@@ -58,7 +58,7 @@ if __name__ == "__main__":
     print('(alloc._allocators[Device.GPU].evictor.num_blocks, alloc.get_num_free_blocks(Device.GPU))', '=', (alloc._allocators[Device.GPU].evictor.num_blocks, alloc.get_num_free_blocks(Device.GPU)))
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'allocate_immutable_chain', 'prev': None, 'chunks': [[1], [2]], 'device': 'gpu', 'extra_hash': None},

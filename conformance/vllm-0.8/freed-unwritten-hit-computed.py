@@ -48,7 +48,7 @@ if __name__ == "__main__":
     print('alloc.find_cached_blocks_prefix([b1.content_hash]) == [b1.content_hash]', '=', alloc.find_cached_blocks_prefix([b1.content_hash]) == [b1.content_hash])
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'allocate_immutable', 'prev': None, 'tokens': [1, 2], 'device': 'gpu', 'extra_hash': None},

@@ -38,7 +38,7 @@ if __name__ == "__main__":
     print('hash(2**63 - 1) == hash(3)', '=', hash(2**63 - 1) == hash(3))
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'allocate_immutable', 'prev': None, 'tokens': [2, 9223372036854775807, 0], 'device': 'gpu', 'extra_hash': None},

@@ -46,7 +46,7 @@ if __name__ == "__main__":
     print('alloc._allocators[Device.GPU].evictor.priority_queue', '=', alloc._allocators[Device.GPU].evictor.priority_queue)
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'allocate_immutable', 'prev': None, 'tokens': [1], 'device': 'gpu', 'extra_hash': None},

@@ -45,7 +45,7 @@ if __name__ == "__main__":
     print('(alloc._allocators[Device.CPU].metric_data.num_incompleted_block_queries, alloc._allocators[Device.CPU].metric_data.num_incompleted_block_hit)', '=', (alloc._allocators[Device.CPU].metric_data.num_incompleted_block_queries, alloc._allocators[Device.CPU].metric_data.num_incompleted_block_hit))
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'table_allocate', 'tokens': [1, 2], 'device': 'gpu', 'extra_hash': None},

@@ -64,7 +64,7 @@ if __name__ == "__main__":
     print('(t1.physical_block_ids, alloc._allocators[Device.GPU]._touched_blocks, alloc._allocators[Device.GPU].block_is_computed(t1.physical_block_ids[0]))', '=', (t1.physical_block_ids, alloc._allocators[Device.GPU]._touched_blocks, alloc._allocators[Device.GPU].block_is_computed(t1.physical_block_ids[0])))
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'tracker_start'},

@@ -1,13 +1,12 @@
 """One fuzz input, end to end: decode it against a target one operation at a time (the
-target's family's decoder), run each operation through the family's runner, and judge it with
-its oracle.
+target's family's decoder, :class:`properties.core.roles.Fuzzing`) and run each operation
+through the family's judge.
 
-Contract: :func:`execute` never raises for anything the target does; a broken invariant, or a
-misbehaviour the runner itself reports (its ``Violation``; the outcome list then stops one
-short of the program), comes back as ``Execution.violation`` located at its step, and a
-program the oracle can no longer judge (``OutOfContract``, including ``Inconclusive``) ends
-early with the reason in ``stopped``. Exceptions that escape are bugs of the suite itself
-(model, runner, decoder).
+Contract: :func:`execute` never raises for anything the target does; a broken invariant or a
+misbehaving target (the judge's ``Violation``; the outcome list then stops one short of the
+program) comes back as ``Execution.violation`` located at its step, and a program the model
+can no longer judge (the family's ``out_of_contract``) ends early with the reason in
+``stopped``. Exceptions that escape are bugs of the suite itself (model, judge, decoder).
 """
 
 from __future__ import annotations
@@ -16,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.core.invariants import Violation
-from properties.core.family import Runner
-from properties.core.targets import Target
+from properties.core.family import Judge
+from properties.core.roles import Fuzzing
+from properties.core.targets import Target, TargetError
 
 Feature = tuple[object, ...]
 
@@ -45,11 +45,19 @@ class Execution:
     features: set[Feature] = field(default_factory=set)
     op_starts: list[int] = field(default_factory=list)
     consumed: int = 0
-    runner: Runner | None = None
+    judge: Judge | None = None
 
     @property
     def failed(self) -> bool:
         return self.violation is not None
+
+
+def fuzzing(target: Target) -> Fuzzing:
+    """``target``'s family, which must fuzz (:class:`properties.core.roles.Fuzzing`)."""
+    family = target.family_object
+    if not isinstance(family, Fuzzing):
+        raise TargetError(f"family {family.name!r} has no fuzz levels")
+    return family
 
 
 def execute(data: bytes, target: Target, level: Any, *, max_ops: int | None = None
@@ -57,41 +65,38 @@ def execute(data: bytes, target: Target, level: Any, *, max_ops: int | None = No
     """Decode ``data`` against ``target`` and judge every step (``max_ops``: None, the
     family's ``max_ops``)."""
     family = target.family_object
-    decoder = family.decoder(data, level, target.caps,
-                             max_ops=family.max_ops if max_ops is None else max_ops)
+    fuzz = fuzzing(target)
+    decoder = fuzz.decoder(data, level, target.caps,
+                           max_ops=fuzz.max_ops if max_ops is None else max_ops)
     config = decoder.config
     result = Execution(level, config)
-    oracle = family.oracle(config)
     try:  # a misbehaving factory is a verdict too
-        runner = result.runner = family.runner(target, config)
-        oracle.initial_check(runner.snapshot())
-        decoder.use_adapter(**adapter_features(runner))
+        judge = result.judge = family.judge(target, config)
+        decoder.attach(judge)
     except Violation as violation:
         result.violation = violation
         return result
     previous = "start"
-    while (op := decoder.next_op(oracle)) is not None:
-        try:
-            outcome, snapshot = runner.execute(op)
-        except Violation as violation:  # the runner's own verdict: the target misbehaved
-            result.program.append(op)
-            result.violation = violation if violation.op is not None else \
-                violation.at(op, len(result.program) - 1)
-            result.features.add(("violation", violation.family.value, op.kind))
-            break
+    while (op := decoder.next_op(judge)) is not None:
         result.program.append(op)
-        result.outcomes.append(outcome)
-        result.features.update(family.step_features(previous, op, outcome, snapshot, oracle))
-        previous = op.kind
+        index = len(result.program) - 1
         try:
-            oracle.step(op, outcome, snapshot)
+            outcome = judge.step(op)
         except Violation as violation:
-            result.violation = violation.at(op, len(result.program) - 1)
+            if len(judge.log) > index:  # the target answered; the model judged it
+                result.outcomes.append(judge.log[index].outcome)
+            result.violation = violation if violation.op is not None else \
+                violation.at(op, index)
             result.features.add(("violation", violation.family.value, op.kind))
             break
         except family.out_of_contract as why:
+            if len(judge.log) > index:
+                result.outcomes.append(judge.log[index].outcome)
             result.stopped = f"{type(why).__name__}: {why}"
             break
+        result.outcomes.append(outcome)
+        result.features.update(fuzz.step_features(previous, op, outcome, judge))
+        previous = op.kind
     result.op_starts = decoder.op_starts
     result.consumed = decoder.src.consumed
     return result
@@ -99,16 +104,10 @@ def execute(data: bytes, target: Target, level: Any, *, max_ops: int | None = No
 
 def decodable_kinds(target: Target, level: Any) -> frozenset[str]:
     """The operation kinds the decoder can produce against ``target`` (its capabilities, and
-    whether its adapter finds the engine's trackers): what a seed corpus should cover."""
-    family = target.family_object
-    runner = execute(b"", target, level).runner
-    decoder = family.decoder(b"", level, target.caps, max_ops=family.max_ops)
-    if runner is not None:
-        decoder.use_adapter(**adapter_features(runner))
+    what its judge's target shows): what a seed corpus should cover."""
+    fuzz = fuzzing(target)
+    judge = execute(b"", target, level).judge
+    decoder = fuzz.decoder(b"", level, target.caps, max_ops=fuzz.max_ops)
+    if judge is not None:
+        decoder.attach(judge)
     return decoder.kinds()
-
-
-def adapter_features(runner: Runner) -> dict[str, bool]:
-    """What the decoder offers beyond the capabilities (the family's
-    :meth:`~properties.core.family.Family.adapter_features` of the runner's target)."""
-    return runner.target.family_object.adapter_features(runner)

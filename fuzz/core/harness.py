@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fuzz.core.execution import Execution, execute
+from fuzz.core.execution import Execution, execute, fuzzing
 from properties.core import family as families
 from properties.core import selection
+from properties.core.roles import Fuzzing, WeakHashing
 from properties.core.targets import ENV_VAR, Target, load_target
 
 #: Environment variable naming the directory for crash artifacts (default: current dir).
@@ -55,6 +56,8 @@ class Harness:
         if self._target is None:
             if self.weak_hash:
                 chosen = families.select(self.spec, self.family)
+                if not isinstance(chosen, WeakHashing):
+                    raise ValueError(f"family {chosen.name!r} has no weak-hash mode")
                 self._target = chosen.weak_hash_target(self.level)
             elif self.spec is not None or self.family is not None:
                 self._target = load_target(self.spec, family=self.family)
@@ -80,26 +83,26 @@ class Harness:
 
     def listing(self, result: Execution) -> str:
         """``result``'s program as text (the family's listing)."""
-        family = self.target.family_object
-        return family.format_program(family.geometry(result.config), result.program,
-                                     result.outcomes)
+        fuzz = fuzzing(self.target)
+        return fuzz.format_program(self.target.family_object.vocabulary.geometry(result.config),
+                                   result.program, result.outcomes)
 
     # ------------------------------------------------------------------ artifacts
 
     def crash_record(self, data: bytes, result: Execution) -> dict[str, Any]:
         """What a crash file's JSON sidecar holds: enough to rebuild the program without
         decoding again (decoding depends on the target's responses)."""
-        family = self.target.family_object
+        vocabulary = self.target.family_object.vocabulary
         return {
             "harness": self.name,
             "target": self.target.spec,
             "allocator_type": self.target.allocator_type,
             "weak_hash": self.weak_hash,
             "input_sha1": hashlib.sha1(data).hexdigest(),
-            "config": family.geometry(result.config),
+            "config": vocabulary.geometry(result.config),
             "family": None if result.violation is None else result.violation.family.value,
             "violation": None if result.violation is None else str(result.violation),
-            "program": [family.op_to_json(op) for op in result.program],
+            "program": [vocabulary.op_to_json(op) for op in result.program],
         }
 
     def write_crash(self, data: bytes, result: Execution, directory: Path) -> Path:
@@ -189,12 +192,15 @@ def harness_for(name: str, *, weak_hash: bool = False, spec: str | None = None,
     ``spec`` or ``$PREFIXCACHE_ALLOCATOR``; v0: ``block_level``, ``sequence_level``,
     ``hashing``)."""
     chosen = families.select(spec or os.environ.get(ENV_VAR), family)
+    if not isinstance(chosen, Fuzzing):
+        raise ValueError(f"family {chosen.name!r} has no fuzz levels")
     try:
         level = chosen.fuzz_level(name)
     except ValueError:
         known = ", ".join(chosen.fuzz_levels)
         raise ValueError(f"unknown harness {name!r}; known: {known}") from None
-    if weak_hash and name not in chosen.weak_hash_levels:
+    weak_levels = chosen.weak_hash_levels if isinstance(chosen, WeakHashing) else ()
+    if weak_hash and name not in weak_levels:
         raise ValueError(f"the weak hash mode belongs to the "
-                         f"{' or '.join(chosen.weak_hash_levels) or 'no'} harness")
+                         f"{' or '.join(weak_levels) or 'no'} harness")
     return Harness(level, weak_hash=weak_hash, spec=spec, family=family)

@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fuzz.core.execution import fuzzing
 from fuzz.core.harness import Harness
 from models.core.invariants import Violation
 from properties.core import family as families
 from properties.core.replay import run_program
+from properties.core.roles import Fuzzing
 from properties.core.targets import Target
 
 WIDTH = 96
@@ -71,7 +73,8 @@ def harness_from_name(path: Path, default: str, family: str | None = None) -> st
     """The harness a crash file names (``crash-<harness>-...``, a level of ``family``, None:
     the default family's), else ``default``."""
     chosen = families.by_name(family) if family else families.default()
-    for name in chosen.fuzz_levels:
+    levels: tuple[str, ...] = chosen.fuzz_levels if isinstance(chosen, Fuzzing) else ()
+    for name in levels:
         if path.name.startswith(f"crash-{name}-"):
             return name
     return default
@@ -94,12 +97,13 @@ def load(path: Path, target: Target, *, harness: str | None, shape: dict[str, An
                      f"{parsed.get('target', '?')})"
         else:
             config, ops_json, source = dict(shape), parsed, path.name
-        program = [family.op_from_json(o) for o in ops_json]
+        program = [family.vocabulary.op_from_json(o) for o in ops_json]
         outcomes, violation = judge(target, config, program)
         return Regression(config, program, source, outcomes, violation, family.name)
-    name = harness or harness_from_name(path, family.fuzz_levels[0], family.name)
-    result = Harness(family.fuzz_level(name), family=family.name).bind(target).run(data)
-    config = family.geometry(result.config)
+    fuzz = fuzzing(target)
+    name = harness or harness_from_name(path, fuzz.fuzz_levels[0], family.name)
+    result = Harness(fuzz.fuzz_level(name), family=family.name).bind(target).run(data)
+    config = family.vocabulary.geometry(result.config)
     violation = None if result.violation is None else str(result.violation)
     return Regression(config, result.program, f"{path.name} (harness {name}, target "
                       f"{target.spec})", result.outcomes, violation, family.name)
@@ -109,14 +113,13 @@ def judge(target: Target, config: dict[str, Any],
           program: list[Any]) -> tuple[list[Any], str | None]:
     """Replay ``program`` against ``target``: its outcomes and the violation, if any."""
     family = target.family_object
-    runner = None
     try:
-        runner = run_program(target, family.config(target, config), program)
+        ran = run_program(target, family.vocabulary.config(target, config), program)
     except Violation as violation:
         return [], str(violation)
     except family.out_of_contract as why:
         return [], f"out of contract for this target: {why}"
-    return [s.outcome for s in runner.log], None
+    return [s.outcome for s in ran.log], None
 
 
 def test_name(name: str) -> str:
@@ -142,14 +145,15 @@ def render_test(name: str, reg: Regression) -> str:
     ident = test_name(name)
     family = families.by_name(reg.family)
     foreign = reg.family != families.DEFAULT_FAMILY  # the session's target may be another's
-    listing = family.format_program(reg.config, reg.program, reg.outcomes)
+    listing = family.format_program(reg.config, reg.program, reg.outcomes) \
+        if isinstance(family, Fuzzing) else "\n".join(repr(op) for op in reg.program)
     doc = [f'"""Regression {ident}.', "", *_wrapped(f"From {reg.source}.", ""), ""]
     if reg.violation:
         doc += ["Violation when recorded:", "", *_wrapped(reg.violation, "    "), ""]
     doc += ["Program (one operation per line):", "", *_wrapped(listing, "    "), '"""']
     ops_lines: list[str] = []
     for op in reg.program:
-        text = pprint.pformat(family.op_to_json(op), width=WIDTH - 4, compact=True,
+        text = pprint.pformat(family.vocabulary.op_to_json(op), width=WIDTH - 4, compact=True,
                               sort_dicts=False)
         block = textwrap.indent(text, "    ").splitlines()
         block[-1] += ","

@@ -1,61 +1,123 @@
-"""Invariant families and the violation the model raises when a target breaks one.
+"""Invariants, the sets a family declares, and the violation a judge raises.
 
-The family names are those of ``INVARIANTS.md``; reports, xfail entries and the self-test zoo
-key on them.
+An :class:`Invariant` is one named promise an allocator keeps (``RC``: reference counts equal
+the live holders, ...). The core knows only the promises every allocator makes, whatever its
+API: it answers within the contract's errors (``CRASH``), keeps the calling convention
+(``TARGET``), leaves itself as it was when an operation fails (``ATOMIC``) and hands every
+request back exactly its own tokens' KV (``CONTENT``, judged by
+:mod:`models.core.shadow_memory`). Each family declares its own set as a subclass of
+:class:`Invariants`, adding its promises with its own wording; reports, xfails entries and the
+zoos key on the short names (``value``).
+
+``Family`` is the name a family's model uses for its set (``from models.families.v0.invariants
+import Family``); ``Family.RC`` reads like an enum member, ``for inv in Family`` lists the set
+(the core's first) and ``Family.lookup("RC")`` finds one by name.
 """
 
 from __future__ import annotations
 
-import enum
+import importlib
+from collections.abc import Iterator
+from typing import Any
 
 
-class Family(enum.Enum):
-    """One invariant family; ``value`` is the short name used in messages."""
+class Invariant:
+    """One named invariant: ``value`` is its short name, ``description`` the promise in the
+    declaring family's words. Equal (and hashed) by short name; pickles to the same object."""
 
-    RC = "RC"
-    LEAK = "LEAK"
-    FREE = "FREE"
-    CACHE = "CACHE"
-    CONTENT = "CONTENT"
-    COW = "COW"
-    SWAP = "SWAP"
-    HASH = "HASH"
-    LRU = "LRU"
-    COMPUTED = "COMPUTED"
-    HIT = "HIT"
-    TABLE = "TABLE"
-    ATOMIC = "ATOMIC"
-    # Not allocator invariants: the target raised something no contract allows, or broke the
-    # calling convention (wrong return types, hangs, lists mutated behind the caller's back).
-    CRASH = "CRASH"
-    TARGET = "TARGET"
+    __slots__ = ("_where", "description", "value")
+
+    def __init__(self, value: str, description: str) -> None:
+        if not value or not value.isidentifier() or value.upper() != value:
+            raise ValueError(f"an invariant's short name is an upper-case identifier: {value!r}")
+        self.value = value
+        self.description = description
+        self._where: tuple[str, str, str] | None = None  # module, class, attribute
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if self._where is None:
+            self._where = (owner.__module__, owner.__qualname__, name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Invariant) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return f"<Invariant {self.value}>"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        if self._where is None:
+            return Invariant, (self.value, self.description)
+        return _declared, self._where
 
 
-DESCRIPTIONS: dict[Family, str] = {
-    Family.RC: "refcounts equal the live handles holding each id",
-    Family.LEAK: "every id is in exactly one state; nothing lost, duplicated or double-owned",
-    Family.FREE: "free counts are exact and admission checks are sound",
-    Family.CACHE: "content map and evictor agree; reused ids forget old content",
-    Family.CONTENT: "hits and live sequences read exactly their own content",
-    Family.COW: "writes to shared blocks go to a fresh id with exactly one recorded pair",
-    Family.SWAP: "swaps preserve content and map source-device ids to destination-device ids",
-    Family.HASH: "different content (prefix, tokens, extra keys) never shares a cached block",
-    Family.LRU: "the victim is the least recently used, ties to the most hashed tokens",
-    Family.COMPUTED: "computed is reported only after marking, as a prefix",
-    Family.HIT: "hit-rate counters count each query once",
-    Family.TABLE: "table ids, chains and token counts agree; forks of any length work",
-    Family.ATOMIC: "a failed operation leaves the allocator exactly as it was",
-    Family.CRASH: "the target raised an error no contract allows",
-    Family.TARGET: "the target returns the API's types, answers in time and leaves lists alone",
-}
+def _declared(module: str, qualname: str, attr: str) -> Invariant:
+    obj: Any = importlib.import_module(module)
+    for part in (*qualname.split("."), attr):
+        obj = getattr(obj, part)
+    if not isinstance(obj, Invariant):
+        raise TypeError(f"{module}.{qualname}.{attr} is not an Invariant")
+    return obj
+
+
+class _InvariantsMeta(type):
+    """Iteration over an invariant set, membership and lookup by short name."""
+
+    _members: dict[str, Invariant]
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any]
+                ) -> _InvariantsMeta:
+        cls = super().__new__(mcs, name, bases, namespace)
+        members: dict[str, Invariant] = {}
+        for base in reversed(cls.__mro__[1:]):
+            members.update(getattr(base, "_members", {}))
+        for attr, value in namespace.items():
+            if isinstance(value, Invariant):
+                if attr != value.value:
+                    raise ValueError(f"{name}.{attr} is named {value.value!r}")
+                members[attr] = value
+        cls._members = members
+        return cls
+
+    def __iter__(cls) -> Iterator[Invariant]:
+        return iter(tuple(cls._members.values()))
+
+    def __len__(cls) -> int:
+        return len(cls._members)
+
+    def __contains__(cls, item: object) -> bool:
+        return isinstance(item, Invariant) and cls._members.get(item.value) == item
+
+    def lookup(cls, value: str) -> Invariant:
+        """The member called ``value``; ``ValueError`` if the set has none."""
+        try:
+            return cls._members[value]
+        except KeyError:
+            raise ValueError(f"{value!r} is not an invariant of {cls.__qualname__} "
+                             f"(known: {', '.join(cls._members)})") from None
+
+
+class Invariants(metaclass=_InvariantsMeta):
+    """The invariants every allocator keeps; a family's set subclasses it."""
+
+    CRASH = Invariant("CRASH", "the target raises only errors the contract allows")
+    TARGET = Invariant("TARGET", "the target returns the API's types, answers in time and "
+                                 "leaves the caller's lists alone")
+    ATOMIC = Invariant("ATOMIC", "a failed operation leaves the allocator exactly as it was")
+    CONTENT = Invariant("CONTENT", "every request reads back exactly its own tokens' KV")
+
+
+InvariantSet = type[Invariants]
 
 
 class Violation(Exception):
-    """A target broke an invariant: which family, on which operation, expected vs observed."""
+    """A target broke an invariant: which one, on which operation, expected vs observed."""
 
     def __init__(
         self,
-        family: Family,
+        family: Invariant,
         message: str,
         *,
         expected: object = None,

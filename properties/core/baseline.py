@@ -53,8 +53,8 @@ def attach(violation: Violation, geometry: Mapping[str, int],
 def attach_run(violation: Violation, target: Target, config: Any, program: Sequence[Any],
                script: str, shown: Violation | None = None) -> None:
     """:func:`attach` the program of operations run against ``target`` with ``config``."""
-    family = target.family_object
-    attach(violation, family.geometry(config), [family.op_to_json(op) for op in program],
+    vocabulary = target.family_object.vocabulary
+    attach(violation, vocabulary.geometry(config), [vocabulary.op_to_json(op) for op in program],
            target.allocator_type, script, shown)
 
 
@@ -273,11 +273,12 @@ def _replay_main(argv: Sequence[str] | None = None) -> int:
         if args.id is not None and e.id not in args.id:
             continue
         target = load_target(args.allocator, family=args.family,
-                             allocator_type=e.allocator_type, disable=args.disable_feature)
-        family = target.family_object
-        program = [family.op_from_json(op) for op in e.program]
+                             allocator_type=e.allocator_type or None,
+                             disable=args.disable_feature)
+        vocabulary = target.family_object.vocabulary
+        program = [vocabulary.op_from_json(op) for op in e.program]
         try:
-            run_program(target, family.config(target, e.config), program)
+            run_program(target, vocabulary.config(target, e.config), program)
         except Violation as violation:
             history = program[: (violation.step or 0) + 1]
             if e.matches(violation, history, e.allocator_type):

@@ -24,8 +24,14 @@ import pytest
 
 from properties.core import family as families
 from properties.core import plugin
-from properties.core.report import Collector, family_verdicts, render_terminal, write_reports
-from properties.core.targets import ENV_VAR
+from properties.core.report import (
+    Collector,
+    family_verdicts,
+    render_terminal,
+    write_not_run,
+    write_reports,
+)
+from properties.core.targets import ENV_VAR, TargetError, load_target
 
 SUITE_DIR = Path(__file__).resolve().parents[1]
 
@@ -59,8 +65,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--family", default=None, metavar="NAME",
                    help="the target's allocator family (default: detected from the target; "
                         "it decides which machines run)")
-    p.add_argument("--allocator-type", default="prefix_caching",
-                   choices=("prefix_caching", "naive"))
+    p.add_argument("--allocator-type", default=None, metavar="NAME",
+                   help="the variant of the target to judge (default: its family's first)")
     p.add_argument("--profile", default="ci", help="Hypothesis profile (dev, ci, nightly, ...)")
     p.add_argument("--seed", type=int, default=None,
                    help="Hypothesis seed (profiles that are not derandomized)")
@@ -87,14 +93,14 @@ def parser() -> argparse.ArgumentParser:
 def pytest_arguments(args: argparse.Namespace) -> list[str]:
     """The pytest command line for ``args`` (the machines of the target's family)."""
     chosen = families.select(args.allocator or os.environ.get(ENV_VAR), args.family)
-    out = [str(chosen.machines_dir), "-p", "no:cacheprovider", "--rootdir", str(SUITE_DIR),
-           f"--hypothesis-profile={args.profile}", f"--allocator-type={args.allocator_type}"]
+    out = [str(chosen.machines), "-p", "no:cacheprovider", "--rootdir", str(SUITE_DIR),
+           f"--hypothesis-profile={args.profile}"]
     if args.verbose or args.pytest_args:
         out += ["-v"] if args.verbose else []
     else:
         out += ["-o", "addopts=", "-p", "no:terminal"]
-    for flag in ("allocator", "family", "xfails_file", "write_xfails", "max_examples", "max_steps",
-                 "step_timeout"):
+    for flag in ("allocator", "family", "allocator_type", "xfails_file", "write_xfails",
+                 "max_examples", "max_steps", "step_timeout"):
         value = getattr(args, flag)
         if value is not None:
             out.append(f"--{flag.replace('_', '-')}={value}")
@@ -120,9 +126,10 @@ def check(argv: Sequence[str]) -> int:
         return int(exc.code or 0)
     try:
         arguments = pytest_arguments(args)
-    except families.FamilyError as exc:
-        print(f"prefixcache check: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        load_target(args.allocator, family=args.family, allocator_type=args.allocator_type,
+                    disable=args.disable_feature, step_timeout=args.step_timeout)
+    except (families.FamilyError, TargetError, ImportError) as exc:
+        return not_run(args, f"{type(exc).__name__}: {exc}")
     collector = Collector()
     started = time.monotonic()
     code = pytest.main(arguments, plugins=[collector])
@@ -132,10 +139,9 @@ def check(argv: Sequence[str]) -> int:
     failed = [t for t, r in collector.results.items() if r == "failed"]
     conforming = not failed and not collector.errors and not deviations
     status = exit_status(code, target_line, conforming)
-    if status == EXIT_ERROR and not collector.results:
-        print(f"prefixcache check: no verdict (pytest exit status {int(code)}); "
-              f"target: {target_line}", file=sys.stderr)
-        return status
+    if status == EXIT_ERROR:
+        return not_run(args, f"no verdict (pytest exit status {int(code)}); target: "
+                             f"{target_line}", collector)
     verdicts = family_verdicts(deviations, collector.expected)
     sys.stdout.write(render_terminal(deviations, collector, verdicts, conforming, seconds))
     write_reports(args.report_dir, collector, deviations, target_line, conforming, seconds)
@@ -148,6 +154,14 @@ def check(argv: Sequence[str]) -> int:
               + (f" ({len(flaky)} flaky: {', '.join(flaky)})" if flaky else "")
               + f"; adopt it with --xfails-file {args.write_xfails}")
     return status
+
+
+def not_run(args: argparse.Namespace, why: str, collector: Collector | None = None) -> int:
+    """No verdict: the target could not be loaded or built, or the suite did not run. Says
+    why, prints no verdict rows and writes a report that says ``not run``; exit status 2."""
+    print(f"prefixcache check: not run: {why}", file=sys.stderr)
+    write_not_run(args.report_dir, why, collector)
+    return EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:

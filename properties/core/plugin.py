@@ -1,6 +1,7 @@
 """The pytest plugin (entry point ``pytest11: prefixcache``).
 
-Options: ``--allocator module:factory`` (env ``PREFIXCACHE_ALLOCATOR``), ``--allocator-type``,
+Options: ``--allocator module:factory`` (env ``PREFIXCACHE_ALLOCATOR``), ``--family NAME``,
+``--allocator-type NAME`` (the family's variants, :class:`properties.core.roles.Variants`),
 ``--disable-feature NAME`` (repeatable), ``--max-examples``, ``--max-steps``,
 ``--step-timeout SECONDS`` (env ``PREFIXCACHE_STEP_TIMEOUT``, default 10, ``0``: no limit; a
 step that outlives it fails as a hang, see ``properties.families.v0.runner``), ``--xfails-file`` and
@@ -9,8 +10,8 @@ step that outlives it fails as a hang, see ``properties.families.v0.runner``), `
 
 Expected failures (``--xfails-file``) are deterministic. Each entry is
 ``{id, family, explanation, config, program}`` plus optional ``class`` (free text: real bug,
-design deviation, ...), ``allocator_type`` (the type it was found with and is replayed with:
-``prefix_caching``, the default, or ``naive``), ``flaky`` (see ``--write-xfails``) and
+design deviation, ...), ``allocator_type`` (the variant of the target it was found with and is
+replayed with; absent: the family's default), ``flaky`` (see ``--write-xfails``) and
 ``match``, which narrows or widens what the entry covers: ``{"families": [...], "ops": [kinds],
 "message": regex, "after": [[kinds], ...], "tokens": [...], "allocator_types": [...]}``. A
 violation
@@ -77,11 +78,12 @@ from hypothesis import reject, settings
 from hypothesis.errors import Unsatisfiable
 
 import properties.core.profiles  # noqa: F401  (registers the profiles)
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Invariants, InvariantSet, Violation
 from properties.core import baseline, selection
 from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
 from properties.core.family import FamilyError
+from properties.core.roles import TokenInputs
 from properties.core.signature import signature
 from properties.core.targets import TargetError
 
@@ -95,18 +97,18 @@ class ExpectedFailure:
     ``ops`` (operation kinds) and ``message`` (a regex) narrow which violations it covers."""
 
     id: str
-    family: Family
+    family: Invariant
     explanation: str
     config: dict[str, int]
     program: list[dict[str, Any]]
     classification: str = ""
-    families: tuple[Family, ...] = ()
+    families: tuple[Invariant, ...] = ()
     ops: tuple[str, ...] = ()
     message: str = ""
     after: tuple[tuple[str, ...], ...] = ()
     tokens: frozenset[int] = frozenset()
     tolerate: frozenset[str] = frozenset()
-    allocator_type: str = "prefix_caching"  # the type it was found with (replayed with)
+    allocator_type: str = ""  # the type it was found with, replayed with ("": the default)
     allocator_types: tuple[str, ...] = ()  # match only violations of these types
     flaky: bool = False  # its replay may pass (it did not reproduce in a fresh process)
 
@@ -115,7 +117,7 @@ class ExpectedFailure:
         """Whether ``violation`` is this deviation; ``history`` is the program up to and
         including the failing operation (None: unknown, ``after`` and ``tokens`` unchecked),
         ``allocator_type`` the type of the allocator that raised it (None: unknown)."""
-        if violation.family is not self.family and violation.family not in self.families:
+        if violation.family != self.family and violation.family not in self.families:
             return False
         if (self.allocator_types and allocator_type is not None
                 and allocator_type not in self.allocator_types):
@@ -138,34 +140,40 @@ def _subsequence(wanted: Sequence[str], seen: Sequence[str]) -> bool:
 
 
 def _tokens(op: Op) -> Iterator[int]:
-    """The ints an operation hands the target's hash: tokens, and an int extra hash."""
-    yield from getattr(op, "tokens", ())
-    for chunk in getattr(op, "chunks", ()):
-        yield from chunk
-    extra = getattr(op, "extra_hash", None)
-    if type(extra) is int:
-        yield extra
+    """The ints an operation hands the target's hash (its family's
+    :class:`~properties.core.roles.TokenInputs`; none for a family without the role)."""
+    family = selection.chosen_family()
+    if isinstance(family, TokenInputs):
+        yield from family.tokens_of(op)
 
 
-def load_expected(path: str | None) -> list[ExpectedFailure]:
+def load_expected(path: str | None, invariants: InvariantSet | None = None
+                  ) -> list[ExpectedFailure]:
     if not path:
         return []
-    return parse_expected(json.loads(Path(path).read_text(encoding="utf-8")))
+    return parse_expected(json.loads(Path(path).read_text(encoding="utf-8")), invariants)
 
 
-def parse_expected(data: Sequence[dict[str, Any]]) -> list[ExpectedFailure]:
-    """The entries of an xfails file's JSON list (see the module docstring)."""
+def parse_expected(data: Sequence[dict[str, Any]], invariants: InvariantSet | None = None
+                   ) -> list[ExpectedFailure]:
+    """The entries of an xfails file's JSON list (see the module docstring); ``invariants``:
+    the target family's set, which every invariant an entry names must belong to (None: any
+    name, matched by name)."""
+
+    def named(name: str) -> Invariant:
+        return invariants.lookup(name) if invariants is not None else Invariant(name, "")
+
     entries = []
     for e in data:
         match = e.get("match", {})
         entries.append(ExpectedFailure(
-            e["id"], Family(e["family"]), e["explanation"], e["config"], e["program"],
-            str(e.get("class", "")), tuple(Family(f) for f in match.get("families", ())),
+            e["id"], named(e["family"]), e["explanation"], e["config"], e["program"],
+            str(e.get("class", "")), tuple(named(f) for f in match.get("families", ())),
             tuple(match.get("ops", ())), str(match.get("message", "")),
             tuple(tuple(seq) for seq in match.get("after", ())),
             frozenset(int(t) for t in match.get("tokens", ())),
             frozenset(str(name) for name in e.get("tolerate", ())),
-            str(e.get("allocator_type", "prefix_caching")),
+            str(e.get("allocator_type", "")),
             tuple(str(t) for t in match.get("allocator_types", ())), bool(e.get("flaky"))))
     return entries
 
@@ -321,14 +329,15 @@ def observed(item: pytest.Item) -> list[tuple[ExpectedFailure, Violation]]:
     return item.stash.get(_OBSERVED, [])
 
 
-def _raised_by_target(exc: BaseException, alloc: object) -> bool:
-    """Whether the innermost frame of ``exc`` runs in the package of the target ``alloc``."""
+def _raised_by_target(exc: BaseException, target: Any) -> bool:
+    """Whether the innermost frame of ``exc`` runs in the package of ``target``'s factory."""
     tb = exc.__traceback__
     if tb is None:
         return False
     while tb.tb_next is not None:
         tb = tb.tb_next
-    package = type(alloc).__module__.split(".", 1)[0]
+    package = str(getattr(target.factory, "__module__", None)
+                  or target.spec.partition(":")[0]).split(".", 1)[0]
     module = str(tb.tb_frame.f_globals.get("__name__", ""))
     return module == package or module.startswith(package + ".")
 
@@ -336,7 +345,8 @@ def _raised_by_target(exc: BaseException, alloc: object) -> bool:
 def _shrink_new(machine: Any, violation: Violation) -> None:
     """Under ``--all``, a deviation met for the first time: shrink the machine's program to
     the shortest one with the same signature and attach it (``properties.core.baseline``)."""
-    baseline.shrink_and_attach(machine.target, machine.config, machine.runner.log, violation)
+    baseline.shrink_and_attach(machine.target, machine.config, list(machine.judge.log),
+                               violation)
 
 
 def _install_wrapper() -> Any:
@@ -367,14 +377,14 @@ def _install_wrapper() -> Any:
             except (Violation, self.family.out_of_contract):
                 raise
             except Exception as exc:
-                if not _raised_by_target(exc, self.runner.adapter.alloc):
+                if not _raised_by_target(exc, self.target):
                     raise
                 # e.g. reading ``content_hash`` of a corrupted (cyclic) chain while observing
-                raise Violation(Family.CRASH, f"observing the target after {op.kind} raised "
-                                f"{type(exc).__name__}: {exc}").at(
-                                    op, len(self.runner.log) - 1) from exc
+                raise Violation(Invariants.CRASH, f"observing the target after {op.kind} "
+                                f"raised {type(exc).__name__}: {exc}").at(
+                                    op, len(self.judge.log) - 1) from exc
         except Violation as violation:
-            history = [step.op for step in self.runner.log]
+            history = [step.op for step in self.judge.log]
             kind = self.target.allocator_type
             entry = next((e for e in call.entries if e.matches(violation, history, kind)), None)
             if entry is not None:
@@ -412,11 +422,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "the bundled allocator)")
     group.addoption("--family", default=None, metavar="NAME",
                     help="the target's allocator family (default: detected from the target)")
-    group.addoption("--allocator-type", default="prefix_caching",
-                    choices=("prefix_caching", "naive"))
+    group.addoption("--allocator-type", default=None, metavar="NAME",
+                    help="the variant of the target to judge (default: its family's first)")
     group.addoption("--disable-feature", action="append", default=[], metavar="NAME",
-                    help="treat a capability as absent (prefix_caching, lru, swap, extra_keys, "
-                         "atomic, typed_errors, introspection)")
+                    help="treat a capability of the target as absent (its family names them)")
     group.addoption("--max-examples", type=int, default=None)
     group.addoption("--max-steps", type=int, default=None)
     group.addoption("--step-timeout", default=None, metavar="SECONDS",
@@ -459,7 +468,11 @@ def pytest_configure(config: pytest.Config) -> None:
             f"{k}={v}" for k, v in overrides.items())
         settings.register_profile(name, parent=settings.default, **overrides)
         settings.load_profile(name)
-    entries = load_expected(config.getoption("xfails_file"))
+    try:
+        entries = load_expected(config.getoption("xfails_file"),
+                                selection.chosen_family().invariants)
+    except (ValueError, FamilyError) as exc:
+        raise pytest.UsageError(f"--xfails-file: {exc}") from None
     config.stash[_EXPECTED] = entries
     _known.clear()
     _session.clear()
@@ -575,7 +588,7 @@ def _kind(item: pytest.Item) -> str:
     try:
         return selection.current_target().allocator_type
     except Exception:  # an unloadable target: the test reports that itself
-        return "prefix_caching"
+        return ""
 
 
 @pytest.hookimpl(hookwrapper=True)

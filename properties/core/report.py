@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import pytest
 
-from models.core.invariants import DESCRIPTIONS, Family, Violation
+from models.core.invariants import Violation
 from properties.core import family as families
 from properties.core import plugin, selection
 from properties.core.baseline import Deviation
@@ -41,7 +41,8 @@ class Finding:
 
 
 def label(nodeid: str) -> str:
-    """A short name for a test: ``block level (naive)``, ``seeds block_level/corpus``."""
+    """A short name for a test: ``block level naive`` (``TestBlockLevelNaive``), ``seeds
+    block_level/corpus``."""
     name = nodeid.rsplit("/", 1)[-1]
     corpus = re.search(r"test_seed_corpus\[(\w+)-(\w+)\]", name)
     if corpus:
@@ -49,9 +50,10 @@ def label(nodeid: str) -> str:
     replay = re.search(r"test_expected_failure\[(.+)\]", name)
     if replay:
         return f"replay {replay.group(1)}"
-    machine = re.search(r"::Test(\w+?)Level(Naive)?::", name)
+    machine = re.search(r"::Test(\w+)::", name)
     if machine:
-        return f"{machine.group(1).lower()} level" + (" (naive)" if machine.group(2) else "")
+        words = re.findall(r"[A-Z][a-z0-9]*|[a-z0-9]+", machine.group(1))
+        return " ".join(word.lower() for word in words)
     return name
 
 
@@ -169,14 +171,19 @@ class Collector:
 def family_verdicts(deviations: list[Deviation], expected: list[Finding]) -> dict[str, str]:
     """Per invariant family the selected API family checks: ``pass``, ``FAIL`` or ``expected
     failure`` (one it never checks has no row)."""
-    checked = families.by_name(selection.family_name()).invariants
-    verdicts = {f.value: "pass" for f in Family if f in checked}
+    verdicts = {name: "pass" for name in _invariants()}
     for finding in expected:
         if verdicts.get(finding.family) == "pass":
             verdicts[finding.family] = "expected failure"
     for dev in deviations:
         verdicts[dev.family] = "FAIL"
     return verdicts
+
+
+def _invariants() -> dict[str, str]:
+    """The selected family's invariants: short name -> the promise, in its words."""
+    return {inv.value: inv.description for inv in families.by_name(selection.family_name())
+            .invariants}
 
 
 def _counted(verdicts: dict[str, str], deviations: list[Deviation]) -> dict[str, str]:
@@ -192,11 +199,7 @@ def _body(script: str) -> str:
 
 
 def _shape(cfg: dict[str, Any]) -> str:
-    """The pool shape of a replay: the block manager's geometry in words, any other family's
-    config as its fields."""
-    if {"block_size", "num_gpu_blocks", "num_cpu_blocks"} <= set(cfg):
-        return (f"block_size {cfg['block_size']}, {cfg['num_gpu_blocks']} GPU and "
-                f"{cfg['num_cpu_blocks']} CPU blocks")
+    """The pool shape of a replay: its fields (the family's JSON form)."""
     return ", ".join(f"{k} {v}" for k, v in cfg.items())
 
 
@@ -208,8 +211,9 @@ def _where(dev: Deviation) -> str:
 def render_terminal(deviations: list[Deviation], collector: Collector, verdicts: dict[str, str],
                     conforming: bool, seconds: float) -> str:
     """The part printed after the run: verdicts, distinct deviations, errors."""
-    lines = ["", f"{'family':<10}{'verdict':<22}invariant"]
-    lines += [f"{name:<10}{v:<22}{DESCRIPTIONS[Family(name)]}"
+    described = _invariants()
+    lines = ["", f"{'invariant':<10}{'verdict':<22}promise"]
+    lines += [f"{name:<10}{v:<22}{described.get(name, '')}"
               for name, v in _counted(verdicts, deviations).items()]
     if deviations:
         lines += ["", f"{len(deviations)} distinct deviation(s):"]
@@ -245,6 +249,7 @@ def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
                  "config": d.config, "program": d.program} for d in deviations]
     findings += [f.__dict__ for f in collector.expected]
     data = {
+        "verdict": "conforms" if conforming else "deviations",
         "target": target_line,
         "header": collector.header,
         "conforming": conforming,
@@ -258,8 +263,9 @@ def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
     lines = ["# Conformance report", "", *[f"- {h}" for h in collector.header],
              f"- verdict: **{'CONFORMS' if conforming else 'DOES NOT CONFORM'}** "
              f"({seconds:.0f} s, {len(deviations)} distinct deviation(s))", "",
-             "| family | invariant | verdict |", "|---|---|---|"]
-    lines += [f"| {name} | {DESCRIPTIONS[Family(name)]} | {v} |"
+             "| invariant | promise | verdict |", "|---|---|---|"]
+    described = _invariants()
+    lines += [f"| {name} | {described.get(name, '')} | {v} |"
               for name, v in _counted(verdicts, deviations).items()]
     lines += ["", "## Tests", "", *[f"- `{t}`: {r}" for t, r in collector.results.items()]]
     for n, dev in enumerate(deviations, 1):
@@ -275,3 +281,21 @@ def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
         lines += ["", "## Error", "", "```", error, "```"]
     (out / "conformance.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return verdicts
+
+
+def write_not_run(out: Path, why: str, collector: Collector | None = None) -> None:
+    """The reports of a check that reached no verdict: ``not run`` and why, no verdict rows."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = {
+        "verdict": "not run",
+        "why": why,
+        "header": collector.header if collector is not None else [],
+        "conforming": None,
+        "families": {},
+        "tests": collector.results if collector is not None else {},
+        "findings": [],
+        "errors": collector.errors if collector is not None else [],
+    }
+    (out / "conformance.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    lines = ["# Conformance report", "", "- verdict: **NOT RUN**", "", "```", why, "```"]
+    (out / "conformance.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -1,5 +1,5 @@
-"""Counterexamples as plain Python: the calls the runner made, in order, against the target's
-own API, followed by an oracle re-check of the same program.
+"""Counterexamples as plain Python: the calls the judge made, in order, against the target's
+own API, followed by a re-check of the same program under the judge.
 
 The script needs nothing but the target and this package; running it prints the violation.
 """
@@ -12,13 +12,13 @@ from typing import Any
 
 from models.core.invariants import Violation
 from properties.core.calls import render
-from properties.core.family import Step
+from properties.core.family import Judge, Step, Vocabulary
 from properties.core.targets import Target
 
 
-def program_json(steps: Sequence[Step], family: Any) -> str:
+def program_json(steps: Sequence[Step], vocabulary: Vocabulary) -> str:
     """The program as a JSON list of operations (``python -m properties.core.replay`` reads it)."""
-    return json.dumps([family.op_to_json(s.op) for s in steps])
+    return json.dumps([vocabulary.op_to_json(s.op) for s in steps])
 
 
 def fold_repeats(code: list[str], max_period: int = 4, min_repeats: int = 3) -> list[str]:
@@ -49,29 +49,28 @@ def fold_repeats(code: list[str], max_period: int = 4, min_repeats: int = 3) -> 
 
 
 def render_script(target: Target, config: Any, steps: Sequence[Step],
-                  violation: Violation | None = None, adapter: Any | None = None) -> str:
-    """A runnable script replaying ``steps`` against ``target`` (``adapter``: the family
-    adapter that ran them; None: the family builds one to name the modules the calls use).
+                  violation: Violation | None = None, judge: Judge | None = None) -> str:
+    """A runnable script replaying ``steps`` against ``target`` (``judge``: the one that ran
+    them; None: the family builds what it needs to name the modules the calls use).
 
-    The family writes its parts (:class:`~properties.core.family.Family`): the prelude
-    (``script_prelude``: imports, the allocator), the calls (``script_calls``) and the replay
-    under the oracle that ``__main__`` runs (``script_check``); the core writes the rest."""
-    family = target.family_object
+    The family writes its parts (:meth:`~properties.core.family.Family.script`): building the
+    allocator and the calls, and the replay under the judge that ``__main__`` runs; the core
+    writes the rest."""
+    script = target.family_object.script(target, config, steps, judge)
     lines = ['"""Counterexample found by prefixcache.']
     if violation is not None:
         lines += ["", *str(violation).replace('"""', "'''").splitlines()]
-    lines += ['"""', *family.script_prelude(target, config, adapter),
-              *family.script_calls(target, config, steps)]
+    lines += ['"""', *script.body]
     lines += [
         "",
         'if __name__ == "__main__":',
-        "    # Re-run the same program under the oracle; raises the violation above.",
-        *[f"    {line}" for line in family.script_check(target, config, steps)],
+        "    # Re-run the same program under the judge; raises the violation above.",
+        *[f"    {line}" for line in script.check],
     ]
     return "\n".join(lines) + "\n"
 
 
-def logged_calls(steps: Sequence[Step]) -> list[str]:
+def logged_calls(steps: Sequence[Any]) -> list[str]:
     """The calls each step logged (``Step.stmts``, :mod:`properties.core.calls`), one
     ``# step i`` comment first; a step that raised runs inside ``try`` and prints the error."""
     lines: list[str] = []

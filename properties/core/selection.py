@@ -6,11 +6,12 @@ imported fails the tests that use it, not the whole session. The per-step time l
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 
 from properties.core import family as families
+from properties.core.roles import Tolerating
 from properties.core.targets import (
     ENV_VAR,
     Target,
@@ -21,12 +22,12 @@ from properties.core.targets import (
 
 _current: Target | None = None
 _tolerated: frozenset[str] = frozenset()  # upstream deviations the model follows (xfails)
-_choice: tuple[str | None, str, tuple[str, ...], float | str | None] = (
-    None, "prefix_caching", (), None)
+_choice: tuple[str | None, str | None, tuple[str, ...], float | str | None] = (
+    None, None, (), None)
 _family: str | None = None  # --family NAME (None: detected from the spec)
 
 
-def select(spec: str | None = None, *, allocator_type: str = "prefix_caching",
+def select(spec: str | None = None, *, allocator_type: str | None = None,
            disable: Iterable[str] = (), step_timeout: float | str | None = None,
            family: str | None = None) -> None:
     """Choose the target for this process; it is loaded on first use, by ``family`` (a
@@ -54,6 +55,11 @@ def family_name() -> str:
     return family_of(_choice[0], _family)
 
 
+def chosen_family() -> families.Family:
+    """The selected target's family (without loading the target)."""
+    return families.select(_choice[0] or os.environ.get(ENV_VAR) or None, _family)
+
+
 def step_timeout() -> float | None:
     """The chosen per-step time limit in seconds (``None``: no limit)."""
     return step_timeout_setting(_choice[3])
@@ -66,23 +72,36 @@ def current_target() -> Target:
         spec, allocator_type, disable, seconds = _choice
         _current = load_target(spec, family=_family, allocator_type=allocator_type,
                                disable=disable, step_timeout=seconds)
-        if _tolerated:
-            caps = _current.family_object.tolerating(_current.caps, _tolerated)
-            _current = replace(_current, caps=caps)
+        _current = tolerating(_current, _tolerated)
     return _current
+
+
+def tolerating(target: Target, names: frozenset[str]) -> Target:
+    """``target`` with its model following the upstream deviations ``names`` (its family's
+    :class:`~properties.core.roles.Tolerating` role); a family without the role follows none,
+    so any name is a ``ValueError``."""
+    if not names:
+        return target
+    family = target.family_object
+    if not isinstance(family, Tolerating):
+        raise ValueError(f"family {family.name!r} follows no upstream deviation "
+                         f"(tolerate: {sorted(names)})")
+    return replace(target, caps=family.tolerating(target.caps, names))
 
 
 def tolerate(names: frozenset[str]) -> None:
     """Have the model follow these upstream deviations (the family's tolerable ones, e.g.
     ``models.families.v0.capabilities.TOLERABLE``) for the selected target: the xfails entries
     that declare them (``properties.core.plugin``). The names are validated now, against the
-    chosen family (none chosen: the default)."""
+    chosen family (named, else detected from the chosen spec)."""
     global _current, _tolerated
-    chosen = families.by_name(_family) if _family else families.default()
-    bad = names - chosen.tolerable.keys()
+    chosen = families.select(_choice[0] or os.environ.get(ENV_VAR) or None, _family) \
+        if names else None
+    known: Mapping[str, str] = chosen.tolerable if isinstance(chosen, Tolerating) else {}
+    bad = names - known.keys()
     if bad:
         raise ValueError(f"unknown tolerated deviation(s) {sorted(bad)}; known: "
-                         f"{sorted(chosen.tolerable)}")
+                         f"{sorted(known)}")
     _tolerated = names
     _current = None
 

@@ -3,10 +3,11 @@
 Hypothesis shrinks rule by rule, and one rule may run several operations (a sweep, a request's
 whole lifecycle), so its minimal example can still carry operations the failure does not need.
 This shrinks the executed program itself, by replaying candidates through
-:func:`properties.core.replay.run_program`: drop a run of operations (with every later operation
-that uses a handle they created), renumber the handles, and keep the candidate if it still
-fails with the same family; then try smaller pools. Every kept program is a real, replayable
-counterexample.
+:func:`properties.core.replay.run_program`: drop a run of operations (for a family with
+:class:`~properties.core.roles.HandleShrinking`, with every later operation that uses a handle
+they created, renumbering the rest), and keep the candidate if it still fails with the same
+invariant; then try smaller pools (:class:`~properties.core.roles.PoolShrinking`). Every kept
+program is a real, replayable counterexample.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from properties.core.family import Family as AllocatorFamily
 from properties.core.family import Step
 from properties.core.replay import run_program
+from properties.core.roles import HandleShrinking, PoolShrinking
 from properties.core.targets import Target
 
 Op = Any  # an operation of the target's family
@@ -44,7 +46,7 @@ Keep = Callable[[Violation], bool]
 
 
 def _same_family(found: Violation) -> Keep:
-    family: Family = found.family
+    family: Invariant = found.family
     return lambda violation: violation.family is family
 
 
@@ -67,9 +69,9 @@ Made = tuple[tuple[int, ...], tuple[int, ...]]
 def _handles(target: Target, config: Config, program: Sequence[Op]) -> list[Made]:
     """Block and table handles each operation created when ``program`` ran, in creation order
     (none after a step the target could not complete)."""
-    made: list[Made] = [(step.outcome.new_blocks,
-                         () if step.outcome.new_table is None else (step.outcome.new_table,))
-                        for step in executed(target, config, program)]
+    family = target.family_object
+    made: list[Made] = [family.made(step) for step in executed(target, config, program)] \
+        if isinstance(family, HandleShrinking) else []
     made += [((), ())] * (len(program) - len(made))
     return made
 
@@ -79,6 +81,8 @@ def _uses(family: AllocatorFamily, op: Op) -> tuple[set[int], set[int]]:
     call it wraps (a ``call`` field holding an operation, e.g. ``Malformed``) included."""
     blocks: set[int] = set()
     tables: set[int] = set()
+    if not isinstance(family, HandleShrinking):
+        return blocks, tables
     for names, out in ((family.block_fields, blocks), (family.table_fields, tables)):
         for name in names:
             value = getattr(op, name, None)
@@ -87,7 +91,7 @@ def _uses(family: AllocatorFamily, op: Op) -> tuple[set[int], set[int]]:
             elif isinstance(value, tuple):
                 out.update(value)
     call = getattr(op, "call", None)
-    if family.is_op(call):
+    if family.vocabulary.is_op(call):
         inner_blocks, inner_tables = _uses(family, call)
         blocks |= inner_blocks
         tables |= inner_tables
@@ -97,6 +101,8 @@ def _uses(family: AllocatorFamily, op: Op) -> tuple[set[int], set[int]]:
 def _renumber(family: AllocatorFamily, op: Op, gone_blocks: list[int],
               gone_tables: list[int]) -> Op:
     changes: dict[str, object] = {}
+    if not isinstance(family, HandleShrinking) or not (gone_blocks or gone_tables):
+        return op
     for names, gone in ((family.block_fields, gone_blocks), (family.table_fields, gone_tables)):
         for name in names:
             value = getattr(op, name, None)
@@ -105,7 +111,7 @@ def _renumber(family: AllocatorFamily, op: Op, gone_blocks: list[int],
             elif isinstance(value, tuple):
                 changes[name] = tuple(h - sum(1 for g in gone if g < h) for h in value)
     call = getattr(op, "call", None)
-    if family.is_op(call):
+    if family.vocabulary.is_op(call):
         changes["call"] = _renumber(family, call, gone_blocks, gone_tables)
     return dataclasses.replace(op, **changes) if changes else op
 
@@ -136,6 +142,8 @@ def _smaller_ops(family: AllocatorFamily, program: Sequence[Op],
                  made: Sequence[Made]) -> Iterator[list[Op]]:
     """Candidates with one operation replaced by a smaller variant of it (the family's
     :meth:`~properties.core.family.Family.smaller_ops`; last operations first)."""
+    if not isinstance(family, HandleShrinking):
+        return
     for index in reversed(range(len(program))):
         for smaller, dropped in family.smaller_ops(program[index], made[index][0]):
             yield _without(family, program, made, 0, 0, (index, smaller, dropped))
@@ -194,8 +202,9 @@ def shrink_with_pools(target: Target, config: Config, program: Sequence[Op],
     again after each smaller pool. Returns the config, the program and its violation."""
     keep = keep or _same_family(found)
     program, violation = shrink(target, config, program, found, keep)
-    pools = target.family_object.pool_fields
-    if sum(getattr(config, name) for name, _ in pools) > MAX_SHRUNK_POOL:
+    family = target.family_object
+    pools = family.pool_fields if isinstance(family, PoolShrinking) else ()
+    if pools and sum(getattr(config, name) for name, _ in pools) > MAX_SHRUNK_POOL:
         return config, program, violation  # a dedicated program (long chain): its size is it
     for name, least in pools:  # each pool in turn, once the ones before it are final
         candidates = [dataclasses.replace(config, **{name: n})
@@ -215,15 +224,19 @@ MAX_SHRUNK_STEPS = 400
 
 
 def executed(target: Target, config: Config, program: Sequence[Op]) -> list[Step]:
-    """The runner log of ``program`` up to its first failing step (for a reproducer)."""
-    runner = target.family_object.runner(target, config)
+    """The judge's log of ``program`` up to its first failing step (for a reproducer)."""
+    family = target.family_object
     with quiet():
+        try:
+            judge = family.judge(target, config)
+        except (Violation, family.out_of_contract):
+            return []
         for op in program:
             try:
-                runner.execute(op)
-            except Violation:
+                judge.step(op)
+            except (Violation, family.out_of_contract):
                 break
-    return runner.log
+    return list(judge.log)
 
 
 def shrunk_log(target: Target, config: Config, log: Sequence[Step], found: Violation,

@@ -16,10 +16,11 @@ import importlib
 import importlib.metadata
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from properties.core import family as families
+from properties.core.roles import Building
 
 ENV_VAR = "PREFIXCACHE_ALLOCATOR"
 TIMEOUT_ENV_VAR = "PREFIXCACHE_STEP_TIMEOUT"
@@ -52,34 +53,45 @@ def resolve(spec: str) -> Callable[..., Any]:
 @dataclass(frozen=True, slots=True)
 class Target:
     """A resolved target: its factory, identity, capabilities (the family's type) and error
-    types; ``family`` names the family that builds and drives it."""
+    types; ``family`` names the family that builds and judges it, ``allocator_type`` the
+    variant of it the family builds (:class:`properties.core.roles.Variants`; empty for a
+    family with one), ``description`` the line reports show (the family writes it), ``claims``
+    what the target's package declares about itself (:func:`claims_of`)."""
 
     spec: str
     factory: Callable[..., Any]
     caps: Any
     name: str
     version: str
+    family: str
+    allocator_type: str = ""
+    description: str = ""
     misuse_types: tuple[type[BaseException], ...] = ()
-    allocator_type: str = "prefix_caching"
     factory_kwargs: tuple[tuple[str, Any], ...] = ()
     step_timeout: float | None = DEFAULT_STEP_TIMEOUT
-    extra_key_function: str | None = None  # claim: renders ExtraKey values (module:callable)
-    family: str = families.DEFAULT_FAMILY
+    claims: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def family_object(self) -> families.Family:
         return families.by_name(self.family)
 
     def create(self, config: Any) -> Any:
-        """A fresh allocator shaped by ``config``."""
-        return self.family_object.create(self, config)
+        """A fresh allocator shaped by ``config`` (a family that builds by hand:
+        :class:`properties.core.roles.Building`)."""
+        return self._builder().create(self, config)
 
     def adapter(self, config: Any) -> Any:
         """The family's adapter around a fresh allocator shaped by ``config``."""
-        return self.family_object.adapter(self, config)
+        return self._builder().adapter(self, config)
+
+    def _builder(self) -> Building:
+        family = self.family_object
+        if not isinstance(family, Building):
+            raise TargetError(f"family {self.family!r} builds allocators only inside its judge")
+        return family
 
     def describe(self) -> str:
-        return self.family_object.describe(self)
+        return self.description or f"{self.name} {self.version} ({self.spec})"
 
     def with_kwargs(self, **kwargs: Any) -> Target:
         """The same target with extra factory keyword arguments (e.g. an injected hash)."""
@@ -152,7 +164,7 @@ def load_target(
     spec: str | None = None,
     *,
     family: str | None = None,
-    allocator_type: str = "prefix_caching",
+    allocator_type: str | None = None,
     disable: Iterable[str] = (),
     step_timeout: float | str | None = None,
 ) -> Target:
@@ -161,8 +173,8 @@ def load_target(
     capabilities (:meth:`properties.core.family.Family.load_target`). A target that cannot
     be built is a :class:`TargetError`."""
     spec = spec or os.environ.get(ENV_VAR) or None
-    return families.select(spec, family).load_target(
-        spec, allocator_type=allocator_type, disable=disable, step_timeout=step_timeout)
+    options = families.TargetOptions(allocator_type or None, tuple(disable), step_timeout)
+    return families.select(spec, family).load_target(spec, options)
 
 
 def resolve_types(specs: Iterable[Any]) -> Iterable[type[BaseException]]:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from fuzz.families.v0.decoder import Level
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0.capabilities import Config
+from models.families.v0.invariants import Family
 from models.families.v0.operations import op_from_json
 from properties.core.baseline import Deviation, attach, deviation, merge, write_xfails
 from properties.core.plugin import load_expected

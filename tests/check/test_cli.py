@@ -40,7 +40,7 @@ def test_a_conforming_target_reads_like_a_conformance_report(tmp_path: Path) -> 
         assert re.search(rf"^  {key} +\S", out, re.M), key
     assert "PrefixCaching" in out or "prefixcache" in out.split("\n")[1]
     assert "seed=fixed (derandomized)" in out
-    for machine in ("block level", "block level (naive)", "sequence level", "evictor level",
+    for machine in ("block level", "block level naive", "sequence level", "evictor level",
                     "refcount level", "seeds block_level/corpus"):
         assert re.search(rf"^  {re.escape(machine)} +\d+ (examples +\d+ steps|seeds)"
                          rf" +[\d.]+ s  findings 0 +passed$", out, re.M), machine

@@ -21,7 +21,7 @@ class _Other:
     """A stand-in third-party family: it accepts exactly one spec."""
 
     name = "other"
-    machines_dir = Path("/nonexistent/other-machines")
+    machines = Path("/nonexistent/other-machines")
 
     def accepts(self, spec_or_factory: object) -> bool:
         return spec_or_factory == "other.pkg:make"
@@ -74,9 +74,9 @@ def test_an_entry_point_family_is_detected_before_the_default(other_declared: No
 
 def test_check_runs_the_machines_of_the_targets_family(other_declared: None) -> None:
     args = cli.parser().parse_args(["--allocator", "other.pkg:make"])
-    assert cli.pytest_arguments(args)[0] == str(OTHER.machines_dir)
+    assert cli.pytest_arguments(args)[0] == str(OTHER.machines)
     args = cli.parser().parse_args([])
-    assert cli.pytest_arguments(args)[0] == str(FAMILY.machines_dir)
+    assert cli.pytest_arguments(args)[0] == str(FAMILY.machines)
     args = cli.parser().parse_args(["--family", "nope"])
     assert cli.check(["--family", "nope"]) == cli.EXIT_ERROR
     with pytest.raises(families.FamilyError):
@@ -94,8 +94,10 @@ def test_a_declared_family_that_names_itself_otherwise_is_refused(
 def test_v0_operations_round_trip_through_the_family() -> None:
     program = [ops.AllocateMutable(None), ops.Swap((0,), ops.Dev.GPU, ops.Dev.CPU),
                ops.AllocateImmutableChain(None, ((1, 2), (3, 4)))]
-    assert [FAMILY.op_from_json(FAMILY.op_to_json(op)) for op in program] == program
-    assert all(FAMILY.is_op(op) for op in program) and not FAMILY.is_op({"op": "free"})
+    vocabulary = FAMILY.vocabulary
+    assert [vocabulary.op_from_json(vocabulary.op_to_json(op)) for op in program] == program
+    assert all(vocabulary.is_op(op) for op in program)
+    assert not vocabulary.is_op({"op": "free"})
 
 
 def test_a_shorter_chain_drops_the_handle_of_its_chunk() -> None:

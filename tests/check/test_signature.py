@@ -8,7 +8,8 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Append, Free
 from properties.core.signature import Signature, message_regex, signature, template
 

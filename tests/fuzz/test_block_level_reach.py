@@ -22,9 +22,10 @@ from fuzz.families.v0.decoder import (
     Level,
 )
 from fuzz.families.v0.listing import format_program
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Op, Outcome, Snapshot
 from properties.core.targets import Target, load_target
 from properties.families.v0.runner import Runner
@@ -147,4 +148,4 @@ def test_a_misbehaving_factory_is_a_recorded_verdict(name: str) -> None:
     result = execute(data, target, Level.BLOCK)
     assert result.violation is not None
     assert result.violation.family in (Family.CRASH, Family.TARGET)
-    assert result.runner is None and not result.program
+    assert result.judge is None and not result.program

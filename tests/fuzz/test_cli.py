@@ -64,9 +64,9 @@ def test_instrumentation_is_optional() -> None:
 @pytest.mark.skipif(atheris_module() is None, reason="atheris is not installed")
 def test_atheris_entry_point(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO_DIR))
-    proc = subprocess.run([sys.executable, str(REPO_DIR / "fuzz" / "fuzz_block_level.py"),
-                           "-runs=30", "-seed=1", str(REPO_DIR / "fuzz" / "corpus" /
-                                                       "block_level")],
+    v0 = REPO_DIR / "fuzz" / "families" / "v0"
+    proc = subprocess.run([sys.executable, str(v0 / "fuzz_block_level.py"),
+                           "-runs=30", "-seed=1", str(v0 / "corpus" / "block_level")],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "INITED cov:" in proc.stderr and " runs in " in proc.stderr

@@ -10,9 +10,10 @@ import random
 
 import pytest
 
-from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.core.execution import Execution, execute
 from fuzz.families.v0.decoder import Decoder, Level
-from models.core.invariants import Family
+from fuzz.families.v0.features import adapter_features
+from models.families.v0.invariants import Family
 from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
 
@@ -23,7 +24,7 @@ CONFIG = bytes([1, 5, 0])
 def _inputs(target: Target, seed: int) -> bytes:
     """Chain allocations (by their opcode byte) and the aborted-request production in turn,
     each followed by random choice bytes."""
-    runner = execute(b"", target, Level.BLOCK).runner
+    runner = execute(b"", target, Level.BLOCK).judge.runner
     assert runner is not None
     entry = extension_bytes(CONFIG, Level.BLOCK, target, "_aborted_request",
                             **adapter_features(runner))

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.core import execution as fuzz_execution
 from fuzz.core.execution import Execution, execute
+from fuzz.families.v0 import features as v0_features
 from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, Decoder, Level
 from fuzz.families.v0.trace import RecordingAllocator, read_trace, replay, write_trace
-from models.core.invariants import Family
+from models.core.invariants import Invariant
 from models.families.v0 import operations as ops
+from models.families.v0.invariants import Family
 from models.families.v0.operations import ErrorKind, op_to_json
 from prefixcache import PrefixCacheError
 from prefixcache.block_table import BlockTable
@@ -111,8 +112,8 @@ def test_hash_recompute_is_offered_only_when_the_adapter_finds_the_hash_function
     assert ops.HashRecompute.kind in kinds[True]
     assert ops.HashRecompute.kind not in kinds[False]
     assert ops.AllocateImmutableIntLike.kind in kinds[False]
-    found = fuzz_execution.adapter_features
-    monkeypatch.setattr(fuzz_execution, "adapter_features",
+    found = v0_features.adapter_features
+    monkeypatch.setattr(v0_features, "adapter_features",
                         lambda runner: {**found(runner), "hash_recompute": False})
     result = _run(_twin_input(bundled), bundled)
     assert result.violation is None, str(result.violation)
@@ -147,7 +148,7 @@ def _int_like(t: Target) -> bytes:
     ("hash_arguments_unchecked", _malformed_input, Family.ATOMIC, 2),
 ])
 def test_the_content_hash_mutants_fail(mutant: str, make: Callable[[Target], bytes],
-                                       family: Family, step: int) -> None:
+                                       family: Invariant, step: int) -> None:
     target = load_target(f"tests.zoo.v0.broken:{mutant}")
     result = _run(make(target), target)
     assert result.violation is not None

@@ -5,7 +5,7 @@ fails."""
 
 from __future__ import annotations
 
-from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.core.execution import Execution, execute
 from fuzz.families.v0.decoder import (
     DEVICE_KINDS,
     DEVICE_MISUSE_KINDS,
@@ -13,8 +13,9 @@ from fuzz.families.v0.decoder import (
     Decoder,
     Level,
 )
-from models.core.invariants import Family
+from fuzz.families.v0.features import adapter_features
 from models.families.v0 import operations as ops
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev, ErrorKind
 from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
@@ -26,7 +27,7 @@ ONE, CHAIN = 255, 0  # the chain flag byte of a swap
 
 
 def _features(target: Target) -> dict[str, bool]:
-    runner = execute(b"", target, Level.BLOCK).runner
+    runner = execute(b"", target, Level.BLOCK).judge.runner
     assert runner is not None
     features = adapter_features(runner)
     assert features["device_calls"]

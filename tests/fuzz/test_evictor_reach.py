@@ -13,11 +13,12 @@ import pytest
 
 from fuzz.cli import corpus_dir, dict_path, read_corpus, read_dict
 from fuzz.core.engine import Engine
-from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.core.execution import Execution, execute
 from fuzz.core.harness import Harness
 from fuzz.families.v0.decoder import EVICTOR_KINDS, MAX_GPU_BLOCKS, Decoder, Level
-from models.core.invariants import Family
+from fuzz.families.v0.features import adapter_features
 from models.families.v0 import operations as ops
+from models.families.v0.invariants import Family
 from models.families.v0.operations import ErrorKind
 from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
@@ -32,7 +33,7 @@ MISUSE = 0
 def _evictor_entry(target: Target) -> bytes:
     """The opcode byte of the extension entry, then the byte that picks the evictor
     production (with the features the target's adapter finds; it must find an evictor)."""
-    runner = execute(b"", target, Level.BLOCK).runner
+    runner = execute(b"", target, Level.BLOCK).judge.runner
     assert runner is not None
     features = adapter_features(runner)
     assert features["evictor"]
@@ -103,7 +104,7 @@ def test_evictor_operations_are_offered_only_with_an_evictor(bundled: Target) ->
     sequence = Decoder(bytes([0, MAX_GPU_BLOCKS - 1, 0]), Level.SEQUENCE, bundled.caps,
                        evictor=True).kinds()
     assert not EVICTOR_KINDS & sequence
-    runner = execute(b"", bundled, Level.BLOCK).runner
+    runner = execute(b"", bundled, Level.BLOCK).judge.runner
     assert runner is not None
     assert adapter_features(runner)["evictor"]
 

@@ -12,8 +12,8 @@ import pytest
 
 from fuzz.core.execution import Execution, execute
 from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, TRACKER_KINDS, Decoder, Level, extras_for
-from models.core.invariants import Family
 from models.families.v0 import operations as ops
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev, ErrorKind
 from properties.core.targets import Target, load_target
 from properties.families.v0.adapter import FamilyAdapter

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from fuzz.core.execution import Execution, execute
 from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, Decoder, Level
-from models.core.invariants import Family
 from models.families.v0 import operations as ops
+from models.families.v0.invariants import Family
 from models.families.v0.operations import ErrorKind
 from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.core.execution import Execution, execute
 from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, Decoder, Level
-from models.core.invariants import Family
+from fuzz.families.v0.features import adapter_features
 from models.families.v0 import operations as ops
+from models.families.v0.invariants import Family
 from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
 
@@ -21,7 +22,7 @@ VLLM = "properties.upstream:vllm_v0_allocator"
 
 
 def _input(target: Target, block: tuple[int, ...], tail: tuple[int, ...]) -> bytes:
-    runner = execute(b"", target, Level.BLOCK).runner
+    runner = execute(b"", target, Level.BLOCK).judge.runner
     assert runner is not None
     features = adapter_features(runner)
     assert features["injected_hash"]
@@ -65,7 +66,7 @@ def test_a_create_that_drops_the_hash_on_one_device_fails(
 
 def test_vllm_is_not_offered_it() -> None:
     target = load_target(VLLM)
-    runner = execute(b"", target, Level.BLOCK).runner
+    runner = execute(b"", target, Level.BLOCK).judge.runner
     assert runner is not None
     features = adapter_features(runner)
     assert not features["injected_hash"]

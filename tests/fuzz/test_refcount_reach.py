@@ -12,10 +12,11 @@ from dataclasses import replace
 
 import pytest
 
-from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.core.execution import Execution, execute
 from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, REFCOUNT_KINDS, Decoder, Level
-from models.core.invariants import Family
+from fuzz.families.v0.features import adapter_features
 from models.families.v0 import operations as ops
+from models.families.v0.invariants import Family
 from models.families.v0.operations import ErrorKind
 from properties.core.targets import Target, load_target
 from tests.fuzz.reach import extension_bytes
@@ -31,7 +32,7 @@ NO, YES = 255, 0  # other flags
 def _refcount_entry(target: Target) -> bytes:
     """The opcode byte of the extension entry, then the byte that picks the refcount
     production (with the features the target's adapter finds; it must find the classes)."""
-    runner = execute(b"", target, Level.BLOCK).runner
+    runner = execute(b"", target, Level.BLOCK).judge.runner
     assert runner is not None
     features = adapter_features(runner)
     assert features["refcount"]

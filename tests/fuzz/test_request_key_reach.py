@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz.core.execution import Execution, adapter_features, execute
+from fuzz.core.execution import Execution, execute
 from fuzz.families.v0.decoder import MAX_GPU_BLOCKS, Decoder, Level, extras_for
-from models.core.invariants import Family
+from fuzz.families.v0.features import adapter_features
 from models.families.v0 import operations as ops
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev, ErrorKind, ExtraKey
 from models.families.v0.request_keys import KEY_ARGUMENTS, bad_values
 from properties.core.targets import Target, load_target
@@ -33,7 +34,8 @@ def _index(extras: list[ops.Extra], key: ExtraKey) -> int:
 
 def _malformed_key_input(t: Target, key: ExtraKey, argument: str, bad: object) -> bytes:
     """The key builder production: argument, key, four plain tokens (1, 2, 3, 0), bad value."""
-    runner = execute(b"", t, Level.BLOCK).runner
+    judge = execute(b"", t, Level.BLOCK).judge
+    runner = judge.runner if judge is not None else None
     features = adapter_features(runner) if runner is not None else {}
     keys: list[ops.Extra] = [e for e in extras_for(t.caps, adversarial=False)
                              if isinstance(e, ExtraKey)]

@@ -9,7 +9,7 @@ from fuzz.core.engine import Engine
 from fuzz.core.harness import Harness, harness_for
 from fuzz.families.v0.decoder import Level
 from fuzz.families.v0.weak_hash import weak_hash
-from models.core.invariants import Family
+from models.families.v0.invariants import Family
 from prefixcache.hashing import default_hash_function
 from properties.core.targets import Target
 

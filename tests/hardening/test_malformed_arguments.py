@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
+from models.families.v0.invariants import Family
 from properties.core.replay import run_program
 from properties.core.reproducer import render_script
 from properties.core.targets import load_target

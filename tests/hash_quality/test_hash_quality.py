@@ -12,7 +12,8 @@ from dataclasses import replace
 import pytest
 
 from fuzz.families.v0.weak_hash import weak_hash
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
+from models.families.v0.invariants import Family
 from prefixcache.hashing import default_hash_function
 from properties.core.replay import run_program
 from properties.core.targets import DEFAULT_SPEC, Target, load_target

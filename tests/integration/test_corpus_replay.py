@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from fuzz.families.v0.decoder import Level
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Op
 from properties.core.targets import load_target
 from properties.families.v0 import corpus_replay
@@ -33,7 +34,7 @@ def test_the_bundled_allocator_passes_every_seed() -> None:
     ("evictor_remove_keeps_count", Family.LEAK),
     ("no_free_blocks_not_value_error", Family.CRASH),
 ])
-def test_broken_allocators_fail_seeds_with_a_program(mutant: str, family: Family) -> None:
+def test_broken_allocators_fail_seeds_with_a_program(mutant: str, family: Invariant) -> None:
     found = _replay_all(f"tests.zoo.v0.broken:{mutant}")
     assert found, f"{mutant} passes every seed"
     assert family in {v.family for v in found}

@@ -14,12 +14,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
+from models.families.v0.invariants import Family
 from properties.core import selection
 from properties.core.determinism import fixed_constants
-from properties.core.replay import check_program
 from properties.core.targets import load_target
 from properties.families.v0.machines.block_level import BlockLevelMachine
+from properties.families.v0.replay import check_program
 
 SPEC = "tests.zoo.v0.broken:hash_arguments_unchecked"
 # No Hypothesis shrink phase: what this asserts is the program-level shrinker, which then cuts

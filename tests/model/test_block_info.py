@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev, ErrorKind, Op
 from properties.core.targets import DEFAULT_SPEC, load_target
 from properties.families.v0.adapter import Unsupported
@@ -46,7 +47,7 @@ def test_refcount_counts_live_holders_and_device_follows_swaps() -> None:
     ([[2, "cpu"], [2, "gpu"]], F.SWAP),
     ([[2, "gpu"]], F.RC),
 ])
-def test_wrong_answer_is_flagged(tamper: object, family: Family) -> None:
+def test_wrong_answer_is_flagged(tamper: object, family: Invariant) -> None:
     with pytest.raises(Violation) as err:
         _run([*SHARED, ops.BlockInfo((0, 3))], tamper=tamper)
     assert err.value.family is family

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0 import operations as ops
+from models.families.v0.invariants import Family
 from tests.model.judged import run_judged
 
 #: A full block (handle 0), a block chained to it that decodes one token at a time (1), and a

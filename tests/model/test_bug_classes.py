@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from models.families.v0.operations import (
     AllocateImmutable,
     AllocateImmutableChain,
@@ -29,7 +30,7 @@ F = Family
 Step = Callable[[bool], None]  # honest -> run the last step, honestly or not
 
 
-def both(run: Callable[[bool], object], family: Family) -> None:
+def both(run: Callable[[bool], object], family: Invariant) -> None:
     """The honest run passes; the broken run raises ``family`` on its last step."""
     run(True)
     with pytest.raises(Exception) as info:

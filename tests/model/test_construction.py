@@ -11,10 +11,11 @@ from dataclasses import replace
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.contract import OutOfContract
+from models.families.v0.invariants import Family
 from models.families.v0.operations import ErrorKind, Op
 from models.families.v0.ops import construction
 from models.families.v0.oracle import Oracle
@@ -72,7 +73,7 @@ GOOD = {"total": [3], "free": [3], "all": [1, 4, 6], "physical": [2, 0, 1],
     ("handed", [1, 4, 6], F.LEAK),  # ascending instead of the order given
     ("free_after", [1], F.FREE),
 ])
-def test_each_wrong_read_out_is_flagged(key: str, wrong: list[int], family: Family) -> None:
+def test_each_wrong_read_out_is_flagged(key: str, wrong: list[int], family: Invariant) -> None:
     op = ops.Construct("naive", (6, 1, 4))
     assert _run([op]) == [(None, GOOD)]
     with pytest.raises(Violation) as err:

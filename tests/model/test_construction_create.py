@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import operations as ops
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Op
 from models.families.v0.ops import construction
 from prefixcache.cpu_gpu_block_allocator import CpuGpuBlockAllocator
@@ -62,7 +63,7 @@ def test_other_numberings_are_out_of_contract(op: ops.Construct) -> None:
     ("all", [0, 1, 2, 3], F.LEAK),  # one id short
     ("total", [2, 3], F.FREE),  # the devices' sizes swapped
 ])
-def test_misnumbered_read_outs_are_flagged(key: str, wrong: list[int], family: Family) -> None:
+def test_misnumbered_read_outs_are_flagged(key: str, wrong: list[int], family: Invariant) -> None:
     with pytest.raises(Violation) as err:
         _run([_create("naive")], tamper={**CREATED, key: wrong})
     assert err.value.family is family

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
+from models.families.v0.invariants import Family
 from prefixcache.naive_block import NaiveBlockAllocator
 from prefixcache.prefix_caching_block import PrefixCachingBlockAllocator
 from properties.core.calls import Call

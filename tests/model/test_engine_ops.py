@@ -9,9 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev, Op
 from models.families.v0.oracle import Oracle, OutOfContract
 from properties.core.targets import DEFAULT_SPEC, load_target

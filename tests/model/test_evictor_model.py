@@ -8,11 +8,12 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities, Config
 from models.families.v0.contract import OutOfContract
 from models.families.v0.evictor_model import EvictorModel, Meta
+from models.families.v0.invariants import Family
 from models.families.v0.operations import ErrorKind, EvictorState, Op, Outcome
 from properties.core.replay import run_program
 from properties.core.targets import DEFAULT_SPEC, load_target
@@ -35,7 +36,7 @@ def _model(adds: Sequence[tuple[int, int, int, float]], caps: Capabilities = TYP
     return model
 
 
-def _families(found: list[Violation]) -> set[Family]:
+def _families(found: list[Violation]) -> set[Invariant]:
     return {v.family for v in found}
 
 
@@ -110,7 +111,7 @@ def test_the_model_follows_the_victim_it_was_shown() -> None:
     (_state({0: (10, 1, 0.5)}), F.LRU),  # last_accessed
 ])
 def test_the_evictor_must_show_exactly_the_candidates(shown: EvictorState,
-                                                      family: Family) -> None:
+                                                      family: Invariant) -> None:
     model = _model([])
     found = model.step(ops.EvictorAdd(0, 10, 1, 1.0), Outcome(), shown)
     assert _families(found) == {family}

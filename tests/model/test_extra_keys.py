@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.core.invariants import Family
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities, Config
+from models.families.v0.invariants import Family
 from models.families.v0.operations import AllocateImmutable, Dev, ExtraKey, TableAllocate
 from prefixcache.hashing import make_extra_hash
 from properties.core.calls import eval_expr, render_expr

@@ -9,10 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.error_classes import wrong_class
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev, ErrorKind, Outcome
 from models.families.v0.oracle import Oracle
 from properties.core.targets import DEFAULT_SPEC, load_target
@@ -46,7 +47,7 @@ def test_fill_of_a_freed_block_is_refused() -> None:
 @pytest.mark.parametrize(("error", "family"), [
     (None, F.TABLE), (ErrorKind.UNEXPECTED, F.CRASH)])
 def test_a_fill_of_a_freed_block_not_refused_as_misuse_is_flagged(
-        error: ErrorKind | None, family: Family) -> None:
+        error: ErrorKind | None, family: Invariant) -> None:
     """Accepted, or refused by a crash (e.g. a broken check raising ``TypeError``)."""
     target = load_target(DEFAULT_SPEC)
     config = Config(2, 4, 2, target.caps)

@@ -13,9 +13,10 @@ from types import ModuleType
 
 import pytest
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config, Generation
+from models.families.v0.invariants import Family
 from models.families.v0.malformed import ARGUMENTS, bad_values
 from models.families.v0.operations import ErrorKind, Malformed, Op, op_from_json, op_to_json
 from properties.core.calls import render
@@ -59,7 +60,7 @@ def test_an_honest_answer_passes() -> None:
     (ops.HashRecompute(1, False), "hash of a partial block", F.CACHE),
     (ops.HashRecompute(0, True), "not a pair", F.HASH),
 ])
-def test_a_wrong_answer_is_flagged(op: Op, value: str, family: Family) -> None:
+def test_a_wrong_answer_is_flagged(op: Op, value: str, family: Invariant) -> None:
     t = _trace()
     h0 = t.chain_hash(0)
     assert isinstance(h0, int)
@@ -73,7 +74,7 @@ def test_a_wrong_answer_is_flagged(op: Op, value: str, family: Family) -> None:
     (ErrorKind.ASSERTION, F.CRASH),
     (ErrorKind.UNEXPECTED, F.CRASH),
 ])
-def test_the_recomputation_must_succeed(error: ErrorKind, family: Family) -> None:
+def test_the_recomputation_must_succeed(error: ErrorKind, family: Invariant) -> None:
     _trace().rejects(family, ops.HashRecompute(0, True), error=error)
 
 

@@ -10,10 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config, tolerating
 from models.families.v0.hit_window import FIELDS, WINDOW, HitWindow
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev, Op, Snapshot
 from models.families.v0.oracle import Oracle
 from properties.core.replay import run_program

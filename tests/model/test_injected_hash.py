@@ -11,10 +11,11 @@ import sys
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.contract import OutOfContract
 from models.families.v0.injected_hash import injected_hash
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev
 from properties.families.v0.adapter import Unsupported
 from tests.model.judged import run_judged
@@ -60,7 +61,7 @@ def test_bundled_allocator_keys_both_devices_by_the_injected_hash() -> None:
     ({"hashes": [[1, 1, 1], [1, 1, 1]], "ids": [[0] * 4, [4] * 4]}, F.HASH),
     ({"hashes": None, "ids": []}, F.HASH),
 ])
-def test_wrong_hashes_are_flagged(tamper: object, family: Family) -> None:
+def test_wrong_hashes_are_flagged(tamper: object, family: Invariant) -> None:
     with pytest.raises(Violation) as info:
         run_judged([_op((1, 2))], shape=(2, 2, 2), tamper=tamper)
     assert info.value.family is family

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from models.core.invariants import Family
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
+from models.families.v0.invariants import Family
 from models.families.v0.malformed import ARGUMENTS, Arg, bad_values, well_formed
 from models.families.v0.operations import ErrorKind, Malformed, Op, op_from_json, op_to_json
 from models.families.v0.oracle import OutOfContract

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0.capabilities import Generation
+from models.families.v0.invariants import Family
 from models.families.v0.operations import (
     AllocateImmutable,
     AllocateImmutableChain,

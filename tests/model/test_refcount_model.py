@@ -9,10 +9,11 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities, Config
 from models.families.v0.contract import OutOfContract
+from models.families.v0.invariants import Family
 from models.families.v0.operations import ErrorKind, Op, Outcome, RefcountState
 from models.families.v0.refcount_model import RefcountModel
 from properties.core.replay import run_program
@@ -39,7 +40,7 @@ def _state(counts: Mapping[int, int], pending: Sequence[tuple[int, int]] | None 
     return RefcountState(dict(counts), None if pending is None else tuple(pending))
 
 
-def _families(found: list[Violation]) -> set[Family]:
+def _families(found: list[Violation]) -> set[Invariant]:
     return {v.family for v in found}
 
 
@@ -141,7 +142,7 @@ MISUSE: list[tuple[tuple[int, ...], Op, Family]] = [
 
 @pytest.mark.parametrize(("incrs", "op", "family"), MISUSE)
 def test_misuse_must_be_refused_with_a_typed_error(incrs: tuple[int, ...], op: Op,
-                                                   family: Family) -> None:
+                                                   family: Invariant) -> None:
     model = _model(incrs=incrs)
     assert model.misuse(op) is not None
     counts = dict(model.counts or {})

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.core.invariants import Family
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities, Config
+from models.families.v0.invariants import Family
 from models.families.v0.operations import AllocateImmutable, Dev, ErrorKind, ExtraKey, Malformed
 from models.families.v0.oracle import OutOfContract
 from models.families.v0.request_keys import KEY_ARGUMENTS, KeyArg, bad_values, well_formed

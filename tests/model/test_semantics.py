@@ -3,7 +3,7 @@ blocks, forks, and what generators may not ask."""
 
 from __future__ import annotations
 
-from models.core.invariants import Family
+from models.families.v0.invariants import Family
 from models.families.v0.operations import (
     AllocateImmutable,
     AllocateImmutableChain,

@@ -9,10 +9,11 @@ from functools import partial
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.contract import misuse_or_out
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev, ErrorKind, Op
 from models.families.v0.oracle import Oracle, OutOfContract
 from properties.core.targets import DEFAULT_SPEC, load_target

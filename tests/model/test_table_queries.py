@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
+from models.families.v0.invariants import Family
 from models.families.v0.operations import (
     ErrorKind,
     IdSpace,

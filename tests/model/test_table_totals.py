@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0.capabilities import Config
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Op, op_from_json
 from models.families.v0.oracle import Oracle
 from properties.core.targets import DEFAULT_SPEC, load_target

@@ -4,12 +4,12 @@ chooser and the shadow memory."""
 from __future__ import annotations
 
 from models.core.choice import Chooser
-from models.core.invariants import Family
-from models.core.shadow_memory import ShadowMemory
 from models.families.v0.content import ROOT, ContentTrie
+from models.families.v0.invariants import Family
 from models.families.v0.lru import LruIndex
 from models.families.v0.operations import Dev
 from models.families.v0.pool import NEVER, Pool
+from models.families.v0.shadow_memory import ShadowMemory
 
 
 def test_content_keys_are_exact_prefixes() -> None:

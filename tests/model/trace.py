@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities, Config
 from models.families.v0.operations import Dev, ErrorKind, Op, Outcome, Snapshot
@@ -195,7 +195,7 @@ class Trace:
             self.ended_tables.add(op.table)
         return tuple(made), None
 
-    def rejects(self, family: Family, op: Op, **seen: Any) -> Violation:
+    def rejects(self, family: Invariant, op: Op, **seen: Any) -> Violation:
         """The same as :meth:`do`, but the oracle must reject the step with ``family``."""
         with pytest.raises(Violation) as info:
             self.do(op, **seen)

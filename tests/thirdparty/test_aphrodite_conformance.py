@@ -11,9 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
+from models.families.v0.invariants import Family
 from models.families.v0.oracle import Oracle, OutOfContract
 from properties.core.plugin import ExpectedFailure
 from properties.core.targets import Target, load_target

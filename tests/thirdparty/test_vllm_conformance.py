@@ -28,8 +28,9 @@ from typing import Any
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0.capabilities import Config
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev, Op, op_from_json
 from properties.core.plugin import ExpectedFailure, matching
 from properties.core.replay import run_program

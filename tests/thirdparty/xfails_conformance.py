@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0.capabilities import Config, tolerating
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Op, op_from_json
 from properties.core.plugin import ExpectedFailure, load_expected, tolerated_by
 from properties.core.replay import run_program

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v1 import ops
 from models.families.v1.pool_model import PoolConfig
 from properties.core.determinism import fixed_constants
@@ -39,7 +39,7 @@ CONFIG = PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=(2, 6), e
 _PROBE = re.compile(r"^misuse (\w+) \(arg (\d+)\)")
 
 
-def _fails(target: PoolTarget, program: Sequence[ops.Op], family: Family,
+def _fails(target: PoolTarget, program: Sequence[ops.Op], family: Invariant,
            probe: tuple[str, int] | None) -> bool:
     """Whether ``program`` (then ``probe``) fails on ``target`` with ``family``."""
     try:
@@ -63,7 +63,7 @@ def _valid(program: Sequence[ops.Op], probe: tuple[str, int] | None) -> bool:
         return False
 
 
-def shrink(target: PoolTarget, program: list[ops.Op], family: Family,
+def shrink(target: PoolTarget, program: list[ops.Op], family: Invariant,
            probe: tuple[str, int] | None) -> list[ops.Op]:
     """Greedy chunk deletion (halving chunk sizes) keeping the failure's family."""
     size = max(1, len(program) // 2)

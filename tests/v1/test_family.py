@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v1 import ops
+from models.families.v1.invariants import Family
 from models.families.v1.pool_model import Observed, PoolConfig
 from prefixcache.v1.core.block_pool import BlockPool
 from properties.core.targets import TargetError

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v1 import ops
+from models.families.v1.invariants import Family
 from models.families.v1.pool_model import PoolConfig
 from properties.core.determinism import fixed_constants
 from properties.families.v1 import upstream

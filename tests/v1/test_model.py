@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.events import Replay
+from models.families.v1.invariants import Family
 from models.families.v1.keys import check_keys
 from models.families.v1.pool_model import ModelCaps, Observed, PoolConfig, PoolModel
 

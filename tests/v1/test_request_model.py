@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v1 import request_ops as ops
+from models.families.v1.invariants import Family
 from models.families.v1.request_model import (
     Geometry,
     Identities,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.operations import Op
@@ -119,7 +119,7 @@ class Catch:
     shrink_seconds: float
 
     @property
-    def family(self) -> Family:
+    def family(self) -> Invariant:
         return self.found.family
 
     @property

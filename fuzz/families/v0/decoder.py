@@ -64,6 +64,7 @@ from models.families.v0.oracle import Oracle
 from models.families.v0.request_keys import KEY_ARGUMENTS  # request keys
 from models.families.v0.request_keys import bad_values as key_bad_values
 from models.families.v0.window import holds_null
+from properties.families.v0.judge import V0Judge
 
 MAX_OPS = 48
 MAX_BLOCK_SIZE = 16
@@ -246,10 +247,18 @@ class Decoder:
         self.injected_hash = injected_hash  # create takes hash_function (``InjectedHash``)
         self.extensions = self._extension_table()
 
+    def attach(self, judge: V0Judge) -> None:
+        """Offer what the judge's target adapter finds (:meth:`use_adapter`)."""
+        from fuzz.families.v0.features import adapter_features
+
+        self.use_adapter(**adapter_features(judge.runner))
+
     # ------------------------------------------------------------------ driving
 
-    def next_op(self, oracle: Oracle) -> Op | None:
-        """The next admissible operation, or None when the program ends."""
+    def next_op(self, judge: V0Judge | Oracle) -> Op | None:
+        """The next admissible operation (following the judge's model, or a bare oracle), or
+        None when the program ends."""
+        oracle = judge.oracle if isinstance(judge, V0Judge) else judge
         self.seen_blocks.update(oracle.live_blocks())
         self.seen_tables.update(oracle.live_tables())
         while self.emitted < self.max_ops and (self.then or not self.src.exhausted):

@@ -72,8 +72,8 @@ class PoolDecoder:
         self._started = False
 
     # ------------------------------------------------------------------ the protocol
-    def use_adapter(self, **features: bool) -> None:
-        """The pool's adapter offers nothing beyond the capabilities."""
+    def attach(self, judge: Any) -> None:
+        """The pool's judge offers nothing beyond the capabilities."""
 
     def kinds(self) -> frozenset[str]:
         caps = self.target.caps
@@ -82,15 +82,15 @@ class PoolDecoder:
             absent.add(ops.CachePartial.name)
         return frozenset(ops.OPS) - absent
 
-    def next_op(self, oracle: Any) -> ops.Op | None:
-        """The next operation; ``oracle`` (the family's) holds what the last one returned."""
+    def next_op(self, judge: Any) -> ops.Op | None:
+        """The next operation; ``judge`` (the family's) holds what the last one returned."""
         start = self.src.consumed
-        snapshot = getattr(oracle, "snapshot", None)
+        snapshot = getattr(judge, "snapshot", None)
         if snapshot is not None:
             self.num_free = snapshot.num_free
         try:
             if self._started:
-                op = self._program.send(getattr(oracle, "outcome", None))
+                op = self._program.send(getattr(judge, "outcome", None))
             else:
                 self._started = True
                 op = next(self._program)

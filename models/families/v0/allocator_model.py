@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 
-from models.core.invariants import Family
 from models.families.v0 import fresh_ids
 from models.families.v0.blocks import BlockRec, BlockStore, TableRec
 from models.families.v0.capabilities import Config
@@ -18,6 +17,7 @@ from models.families.v0.content import ROOT, ContentTrie
 from models.families.v0.context import Context
 from models.families.v0.fresh_ids import ModelError
 from models.families.v0.hash_ledger import HashLedger
+from models.families.v0.invariants import Family
 from models.families.v0.ops.values import Dev, Extra
 from models.families.v0.pool import Pool
 from models.families.v0.tracker_state import SeqState

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from models.core.invariants import Family
 from models.families.v0.allocator_model import Model
 from models.families.v0.blocks import BlockRec
 from models.families.v0.context import Context
 from models.families.v0.hit_window import FIELDS as WINDOW_FIELDS
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev
 from models.families.v0.ops.values import KeyIdentity
 from models.families.v0.window import NULL_KEY, visible_tokens

@@ -13,10 +13,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar, Generic, TypeVar
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import error_classes
 from models.families.v0.capabilities import Capabilities
 from models.families.v0.contract import OutOfContract
+from models.families.v0.invariants import Family
 from models.families.v0.operations import ErrorKind, Op, Outcome
 
 F = Family
@@ -35,14 +36,14 @@ class ComponentModel(ABC, Generic[S]):
     def __init__(self, caps: Capabilities) -> None:
         self.caps = caps
         self._found: list[Violation] = []
-        self._override: Family | None = None
+        self._override: Invariant | None = None
 
     @abstractmethod
     def misuse(self, op: Op) -> str | None:
         """Why ``op`` is misuse in the current state (None: valid)."""
 
     @abstractmethod
-    def family(self, op: Op) -> Family:
+    def family(self, op: Op) -> Invariant:
         """Who is wrong when ``op``'s misuse is accepted or a valid ``op`` fails."""
 
     @abstractmethod
@@ -97,7 +98,7 @@ class ComponentModel(ABC, Generic[S]):
             self._compare(after)
         return self._found
 
-    def _flag(self, family: Family, message: str, expected: object = None,
+    def _flag(self, family: Invariant, message: str, expected: object = None,
               observed: object = None) -> None:
         if self._override is not None:
             message = f"refused call changed {self.COMPONENT} ({family.value}): {message}"

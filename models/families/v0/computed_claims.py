@@ -16,9 +16,10 @@ answer is not a prefix. Answers of the wrong type are left to the model's exact 
 
 from __future__ import annotations
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0 import operations as ops
 from models.families.v0.allocator_model import Model
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Dev, Op
 
 F = Family

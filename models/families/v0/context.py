@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from models.core.choice import Chooser
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0.ops.base import Op
 from models.families.v0.ops.values import Outcome, Snapshot
 
@@ -19,7 +19,7 @@ class Context:
     after: Snapshot
     chooser: Chooser
     found: list[Violation] = field(default_factory=list)
-    override: Family | None = None  # e.g. ATOMIC: any difference after a failed op
+    override: Invariant | None = None  # e.g. ATOMIC: any difference after a failed op
     cows: dict[int, int] = field(default_factory=dict)  # reported src -> dst (first pair)
     expected_cows: list[tuple[int, int]] = field(default_factory=list)
     hint_ids: set[int] = field(default_factory=set)  # ids the target shows for this op
@@ -36,7 +36,7 @@ class Context:
             self.cows.setdefault(src, dst)
             self.hint_ids.add(dst)
 
-    def flag(self, family: Family, message: str, expected: object = None,
+    def flag(self, family: Invariant, message: str, expected: object = None,
              observed: object = None, *, root_cause: bool = False) -> None:
         """Record a violation; ``root_cause`` ones (an id handed to a second owner) outrank
         the data-plane damage they cause."""

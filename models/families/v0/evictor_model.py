@@ -22,10 +22,11 @@ wrong), ATOMIC (a refused call changed the evictor), CRASH (an untyped error).
 
 from __future__ import annotations
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities
 from models.families.v0.component_model import ComponentModel
+from models.families.v0.invariants import Family
 from models.families.v0.lru import LruIndex
 from models.families.v0.operations import ErrorKind, EvictorState, Op
 
@@ -59,7 +60,7 @@ class EvictorModel(ComponentModel[EvictorState]):
             return "evict of an empty evictor" if not self.meta else None
         return None
 
-    def family(self, op: Op) -> Family:
+    def family(self, op: Op) -> Invariant:
         return _MISUSE_FAMILY
 
     def refusal(self, op: Op, error: ErrorKind) -> bool:

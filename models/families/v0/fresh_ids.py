@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from models.core.invariants import Family
+from models.families.v0.invariants import Family
 from models.families.v0.ops.values import Dev
 from models.families.v0.pool import Pool
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from models.core.invariants import Family
 from models.families.v0.context import Context
+from models.families.v0.invariants import Family
 
 F = Family
 

@@ -25,8 +25,7 @@ snapshot); the shadow memory only re-reads blocks whose id or slots changed.
 from __future__ import annotations
 
 from models.core.choice import Chooser
-from models.core.invariants import Family, Violation
-from models.core.shadow_memory import ShadowMemory
+from models.core.invariants import Violation
 from models.families.v0 import (  # stale ids
     computed_claims,  # when KV is written
     error_classes,
@@ -39,10 +38,12 @@ from models.families.v0.content import ContentTrie
 from models.families.v0.context import Context
 from models.families.v0.contract import Inconclusive, OutOfContract, misuse_or_out, shortfall
 from models.families.v0.evictor_model import EvictorModel  # evictor level
+from models.families.v0.invariants import Family
 from models.families.v0.operations import ErrorKind, Op, Outcome, Snapshot
 from models.families.v0.ops.free import record_free  # stale ids
 from models.families.v0.queries import Queries
 from models.families.v0.refcount_model import RefcountModel  # refcount level
+from models.families.v0.shadow_memory import ShadowMemory
 
 __all__ = ["Inconclusive", "Oracle", "OutOfContract"]
 

@@ -21,11 +21,12 @@ refused call changed the counter or the pairs), CRASH (an untyped error).
 
 from __future__ import annotations
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities
 from models.families.v0.component_model import ComponentModel
 from models.families.v0.contract import OutOfContract
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Op, RefcountState
 
 F = Family
@@ -81,7 +82,7 @@ class RefcountModel(ComponentModel[RefcountState]):
             return f"record_cow({op.src_id}, {op.dst_id}) with a None id"
         return None
 
-    def family(self, op: Op) -> Family:
+    def family(self, op: Op) -> Invariant:
         """Who is wrong when ``op`` misbehaves: the counter (RC) or the tracker (COW)."""
         return F.RC if isinstance(op, _COUNTER_OPS) else F.COW
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from models.core.invariants import Family
 from models.families.v0.allocator_model import Model
 from models.families.v0.blocks import BlockRec, TableRec
+from models.families.v0.invariants import Family
 from models.families.v0.ops.values import Dev, Tokens
 
 #: The table-entry key of the null block (never a program handle, never an internal key).

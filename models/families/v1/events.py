@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
+from models.families.v1.invariants import Family
 from models.families.v1.pool_model import Key
 
 

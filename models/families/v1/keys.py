@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
+from models.families.v1.invariants import Family
 from models.families.v1.ops import Req
 
 Identity = tuple[object, ...]

@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
+from models.families.v1.invariants import Family
 
 Key = tuple[bytes, int]  # (block hash, kv cache group id)
 NULL = 0

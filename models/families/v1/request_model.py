@@ -26,7 +26,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
+from models.families.v1.invariants import Family
 
 NULL = 0
 
@@ -94,7 +95,7 @@ class KVShadow:
                 self.slots.setdefault(block, {})[slot] = Slot(ident, True)
         self.pending.clear()
 
-    def read(self, block: int, slot: int, want: int, *, pending_ok: bool) -> Family | None:
+    def read(self, block: int, slot: int, want: int, *, pending_ok: bool) -> Invariant | None:
         """None when ``(block, slot)`` holds computed KV ``want`` (or, with ``pending_ok``,
         KV the open step computes); else the family the mismatch breaks."""
         pending = self.pending_ident(block, slot) if pending_ok else set()

@@ -1,6 +1,8 @@
 """The v0 block-manager family (vLLM v0 / Aphrodite) as the core sees it: the
-:class:`properties.core.family.Family` object, delegating to this family's runner, oracle,
-operations, adapter and capabilities.
+:class:`properties.core.family.Family` object, delegating to this family's judge (runner and
+oracle), operations, adapter and capabilities, with the optional roles of
+:mod:`properties.core.roles` it takes on (building by hand, allocator types, shrinking by
+handles and pool sizes, tolerated deviations, token inputs, fuzzing, a weak-hash mode).
 
 A v0 target spec names a factory with the signature of upstream's
 ``CpuGpuBlockAllocator.create``:
@@ -14,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from models.core.invariants import Family as Invariant
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import (
     TOLERABLE,
@@ -27,8 +29,9 @@ from models.families.v0.capabilities import (
     Generation,
     tolerating,
 )
+from models.families.v0.invariants import Family as Invariants
 from models.families.v0.oracle import Oracle, OutOfContract
-from properties.core.family import Family
+from properties.core.family import Family, Script, TargetOptions
 from properties.core.reproducer import family_arg, logged_calls, program_json
 from properties.core.targets import (
     ENV_VAR,
@@ -42,6 +45,7 @@ from properties.core.targets import (
     version_of,
 )
 from properties.families.v0.adapter import FamilyAdapter
+from properties.families.v0.judge import V0Judge
 from properties.families.v0.runner import Runner
 
 #: The bundled reference allocator.
@@ -51,6 +55,28 @@ DEFAULT_SPEC = "prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create"
 MAX_CHUNKS = 32
 
 
+class V0Vocabulary:
+    """The v0 operations (:mod:`models.families.v0.operations`) and pool shapes (block size,
+    GPU and CPU blocks)."""
+
+    def op_from_json(self, data: Mapping[str, Any]) -> ops.Op:
+        return ops.op_from_json(dict(data))
+
+    def op_to_json(self, op: ops.Op) -> dict[str, Any]:
+        return ops.op_to_json(op)
+
+    def is_op(self, value: object) -> bool:
+        return isinstance(value, ops.Op)
+
+    def config(self, target: Target, geometry: Mapping[str, Any]) -> Config:
+        return Config(int(geometry["block_size"]), int(geometry["num_gpu_blocks"]),
+                      int(geometry["num_cpu_blocks"]), target.caps)
+
+    def geometry(self, config: Config) -> dict[str, Any]:
+        return {"block_size": config.block_size, "num_gpu_blocks": config.num_gpu_blocks,
+                "num_cpu_blocks": config.num_cpu_blocks}
+
+
 class V0Family:
     """The v0 block-manager family."""
 
@@ -58,13 +84,16 @@ class V0Family:
     description: str = ("vLLM v0 / Aphrodite block manager "
                         "(CpuGpuBlockAllocator.create factories)")
     default_spec: str = DEFAULT_SPEC
-    machines_dir: Path = Path(__file__).resolve().parent
+    machines: Path = Path(__file__).resolve().parent
     out_of_contract: type[Exception] = OutOfContract
+    invariants: type[Invariants] = Invariants
+    vocabulary: V0Vocabulary = V0Vocabulary()
+    #: ``prefix_caching`` (the default) or ``naive``: separate implementations.
+    allocator_types: tuple[str, ...] = ("prefix_caching", "naive")
     block_fields: tuple[str, ...] = ("prev", "block", "blocks")
     table_fields: tuple[str, ...] = ("table",)
     pool_fields: tuple[tuple[str, int], ...] = (("num_gpu_blocks", 1), ("num_cpu_blocks", 0))
     tolerable: Mapping[str, str] = TOLERABLE
-    invariants: tuple[Invariant, ...] = tuple(Invariant)
 
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A callable (not a class) taking ``(allocator_type, num_gpu_blocks, num_cpu_blocks,
@@ -82,12 +111,17 @@ class V0Family:
             return False
         return True
 
-    def load_target(self, spec: str | None = None, *, allocator_type: str = "prefix_caching",
-                    disable: Iterable[str] = (), step_timeout: float | str | None = None
-                    ) -> Target:
+    def load_target(self, spec: str | None = None,
+                    options: TargetOptions | None = None) -> Target:
         """Resolve ``spec`` (default: ``$PREFIXCACHE_ALLOCATOR``, else the bundled allocator)
         and detect its capabilities on a tiny instance. Whatever the probe instance does wrong
         (raises, returns something that is not an allocator) is a :class:`TargetError`."""
+        options = options or TargetOptions()
+        allocator_type = options.allocator_type or self.allocator_types[0]
+        if allocator_type not in self.allocator_types:
+            raise TargetError(f"the v0 family's allocator types are "
+                              f"{', '.join(self.allocator_types)}, not {allocator_type!r}")
+        disable, step_timeout = options.disable, options.step_timeout
         spec = spec or os.environ.get(ENV_VAR) or DEFAULT_SPEC
         factory = resolve(spec)
         package = package_of(factory, spec)
@@ -126,9 +160,10 @@ class V0Family:
         if disabled:
             caps = caps.without(*disabled)
         version = str(claims.get("version") or version_of(package))
-        return Target(spec, factory, caps, str(claims.get("name", package)), version, misuse,
-                      allocator_type, step_timeout=step_timeout_setting(step_timeout),
-                      extra_key_function=extra_key_function, family=self.name)
+        target = Target(spec, factory, caps, str(claims.get("name", package)), version,
+                        family=self.name, allocator_type=allocator_type, misuse_types=misuse,
+                        step_timeout=step_timeout_setting(step_timeout), claims=dict(claims))
+        return replace(target, description=self.describe(target))
 
     def create(self, target: Target, config: Config) -> Any:
         return target.factory(target.allocator_type, config.num_gpu_blocks,
@@ -137,7 +172,7 @@ class V0Family:
 
     def adapter(self, target: Target, config: Config) -> FamilyAdapter:
         return FamilyAdapter(self.create(target, config), config.block_size,
-                             target.misuse_types, target.extra_key_function)
+                             target.misuse_types, extra_key_function(target))
 
     def describe(self, target: Target) -> str:
         caps = target.caps
@@ -146,33 +181,32 @@ class V0Family:
         return (f"{target.name} {target.version} ({target.spec}, {target.allocator_type}); "
                 f"API {caps.generation.value}; features: {', '.join(on) or 'none'}")
 
-    def config(self, target: Target, geometry: Mapping[str, int],
-               tolerate: frozenset[str] = frozenset()) -> Config:
-        caps = tolerating(target.caps, tolerate) if tolerate else target.caps
-        return Config(geometry["block_size"], geometry["num_gpu_blocks"],
-                      geometry["num_cpu_blocks"], caps)
-
-    def geometry(self, config: Config) -> dict[str, int]:
-        return {"block_size": config.block_size, "num_gpu_blocks": config.num_gpu_blocks,
-                "num_cpu_blocks": config.num_cpu_blocks}
-
     def tolerating(self, caps: Capabilities, names: frozenset[str]) -> Capabilities:
         return tolerating(caps, names)
 
-    def op_from_json(self, data: Mapping[str, Any]) -> ops.Op:
-        return ops.op_from_json(dict(data))
-
-    def op_to_json(self, op: ops.Op) -> dict[str, Any]:
-        return ops.op_to_json(op)
-
-    def is_op(self, value: object) -> bool:
-        return isinstance(value, ops.Op)
+    def judge(self, target: Target, config: Config) -> V0Judge:
+        return V0Judge(target, config)
 
     def runner(self, target: Target, config: Config) -> Runner:
+        """The runner alone (no model): the calls of a program as the engine makes them."""
         return Runner(target, config)
 
     def oracle(self, config: Config) -> Oracle:
+        """The model alone."""
         return Oracle(config)
+
+    def made(self, step: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        outcome = step.outcome
+        return outcome.new_blocks, (() if outcome.new_table is None else (outcome.new_table,))
+
+    def tokens_of(self, op: Any) -> Iterator[int]:
+        """The ints an operation hands the target's hash: tokens, and an int extra hash."""
+        yield from getattr(op, "tokens", ())
+        for chunk in getattr(op, "chunks", ()):
+            yield from chunk
+        extra = getattr(op, "extra_hash", None)
+        if type(extra) is int:
+            yield extra
 
     def smaller_ops(self, op: ops.Op, made: Sequence[int]
                     ) -> Iterator[tuple[ops.Op, tuple[int, ...]]]:
@@ -186,38 +220,32 @@ class V0Family:
             chunks = op.chunks[:j] + op.chunks[j + 1:]
             yield dataclasses.replace(op, chunks=chunks), (made[j],)
 
-    def script_prelude(self, target: Target, config: Config,
-                       adapter: FamilyAdapter | None = None) -> list[str]:
-        """Build ``alloc`` with the factory, then import ``Device`` and ``BlockTable`` from
-        the modules the target's adapter uses. The allocator is created first: a
-        loader-backed target (upstream code from a wheel) registers those modules when it
-        builds one."""
-        if adapter is None:
-            adapter = self.adapter(target, config)
+    def script(self, target: Target, config: Config, steps: Sequence[Any],
+               judge: Any | None = None) -> Script:
+        """Build ``alloc`` with the factory, import ``Device`` and ``BlockTable`` from the
+        modules the target's adapter uses (the allocator is created first: a loader-backed
+        target registers those modules when it builds one), then the calls the runner logged;
+        ``__main__`` replays the program with ``properties.core.replay.check_program``."""
+        adapter = judge.adapter if judge is not None else self.adapter(target, config)
         module, _, path = target.spec.partition(":")
         root = path.split(".", 1)[0]
         extra = "".join(f", {k}={v!r}" for k, v in target.factory_kwargs)
-        return [
+        body = [
             f"from {module} import {root}",
             "",
             f"alloc = {path}({target.allocator_type!r}, {config.num_gpu_blocks}, "
             f"{config.num_cpu_blocks}, {config.block_size}{extra})",
             f"from {adapter.device_enum.__module__} import Device  # noqa: E402, F401",
             f"from {adapter.block_table_cls.__module__} import BlockTable  # noqa: E402, F401",
+            *logged_calls(steps),
         ]
-
-    def script_calls(self, target: Target, config: Config, steps: Sequence[Any]) -> list[str]:
-        """The calls the runner logged, step by step."""
-        return logged_calls(steps)
-
-    def script_check(self, target: Target, config: Config, steps: Sequence[Any]) -> list[str]:
-        """``properties.core.replay.check_program`` with the pool shape and the program."""
-        return [
-            "from properties.core.replay import check_program",
+        check = [
+            "from properties.families.v0.replay import check_program",
             f"check_program({target.spec!r}, {target.allocator_type!r}, "
             f"{config.block_size}, {config.num_gpu_blocks}, {config.num_cpu_blocks},",
-            f"              {program_json(steps, self)!r}{family_arg(target)})",
+            f"              {program_json(steps, self.vocabulary)!r}{family_arg(target)})",
         ]
+        return Script(body, check)
 
     # ----------------------------------------------------------------- fuzzing
 
@@ -240,31 +268,35 @@ class V0Family:
 
         return Decoder(data, level, caps, max_ops=max_ops)
 
-    def adapter_features(self, runner: Any) -> dict[str, bool]:
-        from fuzz.families.v0.features import adapter_features
-
-        return adapter_features(runner)
-
-    def step_features(self, previous: str, op: Any, outcome: Any, snapshot: Any,
-                      oracle: Any) -> Iterator[tuple[object, ...]]:
+    def step_features(self, previous: str, op: Any, outcome: Any, judge: Any
+                      ) -> Iterator[tuple[object, ...]]:
         from fuzz.families.v0.features import step_features
 
-        return step_features(previous, op, outcome, snapshot, oracle)
+        return step_features(previous, op, outcome, judge.snapshot, judge.oracle)
 
     def weak_hash_target(self, level: Any) -> Target:
         from fuzz.families.v0.weak_hash import weak_hash
 
         return self.load_target(DEFAULT_SPEC).with_kwargs(hash_function=weak_hash)
 
+    def format_program_config(self, geometry: Mapping[str, Any]) -> Config:
+        return Config(int(geometry["block_size"]), int(geometry["num_gpu_blocks"]),
+                      int(geometry["num_cpu_blocks"]))
+
     def format_program(self, geometry: Mapping[str, int], program: Sequence[Any],
                        outcomes: Sequence[Any] = ()) -> str:
         from fuzz.families.v0.listing import format_program
 
-        config = Config(geometry["block_size"], geometry["num_gpu_blocks"],
-                        geometry["num_cpu_blocks"])
-        return format_program(config, program, outcomes)
+        return format_program(self.format_program_config(geometry), program, outcomes)
 
 
 #: The object the registry loads (entry point ``prefixcache.families`` ``v0``); typed as the
 #: protocol so mypy checks that the family implements all of it.
 FAMILY: Family = V0Family()
+
+
+def extra_key_function(target: Target) -> str | None:
+    """The target's claim that renders ``ExtraKey`` values (``module:callable``), if any."""
+    value = target.claims.get("extra_key_function")
+    return None if value is None else str(value)
+

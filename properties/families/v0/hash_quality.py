@@ -28,9 +28,10 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities, Config
+from models.families.v0.invariants import Family
 from models.families.v0.operations import Op
 from properties.core.replay import run_program
 from properties.core.targets import Target

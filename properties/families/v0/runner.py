@@ -29,10 +29,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Invariant, Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.error_classes import builtin_classes
+from models.families.v0.invariants import Family
 from models.families.v0.operations import (
     DEVICES,
     ErrorKind,
@@ -54,7 +55,7 @@ from properties.families.v0.adapter import (
 )
 
 #: The family of wrong types, hangs and mutated lists. Exceptions are always CRASH.
-MISBEHAVED: Family = Family.TARGET
+MISBEHAVED: Invariant = Family.TARGET
 
 #: What a target call may raise and the runner records: anything but ``KeyboardInterrupt``
 #: (and :class:`StepTimeout`, handled apart).

@@ -12,7 +12,7 @@ from properties.core import plugin
 from properties.core.reproducer import render_script
 from properties.core.selection import current_target
 from properties.families.v0 import hash_quality
-from properties.families.v0.runner import Runner
+from properties.families.v0.judge import V0Judge
 
 
 def test_block_keys_resist_collisions(request: pytest.FixtureRequest) -> None:
@@ -33,10 +33,9 @@ def test_block_keys_resist_collisions(request: pytest.FixtureRequest) -> None:
         if shown is None:
             raise
         config, program = shown
-        runner = Runner(target, config)
+        judge = V0Judge(target, config)
         for op in program:
-            runner.execute(op)
-        adapter = runner.adapter
+            judge.runner.execute(op)
         violation.add_note("Replay it as a plain Python script:\n\n" + render_script(
-            target, config, runner.log, adapter=adapter))
+            target, config, judge.log, judge=judge))
         raise

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
+from models.families.v1.invariants import Family
 from models.families.v1.ops import Req
 from models.families.v1.pool_model import Key, Observed, PoolConfig
 from properties.families.v1.stand_ins import LoraRef, MMFeature, MMPosition, StandInRequest

@@ -13,9 +13,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.events import Replay, external
+from models.families.v1.invariants import Family
 from models.families.v1.keys import check_keys
 from models.families.v1.pool_model import PoolConfig, PoolModel
 from properties.families.v1.adapter import PoolAdapter

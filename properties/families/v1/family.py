@@ -11,11 +11,10 @@ The xfails files are the core's format (``id``, ``family``, ``class``, ``explana
 ``avoid`` (generator features the machine leaves out) and ``vllm_tests_miss`` ride along.
 
 One operation, one place: the v1 executor applies an operation to the pool and the model and
-judges it in the same step, so :meth:`V1Family.runner` is the judging executor and
-:meth:`V1Family.oracle` re-checks what needs no model (the free queue and the counts agree with
-the reference counts). Shrinking is Hypothesis's: the operations name blocks by id, not by
-handle, so there are no handle fields (``block_fields``/``table_fields`` are empty) and no
-per-operation shrink candidates.
+judges it in the same step; :class:`PoolJudge` runs it and then re-checks what needs no model
+(the free queue and the counts agree with the reference counts). The operations name blocks by
+id, not by handle, so the family shrinks programs by dropping operations and lowering the pool
+size (:class:`~properties.core.roles.PoolShrinking`) only.
 """
 
 from __future__ import annotations
@@ -23,15 +22,16 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from models.core.invariants import Family, Violation
-from models.core.invariants import Family as Invariant
+from models.core.invariants import Violation
 from models.families.v1 import ops
+from models.families.v1.invariants import Family
 from models.families.v1.pool_model import Observed, PoolConfig
+from properties.core.family import Script, TargetOptions
 from properties.core.targets import Target, TargetError, resolve, step_timeout_setting
 from properties.families.v1 import targets
 from properties.families.v1.adapter import PoolAdapter
@@ -75,51 +75,45 @@ class Step:
     stmts: list[Any] = field(default_factory=list)
 
 
-class PoolRunner:
-    """Runs a program on a fresh pool of the target, judged step by step by the model."""
+class PoolJudge:
+    """A fresh pool of the target and the model, side by side (the :class:`Executor`), then
+    what a snapshot must show whatever the program: the free queue holds each id once, only
+    unreferenced ids, and ``get_num_free_blocks`` counts it; no reference count is negative."""
 
     def __init__(self, target: Target, config: PoolConfig) -> None:
         self.target = target
+        self.config = config
         self.executor = Executor(pool_of(target), config)
         self.adapter = self.executor.adapter
         self.log: list[Step] = []
         self.executor.check()
+        #: The last step's outcome and snapshot (the fuzz decoder follows them).
+        self.outcome: Any = None
+        self.snapshot: Observed = self.adapter.snapshot()
+        self._check(self.snapshot)
+        if self.snapshot.num_free != config.num_blocks - 1:
+            raise Violation(Family.FREE, "a fresh pool has every block but the null one free",
+                            expected=config.num_blocks - 1, observed=self.snapshot.num_free)
 
-    def execute(self, op: Any) -> tuple[Any, Any]:
+    def step(self, op: Any) -> Any:
         if not isinstance(op, ops.Op):
             raise OutOfContract(f"not a v1 operation: {op!r}")
         if isinstance(op, ops.CacheFull | ops.CachePartial | ops.Lookup) \
                 and op.req >= len(self.executor.reqs):
             raise OutOfContract(f"{op.kind} names request {op.req}, the program made "
                                 f"{len(self.executor.reqs)}")
-        outcome = self.executor.step(op)
+        index = len(self.log)
+        try:
+            outcome = self.executor.step(op)
+        except Violation as violation:
+            raise (violation if violation.op is not None else violation.at(op, index)) from None
         self.log.append(Step(op, outcome))
-        return outcome, self.snapshot()
-
-    def snapshot(self) -> Observed:
-        return self.adapter.snapshot()
-
-
-class PoolOracle:
-    """What a snapshot must show whatever the program: the free queue holds each id once, only
-    unreferenced ids, and ``get_num_free_blocks`` counts it; no reference count is negative."""
-
-    def __init__(self, config: PoolConfig) -> None:
-        self.config = config
-        #: The last judged step's outcome and snapshot (the fuzz decoder follows them).
-        self.outcome: Any = None
-        self.snapshot: Observed | None = None
-
-    def initial_check(self, snapshot: Observed) -> None:
-        self.snapshot = snapshot
-        self._check(snapshot)
-        if snapshot.num_free != self.config.num_blocks - 1:
-            raise Violation(Family.FREE, "a fresh pool has every block but the null one free",
-                            expected=self.config.num_blocks - 1, observed=snapshot.num_free)
-
-    def step(self, op: Any, outcome: Any, snapshot: Observed) -> None:
-        self.outcome, self.snapshot = outcome, snapshot
-        self._check(snapshot)
+        self.outcome, self.snapshot = outcome, self.adapter.snapshot()
+        try:
+            self._check(self.snapshot)
+        except Violation as violation:
+            raise violation.at(op, index) from None
+        return outcome
 
     def _check(self, snap: Observed) -> None:
         free = list(snap.free)
@@ -137,22 +131,36 @@ class PoolOracle:
             raise Violation(Family.RC, "negative reference counts", observed=negative)
 
 
+class V1Vocabulary:
+    """The v1 pool operations (:mod:`models.families.v1.ops`) and pool shapes."""
+
+    def op_from_json(self, data: Mapping[str, Any]) -> ops.Op:
+        return ops.from_json(dict(data))
+
+    def op_to_json(self, op: Any) -> dict[str, Any]:
+        return dict(op.to_json())
+
+    def is_op(self, value: object) -> bool:
+        return isinstance(value, ops.Op)
+
+    def config(self, target: Any, geometry: Mapping[str, Any]) -> PoolConfig:
+        return config_of(geometry)
+
+    def geometry(self, config: Any) -> dict[str, Any]:
+        return config_json(config)
+
+
 class V1Family:
     """The v1 ``BlockPool`` family (see the module docstring)."""
 
     name = "v1"
     description = "vLLM v1 BlockPool (vllm/v1/core/block_pool.py), block level"
     default_spec = targets.DEFAULT_SPEC
-    machines_dir = Path(__file__).resolve().parent
+    machines = Path(__file__).resolve().parent
     out_of_contract: type[Exception] = OutOfContract
-    block_fields: tuple[str, ...] = ()
-    table_fields: tuple[str, ...] = ()
+    invariants: type[Family] = Family
+    vocabulary: V1Vocabulary = V1Vocabulary()
     pool_fields: tuple[tuple[str, int], ...] = (("num_blocks", 2),)
-    #: The v1 model follows no upstream deviation (xfails ``tolerate``).
-    tolerable: Mapping[str, str] = {}
-    #: No copy-on-write or device swaps in v1's API.
-    invariants: tuple[Invariant, ...] = tuple(
-        f for f in Invariant if f not in (Invariant.COW, Invariant.SWAP))
 
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A ``BlockPool`` class (it has :data:`POOL_METHODS`), or a callable annotated to
@@ -175,16 +183,16 @@ class V1Family:
             return False
         return returns is PoolTarget or returns == "PoolTarget"
 
-    def load_target(self, spec: str | None = None, *, allocator_type: str = "prefix_caching",
-                    disable: Iterable[str] = (), step_timeout: float | str | None = None
+    def load_target(self, spec: str | None = None, options: TargetOptions | None = None
                     ) -> Target:
         """``spec`` (None: ``$PREFIXCACHE_POOL`` or the bundled pool). A pool has one kind
-        (``prefix_caching``, the core's default, or ``block_pool``) and no feature to switch
-        off (``disable`` must be empty). The core target's ``caps`` is the
-        :class:`PoolTarget` (:func:`pool_of`)."""
-        if allocator_type not in ("prefix_caching", "block_pool"):
+        (``block_pool``) and no feature to switch off (``disable`` must be empty). The core
+        target's ``caps`` is the :class:`PoolTarget` (:func:`pool_of`)."""
+        options = options or TargetOptions()
+        allocator_type, step_timeout = options.allocator_type, options.step_timeout
+        if allocator_type not in (None, "block_pool"):
             raise TargetError(f"the v1 family has one allocator type, not {allocator_type!r}")
-        disabled = tuple(disable)
+        disabled = tuple(options.disable)
         if disabled:
             raise TargetError("the v1 family has no features to disable "
                               f"(--disable-feature {', '.join(disabled)})")
@@ -198,7 +206,7 @@ class V1Family:
         return Target(spec=pool.spec, factory=pool.pool_cls, caps=pool, name=pool.name,
                       version=pool.version, misuse_types=pool.misuse_types,
                       allocator_type=pool.allocator_type, step_timeout=pool.step_timeout,
-                      family=self.name)
+                      family=self.name, description=pool.describe())
 
     def create(self, target: Target, config: Any) -> Any:
         return pool_of(target).create(config)
@@ -206,60 +214,25 @@ class V1Family:
     def adapter(self, target: Target, config: Any) -> PoolAdapter:
         return PoolAdapter(pool_of(target), config)
 
-    def describe(self, target: Target) -> str:
-        return pool_of(target).describe()
+    def judge(self, target: Target, config: PoolConfig) -> PoolJudge:
+        return PoolJudge(target, config)
 
-    def config(self, target: Any, geometry: Mapping[str, int],
-               tolerate: frozenset[str] = frozenset()) -> PoolConfig:
-        self.tolerating(None, tolerate)
-        return config_of(geometry)
-
-    def geometry(self, config: Any) -> dict[str, Any]:
-        return config_json(config)
-
-    def tolerating(self, caps: Any, names: frozenset[str]) -> Any:
-        """The v1 model follows no upstream deviation: any name is unknown."""
-        if names:
-            raise ValueError(f"the v1 model tolerates no deviations, not {sorted(names)}")
-        return caps
-
-    def op_from_json(self, data: Mapping[str, Any]) -> ops.Op:
-        return ops.from_json(dict(data))
-
-    def op_to_json(self, op: Any) -> dict[str, Any]:
-        return dict(op.to_json())
-
-    def is_op(self, value: object) -> bool:
-        return isinstance(value, ops.Op)
-
-    def runner(self, target: Target, config: Any) -> PoolRunner:
-        return PoolRunner(target, config)
-
-    def oracle(self, config: Any) -> PoolOracle:
-        return PoolOracle(config)
-
-    def smaller_ops(self, op: Any, made: Sequence[int]) -> Iterator[tuple[Any, tuple[int, ...]]]:
-        return iter(())
-
-    def script_prelude(self, target: Target, config: Any, adapter: Any | None = None
-                       ) -> list[str]:
-        """The stand-ins, then ``pool``, ``hasher`` and ``B`` (the pool's blocks)."""
-        return script_prelude(pool_of(target), config)
-
-    def script_calls(self, target: Target, config: Any, steps: Sequence[Any]) -> list[str]:
-        """The program's calls, rendered from the operations (v1 steps log no calls)."""
-        return call_lines(config, [s.op for s in steps], pool_of(target).caps.touch_per_group)
-
-    def script_check(self, target: Target, config: Any, steps: Sequence[Any]) -> list[str]:
-        """:func:`check_program` with the pool shape and the program."""
-        return check_lines(pool_of(target), config, [s.op for s in steps])
+    def script(self, target: Target, config: Any, steps: Sequence[Any],
+               judge: Any | None = None) -> Script:
+        """The stand-ins, then ``pool``, ``hasher`` and ``B`` (the pool's blocks), the
+        program's calls rendered from the operations (v1 steps log no calls), and
+        :func:`check_program` with the pool shape and the program."""
+        pool = pool_of(target)
+        program = [s.op for s in steps]
+        body = [*script_prelude(pool, config),
+                *call_lines(config, program, pool.caps.touch_per_group)]
+        return Script(body, check_lines(pool, config, program))
 
     # ----------------------------------------------------------------- fuzzing
     # One level, ``pool``: fuzz.families.v1.decoder (imported when asked for, as the v0 family
     # does, so the properties side does not load the fuzz package).
 
     fuzz_levels: tuple[str, ...] = ("pool",)
-    weak_hash_levels: tuple[str, ...] = ()
 
     @property
     def max_ops(self) -> int:
@@ -277,17 +250,11 @@ class V1Family:
 
         return PoolDecoder(data, caps, max_ops=max_ops)
 
-    def adapter_features(self, runner: Any) -> dict[str, bool]:
-        return {}
-
-    def step_features(self, previous: str, op: Any, outcome: Any, snapshot: Any,
-                      oracle: Any) -> Iterator[tuple[object, ...]]:
+    def step_features(self, previous: str, op: Any, outcome: Any, judge: Any
+                      ) -> Iterator[tuple[object, ...]]:
         from fuzz.families.v1.decoder import step_features
 
-        return iter(step_features(op, outcome, snapshot))
-
-    def weak_hash_target(self, level: Any) -> Target:
-        raise ValueError("the v1 family has no weak-hash fuzz level")
+        return iter(step_features(op, outcome, judge.snapshot))
 
     def format_program(self, geometry: Mapping[str, int], program: Sequence[Any],
                        outcomes: Sequence[Any] = ()) -> str:

@@ -16,7 +16,8 @@ import json
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
+from models.families.v1.invariants import Family
 from properties.core.watchdog import Hang, StepTimeout, Watchdog
 
 __all__ = ["PROGRAM_ATTR", "ProgramExecutor", "guarded"]

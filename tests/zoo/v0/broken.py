@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from tests.zoo.patching import Patch, claims, factory, register
 from tests.zoo.v0 import allocator_mutants as am
 from tests.zoo.v0 import construction_mutants as cm
@@ -60,7 +61,7 @@ class Mutant:
     name: str
     patches: tuple[Patch, ...]
     bug: str
-    families: frozenset[Family]
+    families: frozenset[Invariant]
     checks: tuple[str, ...] = (BLOCK, SEQUENCE)
 
     @property
@@ -75,7 +76,7 @@ class Mutant:
 
 
 def _mutants() -> Iterable[Mutant]:
-    def m(name: str, bug: str, families: Iterable[Family], checks: tuple[str, ...] = (
+    def m(name: str, bug: str, families: Iterable[Invariant], checks: tuple[str, ...] = (
             BLOCK, SEQUENCE), *, patches: tuple[Patch, ...]) -> Mutant:
         return Mutant(name, patches, bug, frozenset(families), checks)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v1.invariants import Family
 from tests.zoo.patching import Patch
 
 BP, KU = "v1.core.block_pool", "v1.core.kv_cache_utils"
@@ -21,15 +22,15 @@ BP, KU = "v1.core.block_pool", "v1.core.kv_cache_utils"
 @dataclass(frozen=True)
 class Variant:
     name: str
-    family: Family
+    family: Invariant
     bug: str
     patches: tuple[Patch, ...]
     examples: int = 300  # the search budget (derandomized, 50 steps each)
     #: Families a differently shaped program (the fuzzer's) may break first for the same bug.
-    also: tuple[Family, ...] = ()
+    also: tuple[Invariant, ...] = ()
 
 
-def _v(name: str, family: Family, bug: str, module: str, scope: str, find: str, replace: str,
+def _v(name: str, family: Invariant, bug: str, module: str, scope: str, find: str, replace: str,
        examples: int = 300) -> Variant:
     return Variant(name, family, bug, (Patch(module, scope, find, replace),), examples)
 

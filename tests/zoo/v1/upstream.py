@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v1.invariants import Family
 
 BP, KU = "v1.core.block_pool", "v1.core.kv_cache_utils"
 
@@ -13,7 +14,7 @@ BP, KU = "v1.core.block_pool", "v1.core.kv_cache_utils"
 @dataclass(frozen=True)
 class Variant:
     name: str
-    family: Family
+    family: Invariant
     patches: tuple[tuple[str, str, str], ...]
     avoid: frozenset[str] = frozenset({"window_nulls", "partial_blocks", "evict_held",
                                        "duplicates"})
@@ -21,7 +22,7 @@ class Variant:
     examples: int = 600  # the search budget (derandomized, 50 steps each)
 
 
-def _v(name: str, family: Family, module: str, old: str, new: str,
+def _v(name: str, family: Invariant, module: str, old: str, new: str,
        avoid: frozenset[str] | None = None, events: bool = True) -> Variant:
     if avoid is None:
         return Variant(name, family, ((module, old, new),), events=events)

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
 from models.families.v0.content import ROOT
+from models.families.v0.invariants import Family
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Arg, ArgSpec, Op, Out
 from models.families.v0.ops.values import Dev, Extra, Tokens
@@ -62,7 +63,7 @@ class AllocateImmutable(Op):
     """``allocate_immutable_block(prev, tokens, device, extra_hash)``: one full block."""
 
     kind: ClassVar[str] = "allocate_immutable"
-    misuse_family: ClassVar[Family] = Family.CACHE
+    misuse_family: ClassVar[Invariant] = Family.CACHE
     malformed: ClassVar[Mapping[str, ArgSpec]] = {**_ALLOCATION_ARGS,
                                                   "tokens": (Arg.TOKENS, False)}
     prev: int | None
@@ -97,7 +98,7 @@ class AllocateImmutableChain(Op):
     """``allocate_immutable_blocks(prev, chunks, device, extra_hash)``: all or nothing."""
 
     kind: ClassVar[str] = "allocate_immutable_chain"
-    misuse_family: ClassVar[Family] = Family.CACHE
+    misuse_family: ClassVar[Invariant] = Family.CACHE
     malformed: ClassVar[Mapping[str, ArgSpec]] = {**_ALLOCATION_ARGS,
                                                   "chunks": (Arg.CHUNKS, False)}
     prev: int | None

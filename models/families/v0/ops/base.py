@@ -30,7 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from models.families.v0.ops.values import Dev
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class Op:
 
     kind: ClassVar[str] = ""
     mutates: ClassVar[bool] = True
-    misuse_family: ClassVar[Family] = Family.TABLE
+    misuse_family: ClassVar[Invariant] = Family.TABLE
     #: It moves blocks' KV to other ids (a swap): the shadow memory carries it along.
     moves_kv: ClassVar[bool] = False
     #: The target's own admission verdict precedes the call (``Outcome.admitted``).
@@ -83,7 +84,7 @@ class Op:
     #: Validated arguments of this class itself (subclasses do not inherit them).
     malformed: ClassVar[Mapping[str, ArgSpec]] = {}
     #: Blamed when a valid call that fits crashes (forks: a fork of any length must work).
-    crash_family: ClassVar[Family] = Family.CRASH
+    crash_family: ClassVar[Invariant] = Family.CRASH
     #: ``Outcome.cows`` are the copy-on-writes the call recorded, judged against the step's
     #: (not for ``ClearCopyOnWrites``: it drains them, and its step judges its value).
     records_cows: ClassVar[bool] = True

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from models.core.invariants import Family
 from models.families.v0.content import ROOT
+from models.families.v0.invariants import Family
 from models.families.v0.ops.base import Out
 from models.families.v0.ops.values import Dev, Extra, ExtraKey
 from models.families.v0.window import NULL_KEY

@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from models.families.v0.ops.base import Op, Out
 from models.families.v0.ops.values import JSON, Dev
 
@@ -76,7 +77,7 @@ class Construct(Op):
     range(G, G+C)`` and no ``argument``; the read-outs are the same."""
 
     kind: ClassVar[str] = "construct"
-    misuse_family: ClassVar[Family] = Family.ATOMIC  # a malformed constructor argument accepted
+    misuse_family: ClassVar[Invariant] = Family.ATOMIC  # a malformed constructor argument accepted
     mutates: ClassVar[bool] = False
     allocator: str
     ids: tuple[int, ...]

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Op, Out
 from models.families.v0.ops.values import Dev
@@ -45,7 +46,7 @@ class DeviceSwapMisuse(Op):
     (``"free_foreign"``). Always misuse."""
 
     kind: ClassVar[str] = "device_swap_misuse"
-    misuse_family: ClassVar[Family] = Family.SWAP
+    misuse_family: ClassVar[Invariant] = Family.SWAP
     action: str
     blocks: tuple[int, ...]
     device: Dev
@@ -79,7 +80,7 @@ class DeviceMisuse(Op):
     / ``allocate_immutable_blocks(None, [[0] * block_size], device=..)``. Always misuse."""
 
     kind: ClassVar[str] = "device_misuse"
-    misuse_family: ClassVar[Family] = Family.ATOMIC  # ids, arguments it does not own
+    misuse_family: ClassVar[Invariant] = Family.ATOMIC  # ids, arguments it does not own
     action: str
     device: Dev = Dev.GPU
     block_id: int | None = None
@@ -117,7 +118,7 @@ class DeviceFreeId(Op):
     ``free(block, keep_block_object=True)``."""
 
     kind: ClassVar[str] = "device_free_id"
-    misuse_family: ClassVar[Family] = Family.LEAK
+    misuse_family: ClassVar[Invariant] = Family.LEAK
     block: int
     device: Dev = Dev.GPU
 

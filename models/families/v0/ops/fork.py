@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Arg, ArgSpec, Op, Out
 
@@ -22,8 +23,8 @@ class Fork(Op):
     """``fork(block)``: new handles sharing every id of the chain ending at ``block``."""
 
     kind: ClassVar[str] = "fork"
-    misuse_family: ClassVar[Family] = Family.RC
-    crash_family: ClassVar[Family] = Family.TABLE  # forks of any length must work
+    misuse_family: ClassVar[Invariant] = Family.RC
+    crash_family: ClassVar[Invariant] = Family.TABLE  # forks of any length must work
     malformed: ClassVar[Mapping[str, ArgSpec]] = {"block": (Arg.BLOCK, False)}
     block: int
 

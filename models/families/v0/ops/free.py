@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Arg, ArgSpec, Op
 
@@ -23,7 +24,7 @@ class Free(Op):
     """``free(block)``."""
 
     kind: ClassVar[str] = "free"
-    misuse_family: ClassVar[Family] = Family.LEAK
+    misuse_family: ClassVar[Invariant] = Family.LEAK
     malformed: ClassVar[Mapping[str, ArgSpec]] = {"block": (Arg.BLOCK, False)}
     block: int
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
 from models.families.v0.injected_hash import injected_hash
+from models.families.v0.invariants import Family
 from models.families.v0.ops.allocate import AllocateImmutable
 from models.families.v0.ops.base import Arg, ArgSpec, Op, Out
 from models.families.v0.ops.values import Dev
@@ -62,7 +63,7 @@ class HashRecompute(Op):
     malformed: ClassVar[Mapping[str, ArgSpec]] = {
         "is_first_block": (Arg.FIRST_FLAG, False), "prev_block_hash": (Arg.PREV_HASH, False),
         "token_ids": (Arg.HASH_TOKENS, False)}
-    misuse_family: ClassVar[Family] = Family.HASH  # a valid block's hash must be recomputed
+    misuse_family: ClassVar[Invariant] = Family.HASH  # a valid block's hash must be recomputed
     mutates: ClassVar[bool] = False
     block: int
     is_first_block: bool
@@ -122,7 +123,7 @@ class AllocateImmutableIntLike(AllocateImmutable):
     (as numpy hands them out): the same call, so the same hit, hash and KV content."""
 
     kind: ClassVar[str] = "allocate_immutable_int_like"
-    misuse_family: ClassVar[Family] = Family.CACHE
+    misuse_family: ClassVar[Invariant] = Family.CACHE
 
 
 @dataclass(frozen=True, slots=True)

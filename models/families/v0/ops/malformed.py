@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from models.families.v0.ops.base import Arg, Op, Out
 from models.families.v0.ops.hashing import HashRecompute
 from models.families.v0.ops.queries import ComputedBlockIds
@@ -49,7 +50,8 @@ class Malformed(Op):
     The contract (see the module): a typed misuse error and an unchanged allocator."""
 
     kind: ClassVar[str] = "malformed"
-    misuse_family: ClassVar[Family] = Family.ATOMIC  # bad input must be refused and leave no trace
+    # bad input must be refused and leave no trace
+    misuse_family: ClassVar[Invariant] = Family.ATOMIC
     call: Op
     argument: str
     bad: JSON

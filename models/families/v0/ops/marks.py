@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Arg, ArgSpec, Op, Out
 from models.families.v0.ops.values import Dev
@@ -51,7 +52,7 @@ class MarkAccessed(Op):
     """``mark_blocks_as_accessed(ids of blocks, now)``."""
 
     kind: ClassVar[str] = "mark_accessed"
-    misuse_family: ClassVar[Family] = Family.LRU
+    misuse_family: ClassVar[Invariant] = Family.LRU
     malformed: ClassVar[Mapping[str, ArgSpec]] = {"blocks": (Arg.GPU_IDS, True),
                                                   "now": (Arg.TIME, True)}
     blocks: tuple[int, ...]
@@ -110,7 +111,7 @@ class MarkStaleIds(Op):
     another device's -> misuse (``KeyError``). Every id is checked before any is marked."""
 
     kind: ClassVar[str] = "mark_stale_ids"
-    misuse_family: ClassVar[Family] = Family.LRU  # a free id marked
+    misuse_family: ClassVar[Invariant] = Family.LRU  # a free id marked
     blocks: tuple[int, ...]
     now: float
 

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Arg, ArgSpec, Op, Out
 from models.families.v0.ops.common import pairs
@@ -48,7 +49,7 @@ class ComputedBlockIds(Op):
     ``Malformed`` call (stale ids: a list longer than the ids considered)."""
 
     kind: ClassVar[str] = "computed_block_ids"
-    misuse_family: ClassVar[Family] = Family.COMPUTED
+    misuse_family: ClassVar[Invariant] = Family.COMPUTED
     mutates: ClassVar[bool] = False
     malformed: ClassVar[Mapping[str, ArgSpec]] = {
         "blocks": (Arg.GPU_IDS, True),
@@ -254,7 +255,7 @@ class BlockInfo(Op):
     ``[[refcount, device value], ...]`` in the order of ``blocks``."""
 
     kind: ClassVar[str] = "block_info"
-    misuse_family: ClassVar[Family] = Family.RC  # a freed handle holds no id to ask about
+    misuse_family: ClassVar[Invariant] = Family.RC  # a freed handle holds no id to ask about
     mutates: ClassVar[bool] = False
     blocks: tuple[int, ...]
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Arg, ArgSpec, Op, Out
 from models.families.v0.ops.common import pairs
@@ -75,7 +76,7 @@ class Swap(Op):
     Value: the returned mapping as ``[src_id, dst_id]`` pairs in the mapping's order."""
 
     kind: ClassVar[str] = "swap"
-    misuse_family: ClassVar[Family] = F.SWAP
+    misuse_family: ClassVar[Invariant] = F.SWAP
     moves_kv: ClassVar[bool] = True
     malformed: ClassVar[Mapping[str, ArgSpec]] = {
         "blocks": (Arg.BLOCKS, False), "src": (Arg.DEVICE, False), "dst": (Arg.DEVICE, False)}
@@ -142,7 +143,7 @@ class TableSwap(Op):
     The null block of a sliding-window table stays where it is."""
 
     kind: ClassVar[str] = "table_swap"
-    misuse_family: ClassVar[Family] = F.SWAP
+    misuse_family: ClassVar[Invariant] = F.SWAP
     moves_kv: ClassVar[bool] = True
     admitted_first: ClassVar[bool] = True
     table: int
@@ -183,7 +184,7 @@ class DeviceSwap(Op):
     ``{"pairs": [[id before, id after] per block], "swapped": bool}``."""
 
     kind: ClassVar[str] = "device_swap"
-    misuse_family: ClassVar[Family] = F.SWAP  # a valid swap by hand refused with a typed error
+    misuse_family: ClassVar[Invariant] = F.SWAP  # a valid swap by hand refused with a typed error
     moves_kv: ClassVar[bool] = True
     blocks: tuple[int, ...]
     src: Dev

@@ -22,9 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
 from models.families.v0.blocks import TableRec
 from models.families.v0.content import ROOT
+from models.families.v0.invariants import Family
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Arg, ArgSpec, Op, Out
 from models.families.v0.ops.marks import mark_ids
@@ -280,8 +281,8 @@ class TableFork(Op):
     """``fork()``: a new table sharing every block."""
 
     kind: ClassVar[str] = "table_fork"
-    misuse_family: ClassVar[Family] = Family.RC
-    crash_family: ClassVar[Family] = Family.TABLE  # forks of any length must work
+    misuse_family: ClassVar[Invariant] = Family.RC
+    crash_family: ClassVar[Invariant] = Family.TABLE  # forks of any length must work
     table: int
 
     def misuse(self, m: Model) -> str | None:
@@ -314,7 +315,7 @@ class TableFree(Op):
     """``free()``."""
 
     kind: ClassVar[str] = "table_free"
-    misuse_family: ClassVar[Family] = Family.LEAK
+    misuse_family: ClassVar[Invariant] = Family.LEAK
     table: int
 
     def misuse(self, m: Model) -> str | None:
@@ -344,7 +345,7 @@ class TableMarkAccessed(Op):
     """``mark_blocks_as_accessed(table.physical_block_ids, now)``."""
 
     kind: ClassVar[str] = "table_mark_accessed"
-    misuse_family: ClassVar[Family] = Family.LRU
+    misuse_family: ClassVar[Invariant] = Family.LRU
     malformed: ClassVar[Mapping[str, ArgSpec]] = {"now": (Arg.TIME, True)}
     table: int
     now: float
@@ -366,7 +367,7 @@ class TableFreeBlock(Op):
     the (now id-less) object."""
 
     kind: ClassVar[str] = "table_free_block"
-    misuse_family: ClassVar[Family] = Family.LEAK  # a second free of it is a double free
+    misuse_family: ClassVar[Invariant] = Family.LEAK  # a second free of it is a double free
     table: int
     index: int
 

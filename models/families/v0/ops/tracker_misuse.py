@@ -32,7 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v0.invariants import Family
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Op, Out
 from models.families.v0.ops.values import Dev
@@ -52,7 +53,7 @@ class SeqTrackerEdit(Op):
     (``tracker``: ``"computed"``, the Aphrodite ``ComputedBlocksTracker``, or ``"access"``)."""
 
     kind: ClassVar[str] = "seq_tracker_edit"
-    misuse_family: ClassVar[Family] = Family.COMPUTED  # a tracker add/remove refused
+    misuse_family: ClassVar[Invariant] = Family.COMPUTED  # a tracker add/remove refused
     table: int
     tracker: str
     add: bool
@@ -121,7 +122,7 @@ class SeqLostBlocks(Op):
     ."""
 
     kind: ClassVar[str] = "seq_lost_blocks"
-    misuse_family: ClassVar[Family] = Family.COMPUTED
+    misuse_family: ClassVar[Invariant] = Family.COMPUTED
     table: int
     other: int
 
@@ -149,7 +150,7 @@ class SeqCachedTokensUnsized(Op):
     construction). Always a misuse ."""
 
     kind: ClassVar[str] = "seq_cached_tokens_unsized"
-    misuse_family: ClassVar[Family] = Family.COMPUTED
+    misuse_family: ClassVar[Invariant] = Family.COMPUTED
     table: int
 
     def misuse(self, m: Model) -> str | None:

@@ -26,8 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
 from models.families.v0.content import ROOT
+from models.families.v0.invariants import Family
 from models.families.v0.ops.base import Op, Out
 from models.families.v0.ops.marks import mark_ids
 from models.families.v0.ops.queries import computed_prefix
@@ -165,7 +166,7 @@ class HitBurst(EngineOp):
     kind: ClassVar[str] = "hit_burst"
     # A burst takes and drops references to a held id: a typed error from it means the
     # target counts that id's references wrong (e.g. it sits in the evictor while held).
-    misuse_family: ClassVar[Family] = Family.RC
+    misuse_family: ClassVar[Invariant] = Family.RC
     block: int
     count: int
     device: Dev = Dev.GPU

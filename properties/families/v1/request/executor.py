@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
 from models.families.v1 import request_ops as ops
+from models.families.v1.invariants import Family
 from models.families.v1.request_model import (
     NULL,
     Geometry,

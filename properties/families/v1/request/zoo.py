@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.core.invariants import Family
+from models.core.invariants import Invariant
+from models.families.v1.invariants import Family
 from properties.families.v1.request.loader import load_manager
 from properties.families.v1.request.target import ManagerTarget
 from properties.families.v1.upstream import Patch
@@ -19,7 +20,7 @@ class Broken:
     name: str
     what: str
     patches: tuple[Patch, ...]
-    families: frozenset[Family]
+    families: frozenset[Invariant]
     config: str = "full"
 
     def target(self) -> ManagerTarget:

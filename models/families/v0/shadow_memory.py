@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from models.core.invariants import Family, Violation
+from models.core.invariants import Violation
+from models.families.v0.invariants import Family
 
 F = Family
 

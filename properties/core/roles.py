@@ -1,0 +1,130 @@
+"""Optional roles a family may take on beyond :class:`properties.core.family.Family`.
+
+Each role is a ``runtime_checkable`` protocol: the core asks ``isinstance(family, Role)`` and
+does without what a family does not offer (a family without :class:`Shrinking` gets
+Hypothesis's shrinking only, one without :class:`Fuzzing` has no fuzz levels, ...). A family
+implements a role whole; none fills one with placeholders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from properties.core.family import Judge, Step
+    from properties.core.targets import Target
+
+
+@runtime_checkable
+class Building(Protocol):
+    """Builds allocators and adapters by hand (tests and probes outside a judge)."""
+
+    def create(self, target: Target, config: Any) -> Any:
+        """A fresh allocator of ``target`` shaped by ``config``."""
+
+    def adapter(self, target: Target, config: Any) -> Any:
+        """The family's adapter around a fresh allocator of ``target``."""
+
+
+@runtime_checkable
+class Variants(Protocol):
+    """A target comes in several variants (``--allocator-type``); each is a separate
+    implementation, so a deviation of one is not one of another."""
+
+    #: The variant names, the default first.
+    allocator_types: tuple[str, ...]
+
+
+@runtime_checkable
+class PoolShrinking(Protocol):
+    """Pool sizes the program shrinker may lower: ``(config field, smallest value)``, in order
+    (the config is a dataclass)."""
+
+    pool_fields: tuple[tuple[str, int], ...]
+
+
+@runtime_checkable
+class HandleShrinking(Protocol):
+    """Operations name objects earlier operations created (handles, numbered in creation
+    order): dropping an operation drops those that use what it made, and renumbers the rest."""
+
+    #: Operation fields (``int`` or tuples of ``int``) naming block handles, and table handles.
+    block_fields: tuple[str, ...]
+    table_fields: tuple[str, ...]
+
+    def made(self, step: Step) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The block and table handles ``step`` created."""
+
+    def smaller_ops(self, op: Any, made: Sequence[int]) -> Iterator[tuple[Any, tuple[int, ...]]]:
+        """Smaller variants of one operation (``made``: the block handles it created), each
+        with the handles it no longer creates."""
+
+
+@runtime_checkable
+class Tolerating(Protocol):
+    """The model can follow named upstream deviations (an xfails entry's ``tolerate``)."""
+
+    #: name -> what the model then accepts.
+    tolerable: Mapping[str, str]
+
+    def tolerating(self, caps: Any, names: frozenset[str]) -> Any:
+        """``caps`` with the model following ``names``; an unknown name is a ``ValueError``."""
+
+
+@runtime_checkable
+class TokenInputs(Protocol):
+    """Operations hand the target's hash integer inputs (an xfails ``match.tokens`` rule)."""
+
+    def tokens_of(self, op: Any) -> Iterable[int]: ...
+
+
+class Decoder(Protocol):
+    """Fuzz bytes to operations, one at a time, following the target's responses."""
+
+    config: Any  # the pool shape decoded from the first bytes
+    op_starts: list[int]  # the byte offset each operation was decoded from
+    src: Any  # its byte source: ``consumed`` bytes so far
+
+    def attach(self, judge: Judge) -> None:
+        """Offer what the judge's target shows beyond its capabilities."""
+
+    def next_op(self, judge: Judge) -> Any | None:
+        """The next operation (None: the input is used up or the program is complete)."""
+
+    def kinds(self) -> frozenset[str]:
+        """The operation kinds this decoder can produce."""
+
+
+@runtime_checkable
+class Fuzzing(Protocol):
+    """Fuzz levels for ``python -m fuzz`` and the atheris harnesses."""
+
+    #: The levels, the default first.
+    fuzz_levels: tuple[str, ...]
+    #: The most operations one input decodes to.
+    max_ops: int
+
+    def fuzz_level(self, name: str) -> Any:
+        """The level called ``name`` (its ``value`` is the name); ``ValueError`` if none."""
+
+    def decoder(self, data: bytes, level: Any, caps: Any, *, max_ops: int) -> Decoder: ...
+
+    def step_features(self, previous: str, op: Any, outcome: Any, judge: Judge
+                      ) -> Iterator[tuple[object, ...]]:
+        """Behavioural coverage of one judged step (an input whose step behaves in a new way
+        is kept)."""
+
+    def format_program(self, geometry: Mapping[str, Any], program: Sequence[Any],
+                       outcomes: Sequence[Any] = ()) -> str:
+        """The program as text a person reads: the pool shape, one numbered line per
+        operation and (when known) what each step returned."""
+
+
+@runtime_checkable
+class WeakHashing(Protocol):
+    """The bundled target with a deliberately weak hash, for levels that measure hashing."""
+
+    weak_hash_levels: tuple[str, ...]
+
+    def weak_hash_target(self, level: Any) -> Target: ...
