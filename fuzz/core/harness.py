@@ -28,8 +28,8 @@ from properties.core.targets import ENV_VAR, Target, load_target
 
 #: Environment variable naming the directory for crash artifacts (default: current dir).
 ARTIFACTS_VAR = "PREFIXCACHE_FUZZ_ARTIFACTS"
-#: Set to ``weak`` to inject the family's weak hash (v0: ``fuzz.families.v0.weak_hash``) into
-#: the bundled allocator.
+#: Set to ``weak`` to inject the family's weak hash into its bundled allocator
+#: (:class:`properties.core.roles.WeakHashing`).
 HASH_MODE_VAR = "PREFIXCACHE_FUZZ_HASH"
 
 
@@ -189,7 +189,7 @@ def take_allocator(argv: list[str]) -> list[str]:
 def harness_for(name: str, *, weak_hash: bool = False, spec: str | None = None,
                 family: str | None = None) -> Harness:
     """The harness called ``name`` of the target's family (``family``, else detected from
-    ``spec`` or ``$PREFIXCACHE_ALLOCATOR``; v0: ``block_level``, ``sequence_level``,
+    ``spec`` or ``$PREFIXCACHE_ALLOCATOR``; its family's ``fuzz_levels``, e.g. ``block_level``,
     ``hashing``)."""
     chosen = families.select(spec or os.environ.get(ENV_VAR), family)
     if not isinstance(chosen, Fuzzing):

@@ -43,13 +43,9 @@ EPILOG = """exit status:
   2  usage error, or the target cannot be loaded or built
 
 examples:
-  prefixcache check --family v1
-  prefixcache check --allocator properties.upstream:vllm_v1_block_pool \\
-      --xfails-file conformance/vllm-0.33.xfails.json
-  prefixcache check --allocator properties.upstream:vllm_v0_allocator --all \\
-      --write-xfails vllm.xfails.json
-  prefixcache check --allocator properties.upstream:vllm_v0_allocator \\
-      --xfails-file vllm.xfails.json
+  prefixcache check --family NAME            # the family's bundled reference
+  prefixcache check --allocator mypackage.cache:create --all --write-xfails my.xfails.json
+  prefixcache check --allocator mypackage.cache:create --xfails-file my.xfails.json
 """
 
 #: pytest's own exit codes that mean no verdict was reached.

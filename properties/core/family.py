@@ -1,6 +1,6 @@
 """The one interface through which an allocator family plugs into the core, and the registry.
 
-A *family* is one allocator API (the v0 block manager, vLLM v1's ``BlockPool``, ...): how to
+A *family* is one allocator API (a block manager, a block pool, a radix cache, ...): how to
 load a target, its operation vocabulary, a *judge* that runs one operation on a target and on
 the family's model side by side, the Hypothesis machines that generate programs, and how a
 program is written as a script. The core (``properties.core``, ``fuzz.core``) imports no
@@ -122,7 +122,7 @@ class Script(NamedTuple):
 class Family(Protocol):
     """One allocator family, as the core sees it: the names every family supplies."""
 
-    #: Short name (``--family NAME``, xfails, reports): ``"v0"``, ``"v1"``.
+    #: Short name (``--family NAME``, xfails, reports).
     name: str
     #: One line for ``--help`` and report headers.
     description: str

@@ -4,7 +4,7 @@ Options: ``--allocator module:factory`` (env ``PREFIXCACHE_ALLOCATOR``), ``--fam
 ``--allocator-type NAME`` (the family's variants, :class:`properties.core.roles.Variants`),
 ``--disable-feature NAME`` (repeatable), ``--max-examples``, ``--max-steps``,
 ``--step-timeout SECONDS`` (env ``PREFIXCACHE_STEP_TIMEOUT``, default 10, ``0``: no limit; a
-step that outlives it fails as a hang, see ``properties.families.v0.runner``), ``--xfails-file`` and
+step that outlives it fails as a hang), ``--xfails-file`` and
 ``--skips-file``. The profile is Hypothesis's own
 ``--hypothesis-profile`` (our profiles are registered on import; see ``profiles.py``).
 
@@ -19,8 +19,8 @@ violation
 often surfaces as several families, depending on what reads the corrupted state) and, where
 given, it fired at an operation of one of ``ops``, ``message`` is found in its message
 (``re.search``), the operations before it contain one of the ``after`` sequences of kinds as a
-subsequence (e.g. ``[["swap", "free"]]``: a swap, later a free), and the program so far used
-one of the ``tokens`` (e.g. the values Python's ``hash`` folds onto small ints), and it was
+subsequence (e.g. ``[["allocate", "free"]]``: an allocation, later a free), and the program so
+far used one of the ``tokens`` (e.g. the values Python's ``hash`` folds onto small ints), and it was
 raised by an allocator of one of the ``allocator_types``. The first
 matching entry wins, so list narrow entries before broad ones. Other keys (``observe``, used by
 ``conformance/render_reproducers.py``) are ignored.
@@ -37,8 +37,8 @@ matching entry wins, so list narrow entries before broad ones. Other keys (``obs
   unconfigure); an exception the target's own code raises while being observed (e.g. a
   ``RecursionError`` reading a corrupted chain) becomes a CRASH violation so it can match.
 - Tolerance: an entry may name deviations the model then accepts besides the contract
-  (``"tolerate": [names]``, ``models.families.v0.capabilities.TOLERABLE``), for a deviation nearly
-  every example meets (vLLM's swap-ins counted as cache queries): absorbing it would end almost
+  (``"tolerate": [names]``, a family's :class:`~properties.core.roles.Tolerating` role), for a
+  deviation nearly every example meets: absorbing it would end almost
   every example before anything else is checked. The state machines and every other entry's replay
   run with it (a target without the deviation still passes); the entry's own replay runs without it,
   so it still fails.

@@ -41,8 +41,8 @@ class Finding:
 
 
 def label(nodeid: str) -> str:
-    """A short name for a test: ``block level naive`` (``TestBlockLevelNaive``), ``seeds
-    block_level/corpus``."""
+    """A short name for a test: its machine's test class in words (``TestBlockLevelNaive``:
+    ``block level naive``), ``seeds LEVEL/corpus``, ``replay ID``."""
     name = nodeid.rsplit("/", 1)[-1]
     corpus = re.search(r"test_seed_corpus\[(\w+)-(\w+)\]", name)
     if corpus:
@@ -220,7 +220,9 @@ def render_terminal(deviations: list[Deviation], collector: Collector, verdicts:
     for n, dev in enumerate(deviations, 1):
         sig = dev.signature
         lines += ["", f"{n}. [{dev.family}] {dev.explanation}",
-                  f"   {_where(dev)}; {sig.allocator_type} allocator; after "
+                  f"   {_where(dev)}; "
+                  + (f"{sig.allocator_type} allocator; " if sig.allocator_type else "")
+                  + "after "
                   f"{', '.join(dev.steps_before) or 'nothing'}", ""]
         lines += [f"   {line}" for line in dev.message.splitlines()]
         if dev.program:

@@ -46,19 +46,20 @@ class PoolShrinking(Protocol):
 
 @runtime_checkable
 class HandleShrinking(Protocol):
-    """Operations name objects earlier operations created (handles, numbered in creation
-    order): dropping an operation drops those that use what it made, and renumbers the rest."""
+    """Operations name objects earlier operations created (handles of a few kinds, each
+    numbered in creation order): dropping an operation drops those that use what it made, and
+    renumbers the rest."""
 
-    #: Operation fields (``int`` or tuples of ``int``) naming block handles, and table handles.
-    block_fields: tuple[str, ...]
-    table_fields: tuple[str, ...]
+    #: Handle kind -> the operation fields (``int`` or tuples of ``int``) naming handles of it.
+    handle_fields: Mapping[str, tuple[str, ...]]
 
-    def made(self, step: Step) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """The block and table handles ``step`` created."""
+    def made(self, step: Step) -> Mapping[str, tuple[int, ...]]:
+        """Per handle kind, the handles ``step`` created."""
 
-    def smaller_ops(self, op: Any, made: Sequence[int]) -> Iterator[tuple[Any, tuple[int, ...]]]:
-        """Smaller variants of one operation (``made``: the block handles it created), each
-        with the handles it no longer creates."""
+    def smaller_ops(self, op: Any, made: Mapping[str, tuple[int, ...]]
+                    ) -> Iterator[tuple[Any, Mapping[str, tuple[int, ...]]]]:
+        """Smaller variants of one operation (``made``: the handles it created), each with
+        the handles it no longer creates."""
 
 
 @runtime_checkable

@@ -90,8 +90,8 @@ def tolerating(target: Target, names: frozenset[str]) -> Target:
 
 
 def tolerate(names: frozenset[str]) -> None:
-    """Have the model follow these upstream deviations (the family's tolerable ones, e.g.
-    ``models.families.v0.capabilities.TOLERABLE``) for the selected target: the xfails entries
+    """Have the model follow these upstream deviations (the family's tolerable ones,
+    :class:`~properties.core.roles.Tolerating`) for the selected target: the xfails entries
     that declare them (``properties.core.plugin``). The names are validated now, against the
     chosen family (named, else detected from the chosen spec)."""
     global _current, _tolerated

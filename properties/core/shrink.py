@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -63,27 +63,30 @@ def _replay(target: Target, config: Config, program: Sequence[Op],
     return None
 
 
-Made = tuple[tuple[int, ...], tuple[int, ...]]
+#: Per handle kind (the family's ``handle_fields`` keys), the handles one operation made.
+Made = Mapping[str, tuple[int, ...]]
+
+
+def _kinds(family: AllocatorFamily) -> Mapping[str, tuple[str, ...]]:
+    return family.handle_fields if isinstance(family, HandleShrinking) else {}
 
 
 def _handles(target: Target, config: Config, program: Sequence[Op]) -> list[Made]:
-    """Block and table handles each operation created when ``program`` ran, in creation order
-    (none after a step the target could not complete)."""
+    """The handles each operation created when ``program`` ran, in creation order (none
+    after a step the target could not complete)."""
     family = target.family_object
     made: list[Made] = [family.made(step) for step in executed(target, config, program)] \
         if isinstance(family, HandleShrinking) else []
-    made += [((), ())] * (len(program) - len(made))
+    made += [{}] * (len(program) - len(made))
     return made
 
 
-def _uses(family: AllocatorFamily, op: Op) -> tuple[set[int], set[int]]:
-    """The block and table handles ``op`` names (the family's handle fields), those of the
-    call it wraps (a ``call`` field holding an operation, e.g. ``Malformed``) included."""
-    blocks: set[int] = set()
-    tables: set[int] = set()
-    if not isinstance(family, HandleShrinking):
-        return blocks, tables
-    for names, out in ((family.block_fields, blocks), (family.table_fields, tables)):
+def _uses(family: AllocatorFamily, op: Op) -> dict[str, set[int]]:
+    """Per handle kind, the handles ``op`` names (the family's handle fields), those of the
+    call it wraps (a ``call`` field holding an operation) included."""
+    used: dict[str, set[int]] = {}
+    for kind, names in _kinds(family).items():
+        out = used.setdefault(kind, set())
         for name in names:
             value = getattr(op, name, None)
             if isinstance(value, int):
@@ -91,61 +94,60 @@ def _uses(family: AllocatorFamily, op: Op) -> tuple[set[int], set[int]]:
             elif isinstance(value, tuple):
                 out.update(value)
     call = getattr(op, "call", None)
-    if family.vocabulary.is_op(call):
-        inner_blocks, inner_tables = _uses(family, call)
-        blocks |= inner_blocks
-        tables |= inner_tables
-    return blocks, tables
+    if used and family.vocabulary.is_op(call):
+        for kind, inner in _uses(family, call).items():
+            used[kind] |= inner
+    return used
 
 
-def _renumber(family: AllocatorFamily, op: Op, gone_blocks: list[int],
-              gone_tables: list[int]) -> Op:
-    changes: dict[str, object] = {}
-    if not isinstance(family, HandleShrinking) or not (gone_blocks or gone_tables):
+def _renumber(family: AllocatorFamily, op: Op, gone: Mapping[str, list[int]]) -> Op:
+    if not any(gone.values()):
         return op
-    for names, gone in ((family.block_fields, gone_blocks), (family.table_fields, gone_tables)):
+    changes: dict[str, object] = {}
+    for kind, names in _kinds(family).items():
+        dropped = gone.get(kind, [])
         for name in names:
             value = getattr(op, name, None)
             if isinstance(value, int):
-                changes[name] = value - sum(1 for g in gone if g < value)
+                changes[name] = value - sum(1 for g in dropped if g < value)
             elif isinstance(value, tuple):
-                changes[name] = tuple(h - sum(1 for g in gone if g < h) for h in value)
+                changes[name] = tuple(h - sum(1 for g in dropped if g < h) for h in value)
     call = getattr(op, "call", None)
     if family.vocabulary.is_op(call):
-        changes["call"] = _renumber(family, call, gone_blocks, gone_tables)
+        changes["call"] = _renumber(family, call, gone)
     return dataclasses.replace(op, **changes) if changes else op
 
 
 def _without(family: AllocatorFamily, program: Sequence[Op], made: Sequence[Made], start: int,
-             stop: int, edit: tuple[int, Op, tuple[int, ...]] | None = None) -> list[Op]:
+             stop: int, edit: tuple[int, Op, Made] | None = None) -> list[Op]:
     """``program`` minus operations ``start..stop-1`` and every later one that uses a handle
     a dropped operation created, with the remaining handles renumbered. ``edit`` (index, op,
     handles it no longer creates) also replaces one operation by a smaller one."""
-    gone_blocks: set[int] = set()
-    gone_tables: set[int] = set()
+    gone: dict[str, set[int]] = {kind: set() for kind in _kinds(family)}
     kept: list[Op] = []
     for index, op in enumerate(program):
-        blocks, tables = _uses(family, op)
-        if start <= index < stop or blocks & gone_blocks or tables & gone_tables:
-            gone_blocks.update(made[index][0])
-            gone_tables.update(made[index][1])
+        used = _uses(family, op)
+        if start <= index < stop or any(used[k] & gone[k] for k in used):
+            for kind, handles in made[index].items():
+                gone[kind].update(handles)
         elif edit is not None and edit[0] == index:
             kept.append(edit[1])
-            gone_blocks.update(edit[2])
+            for kind, handles in edit[2].items():
+                gone[kind].update(handles)
         else:
             kept.append(op)
-    drop_b, drop_t = sorted(gone_blocks), sorted(gone_tables)
-    return [_renumber(family, op, drop_b, drop_t) for op in kept]
+    dropped = {kind: sorted(handles) for kind, handles in gone.items()}
+    return [_renumber(family, op, dropped) for op in kept]
 
 
 def _smaller_ops(family: AllocatorFamily, program: Sequence[Op],
                  made: Sequence[Made]) -> Iterator[list[Op]]:
     """Candidates with one operation replaced by a smaller variant of it (the family's
-    :meth:`~properties.core.family.Family.smaller_ops`; last operations first)."""
+    :meth:`~properties.core.roles.HandleShrinking.smaller_ops`; last operations first)."""
     if not isinstance(family, HandleShrinking):
         return
     for index in reversed(range(len(program))):
-        for smaller, dropped in family.smaller_ops(program[index], made[index][0]):
+        for smaller, dropped in family.smaller_ops(program[index], made[index]):
             yield _without(family, program, made, 0, 0, (index, smaller, dropped))
 
 
@@ -197,7 +199,8 @@ MAX_SHRUNK_POOL = 32
 def shrink_with_pools(target: Target, config: Config, program: Sequence[Op],
                       found: Violation, keep: Keep | None = None
                       ) -> tuple[Config, list[Op], Violation]:
-    """:func:`shrink`, then the smallest GPU and CPU pools the shrunk program still fails on
+    """:func:`shrink`, then the smallest pools (each of the family's pool fields) the shrunk
+    program still fails on
     with the same family (a smaller pool needs fewer allocations to fill), shrinking the program
     again after each smaller pool. Returns the config, the program and its violation."""
     keep = keep or _same_family(found)

@@ -4,10 +4,10 @@ deduplicated reports and written xfails entries.
 A signature is ``(family, allocator type, operation kind, message template)``:
 
 * the family names the broken invariant;
-* the allocator type: the prefix-caching and naive allocators of a target are separate
+* the allocator type (the variant of the target): variants of a target are separate
   implementations, so the same symptom in each is two defects (and an entry replays on one);
 * the operation kind is where the target's behaviour first departed from the model (the same
-  symptom after a swap and after a fork comes from different code);
+  symptom after two different operations comes from different code);
 * the template is the violation's message with every number (ids, counts, hashes, step indices,
   token lists of any length) and every memory address replaced by a placeholder: the message
   says what was wrong, the numbers only where, so one defect met in many states is one entry.

@@ -102,9 +102,10 @@ def test_v0_operations_round_trip_through_the_family() -> None:
 
 def test_a_shorter_chain_drops_the_handle_of_its_chunk() -> None:
     chain = ops.AllocateImmutableChain(None, ((1,), (2,), (3,)))
-    smaller = list(FAMILY.smaller_ops(chain, (4, 5, 6)))
-    assert smaller == [(ops.AllocateImmutableChain(None, ((1,), (2,))), (6,)),
-                       (ops.AllocateImmutableChain(None, ((1,), (3,))), (5,)),
-                       (ops.AllocateImmutableChain(None, ((2,), (3,))), (4,))]
-    assert list(FAMILY.smaller_ops(chain, (4,))) == []  # the allocation did not complete
-    assert list(FAMILY.smaller_ops(ops.AllocateMutable(None), (0,))) == []
+    smaller = list(FAMILY.smaller_ops(chain, {"block": (4, 5, 6)}))
+    assert smaller == [(ops.AllocateImmutableChain(None, ((1,), (2,))), {"block": (6,)}),
+                       (ops.AllocateImmutableChain(None, ((1,), (3,))), {"block": (5,)}),
+                       (ops.AllocateImmutableChain(None, ((2,), (3,))), {"block": (4,)})]
+    # the allocation did not complete: nothing to renumber
+    assert list(FAMILY.smaller_ops(chain, {"block": (4,)})) == []
+    assert list(FAMILY.smaller_ops(ops.AllocateMutable(None), {"block": (0,)})) == []

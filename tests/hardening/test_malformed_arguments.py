@@ -66,8 +66,7 @@ def test_an_argument_validation_bug_is_caught_as_atomic(name: str) -> None:
     runner = Runner(target, catch.config)
     for op in catch.program:
         runner.execute(op)
-    adapter = runner.adapter
-    script = render_script(target, catch.config, runner.log, info.value, adapter=adapter)
+    script = render_script(target, catch.config, runner.log, info.value, judge=runner)
     if isinstance(last, ops.Malformed):
         assert f"# malformed {last.argument}" in script, script
         assert repr(last.call) in script
@@ -82,8 +81,7 @@ def test_the_reproducer_of_a_malformed_call_runs_and_shows_the_literal(tmp_path:
                ops.Malformed(ops.AllocateImmutable(0, (3, 4)), "tokens", (3, True)),
                ops.Malformed(ops.CountTouched((0,)), "lookahead", -1)]
     runner = run_program(target, config, program)
-    adapter = runner.adapter
-    script = render_script(target, config, runner.log, adapter=adapter)
+    script = render_script(target, config, runner.log, judge=runner)
     assert "alloc.allocate_immutable_block(b0, [3, True], device=Device.GPU)" \
            "  # malformed tokens" in script
     assert "alloc.get_num_blocks_touched([b0], Device.GPU, -1)  # malformed lookahead" in script

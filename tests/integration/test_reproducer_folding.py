@@ -48,8 +48,7 @@ def test_a_hit_burst_prints_a_loop_and_replays(tmp_path: Path) -> None:
     config = Config(2, 4, 2, target.caps)
     program = [ops.AllocateImmutable(None, (1, 2)), ops.HitBurst(0, 1001), ops.HitRate()]
     runner = run_program(target, config, program)
-    adapter = runner.adapter
-    script = render_script(target, config, runner.log, adapter=adapter)
+    script = render_script(target, config, runner.log, judge=runner)
     assert "for _ in range(1001):" in script
     assert len(script.splitlines()) < 60, script
     path = tmp_path / "repro.py"

@@ -15,10 +15,12 @@ from models.families.v1 import ops
 from models.families.v1.invariants import Family
 from models.families.v1.pool_model import Observed, PoolConfig
 from prefixcache.v1.core.block_pool import BlockPool
+from properties.core.family import TargetOptions
+from properties.core.roles import Building, Fuzzing, HandleShrinking, PoolShrinking, Tolerating
 from properties.core.targets import TargetError
 from properties.core.watchdog import Hang
 from properties.families.v1.executor import run_program
-from properties.families.v1.family import FAMILY, PoolOracle, pool_of
+from properties.families.v1.family import FAMILY, PoolJudge, pool_of
 from properties.families.v1.stepping import PROGRAM_ATTR
 from properties.families.v1.targets import PoolTarget
 
@@ -38,21 +40,21 @@ class CrashingPool(BlockPool):
 
 
 def bundled(cls: type[BlockPool], step_timeout: float | None = None) -> PoolTarget:
-    target = pool_of(FAMILY.load_target(step_timeout=step_timeout))
+    target = pool_of(FAMILY.load_target(None, TargetOptions(step_timeout=step_timeout)))
     return replace(target, pool_cls=cls)
 
 
 def test_the_core_target_wraps_the_pool_target() -> None:
-    target = FAMILY.load_target(step_timeout=3)
+    target = FAMILY.load_target(None, TargetOptions(step_timeout=3))
     assert target.family == "v1" and target.spec == FAMILY.default_spec
     assert target.allocator_type == "block_pool" and target.step_timeout == 3.0
     assert target.describe().startswith("prefixcache ") and "v1 BlockPool" in target.describe()
     assert pool_of(target).step_timeout == 3.0
     assert isinstance(target.create(CONFIG), BlockPool)
     with pytest.raises(TargetError, match="no features to disable"):
-        FAMILY.load_target(disable=["lru"])
+        FAMILY.load_target(None, TargetOptions(disable=("lru",)))
     with pytest.raises(TargetError, match="one allocator type"):
-        FAMILY.load_target(allocator_type="naive")
+        FAMILY.load_target(None, TargetOptions(allocator_type="naive"))
 
 
 def test_a_hanging_call_is_a_target_violation_with_its_program() -> None:
@@ -74,41 +76,41 @@ def test_a_crash_names_the_call() -> None:
     assert info.value.message.startswith("touch raised KeyError")
 
 
-def test_runner_logs_steps_and_the_oracle_checks_snapshots() -> None:
+def test_the_judge_logs_steps_and_checks_snapshots() -> None:
     target = FAMILY.load_target()
-    runner = FAMILY.runner(target, CONFIG)
-    oracle = FAMILY.oracle(CONFIG)
-    oracle.initial_check(runner.snapshot())
+    judge = FAMILY.judge(target, CONFIG)
     for op in (ops.Req(tokens=(1, 2, 3, 4)), ops.GetNew(2), ops.CacheFull(0, (1, 2), 0, 2, 0)):
-        outcome, snapshot = runner.execute(op)
-        oracle.step(op, outcome, snapshot)
-    assert [s.op for s in runner.log][1:] == [ops.GetNew(2), ops.CacheFull(0, (1, 2), 0, 2, 0)]
+        judge.step(op)
+    assert [s.op for s in judge.log][1:] == [ops.GetNew(2), ops.CacheFull(0, (1, 2), 0, 2, 0)]
     with pytest.raises(FAMILY.out_of_contract):
-        runner.execute(ops.Lookup(3, 0, (0,)))
+        judge.step(ops.Lookup(3, 0, (0,)))
     bad = Observed(ref={1: 1, 2: 0}, free=(1, 2), primary={}, num_free=2, usage=0.0)
     with pytest.raises(Violation, match="free queue has references"):
-        PoolOracle(CONFIG).step(None, None, bad)
+        PoolJudge._check(judge, bad)
     short = Observed(ref={1: 0, 2: 0}, free=(1, 2), primary={}, num_free=1, usage=0.0)
     with pytest.raises(Violation, match="counts the free queue"):
-        PoolOracle(CONFIG).step(None, None, short)
+        PoolJudge._check(judge, short)
+
+
+def test_the_family_takes_the_roles_it_fills_and_no_other() -> None:
+    assert isinstance(FAMILY, Building | PoolShrinking | Fuzzing)
+    assert not isinstance(FAMILY, HandleShrinking | Tolerating)
 
 
 def test_json_round_trip_and_listing() -> None:
     program = [ops.Req(tokens=(0, 1), lora=1), ops.GetNew(1), ops.TakeEvents()]
-    assert [FAMILY.op_from_json(FAMILY.op_to_json(op)) for op in program] == program
-    geometry = FAMILY.geometry(CONFIG)
-    assert FAMILY.config(None, geometry) == CONFIG
+    vocabulary = FAMILY.vocabulary
+    assert [vocabulary.op_from_json(vocabulary.op_to_json(op)) for op in program] == program
+    geometry = vocabulary.geometry(CONFIG)
+    assert vocabulary.config(None, geometry) == CONFIG
     listing = FAMILY.format_program(geometry, program, [0, [1]])
     assert listing.splitlines()[2] == "  1. GetNew(n=1)  -> [1]"
-    with pytest.raises(ValueError):
-        FAMILY.tolerating(None, frozenset({"anything"}))
-    assert not list(FAMILY.smaller_ops(program[0], ()))
     probe = ops.Probe("double_free", 3)
-    assert FAMILY.op_from_json(FAMILY.op_to_json(probe)) == probe
+    assert vocabulary.op_from_json(vocabulary.op_to_json(probe)) == probe
 
 
 def test_the_fuzz_level_is_declared() -> None:
-    assert FAMILY.fuzz_levels == ("pool",) and FAMILY.weak_hash_levels == ()
+    assert FAMILY.fuzz_levels == ("pool",)
     assert FAMILY.fuzz_level("pool").value == "pool"
     with pytest.raises(ValueError):
         FAMILY.fuzz_level("block_level")

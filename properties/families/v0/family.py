@@ -90,8 +90,9 @@ class V0Family:
     vocabulary: V0Vocabulary = V0Vocabulary()
     #: ``prefix_caching`` (the default) or ``naive``: separate implementations.
     allocator_types: tuple[str, ...] = ("prefix_caching", "naive")
-    block_fields: tuple[str, ...] = ("prev", "block", "blocks")
-    table_fields: tuple[str, ...] = ("table",)
+    #: Handle kinds (shrinking): blocks and block tables, by the operation fields naming them.
+    handle_fields: Mapping[str, tuple[str, ...]] = {"block": ("prev", "block", "blocks"),
+                                                    "table": ("table",)}
     pool_fields: tuple[tuple[str, int], ...] = (("num_gpu_blocks", 1), ("num_cpu_blocks", 0))
     tolerable: Mapping[str, str] = TOLERABLE
 
@@ -195,9 +196,10 @@ class V0Family:
         """The model alone."""
         return Oracle(config)
 
-    def made(self, step: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def made(self, step: Any) -> dict[str, tuple[int, ...]]:
         outcome = step.outcome
-        return outcome.new_blocks, (() if outcome.new_table is None else (outcome.new_table,))
+        return {"block": outcome.new_blocks,
+                "table": () if outcome.new_table is None else (outcome.new_table,)}
 
     def tokens_of(self, op: Any) -> Iterator[int]:
         """The ints an operation hands the target's hash: tokens, and an int extra hash."""
@@ -208,17 +210,18 @@ class V0Family:
         if type(extra) is int:
             yield extra
 
-    def smaller_ops(self, op: ops.Op, made: Sequence[int]
-                    ) -> Iterator[tuple[ops.Op, tuple[int, ...]]]:
+    def smaller_ops(self, op: ops.Op, made: Mapping[str, tuple[int, ...]]
+                    ) -> Iterator[tuple[ops.Op, dict[str, tuple[int, ...]]]]:
         """A chain allocation with one chunk less (last chunks first): a chain longer than
         the failure needs may be what keeps other operations (a free to make room) in the
         program."""
+        blocks = made.get("block", ())
         if not isinstance(op, ops.AllocateImmutableChain) or \
-                not 2 <= len(op.chunks) <= MAX_CHUNKS or len(made) != len(op.chunks):
+                not 2 <= len(op.chunks) <= MAX_CHUNKS or len(blocks) != len(op.chunks):
             return  # ``made`` short: the allocation did not complete, nothing to renumber
         for j in reversed(range(len(op.chunks))):
             chunks = op.chunks[:j] + op.chunks[j + 1:]
-            yield dataclasses.replace(op, chunks=chunks), (made[j],)
+            yield dataclasses.replace(op, chunks=chunks), {"block": (blocks[j],)}
 
     def script(self, target: Target, config: Config, steps: Sequence[Any],
                judge: Any | None = None) -> Script:

@@ -1,0 +1,41 @@
+"""The replay of one expected failure (an ``--xfails-file`` entry), for any family: its
+program, run on the selected target (built as the entry's allocator type) under the judge with
+the other entries' tolerated deviations, must still raise a violation the entry matches.
+
+A family's machines folder holds ``def test_expected_failure(expected_failure):
+replay_expected(expected_failure)``; the plugin parametrizes it with the entries.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from models.core.invariants import Violation
+from properties.core import selection
+from properties.core.plugin import ExpectedFailure, record, tolerated_by
+from properties.core.replay import run_program
+from properties.core.targets import load_target
+
+
+def replay_expected(entry: ExpectedFailure) -> None:
+    """xfail when the entry's program still fails as it says; fail when it no longer fails
+    (a stale entry: remove it) or fails otherwise; skip a ``flaky`` entry that passed."""
+    current = selection.current_target()
+    target = current if entry.allocator_type in ("", current.allocator_type) else load_target(
+        current.spec, family=current.family, allocator_type=entry.allocator_type)
+    entries = pytest.prefixcache_entries if hasattr(pytest, "prefixcache_entries") else []
+    target = selection.tolerating(target, tolerated_by(entries, entry))
+    vocabulary = target.family_object.vocabulary
+    program = [vocabulary.op_from_json(op) for op in entry.program]
+    try:
+        run_program(target, vocabulary.config(target, entry.config), program)
+    except Violation as violation:
+        history = program[: (violation.step or 0) + 1]
+        if not entry.matches(violation, history, target.allocator_type):
+            raise
+        record(entry, violation)
+        pytest.xfail(f"{entry.id}: {entry.explanation}")
+    if entry.flaky:
+        pytest.skip(f"{entry.id} is marked flaky (it depends on per-process state) and did not "
+                    "reproduce in this process")
+    pytest.fail(f"expected failure {entry.id!r} no longer fails: remove the entry")
