@@ -53,7 +53,7 @@ def test_a_swap_by_hand_matches_the_swap(spec: str, allocator_type: str) -> None
 @pytest.mark.parametrize("allocator_type", ["prefix_caching", "naive"])
 def test_a_swap_by_hand_is_no_cache_query(allocator_type: str) -> None:
     """The chain's two admissions are the only queries (two misses): the swap-in that finds
-    the cached block again on the GPU counts no hit (issue 18, defect 3)."""
+    the cached block again on the GPU counts no hit."""
     program = [*CHAIN, ops.DeviceSwap((1, 2), Dev.GPU, Dev.CPU),
                ops.DeviceSwap((1, 2), Dev.CPU, Dev.GPU), ops.HitRate(Dev.GPU)]
     out, _ = _run(program, allocator_type=allocator_type)

@@ -195,7 +195,7 @@ def _mutants() -> Iterable[Mutant]:
     yield m("null_block_writable",
             "the null block takes tokens: append_token_ids writes into the block it wraps",
             (F.TABLE,), (SEQUENCE,), patches=tm.NULL_BLOCK_WRITABLE)
-    # -- issue 18: hit metrics count admissions only; sliding-window tables swap
+    # -- hit metrics count admissions only; sliding-window tables swap
     yield m("swap_in_counts_queries",
             "a swap-in counts a cache query per full block (a hit on a cached id, else a miss)",
             (F.HIT,), patches=wm.SWAP_IN_COUNTS_QUERIES)
@@ -335,16 +335,16 @@ def _mutants() -> Iterable[Mutant]:
             (F.HASH, F.CACHE, F.FREE), (BLOCK,), patches=pm.BYTES_SALT_APART)
     # -- end request keys
 
-    # -- issue 18: computed answers (tests.zoo.v0.contract_mutants)
+    # -- computed answers (tests.zoo.v0.contract_mutants)
     yield m("freed_unwritten_computed",
             "a block freed before any mark is reported computed when a re-request hits it",
             (F.COMPUTED,), patches=km18.FREED_UNWRITTEN_STAYS_COMPUTED)
     yield m("computed_ids_with_holes",
             "get_computed_block_ids skips an uncomputed id and reports the computed ones after it",
             (F.COMPUTED,), patches=km18.COMPUTED_IDS_WITH_HOLES)
-    # -- end issue 18
+    # -- end computed answers
 
-    # -- the held-out batch of 2026-12-04 (tests.zoo.v0.heldout_mutants)
+    # -- the held-out mutants (tests.zoo.v0.heldout_mutants)
     yield m("release_files_block_time",
             "release files the block object's access time, not the id's",
             (F.LRU,), patches=ho.RELEASE_FILES_BLOCK_TIME)
