@@ -1,6 +1,6 @@
 """Invariant families and the violation the model raises when a target breaks one.
 
-The family names are those of ``INVARIANTS.md``; reports, xfail entries and the self-test zoo
+The family names are those of ``docs/INVARIANTS.md``; reports, xfail entries and the self-test zoo
 key on them.
 """
 

@@ -91,7 +91,7 @@ def test_a_refused_swap_of_a_shared_id_is_out_of_contract() -> None:
 
 
 def test_vllm_is_not_asked_a_swap_that_does_not_fit() -> None:
-    """API.md 4.5 lets upstream's swap-in stop midway: out of contract without atomicity."""
+    """docs/API.md §4.5 lets upstream's swap-in stop midway: out of contract without atomicity."""
     with pytest.raises(OutOfContract, match="midway"):
         _run([*CHAIN, ops.DeviceSwap((0, 1, 2), Dev.GPU, Dev.CPU)], VLLM)
 

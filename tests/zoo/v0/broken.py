@@ -79,7 +79,7 @@ def _mutants() -> Iterable[Mutant]:
             BLOCK, SEQUENCE), *, patches: tuple[Patch, ...]) -> Mutant:
         return Mutant(name, patches, bug, frozenset(families), checks)
 
-    # -- the example bug classes of INVARIANTS.md, in its order
+    # -- the example bug classes of docs/INVARIANTS.md, in its order
     yield m("duplicate_promotion_cached_free",
             "a block promoted onto a duplicate frees its own id through the cached path",
             (F.CACHE, F.LEAK), patches=am.CACHED_PATH_DUPLICATE_FREE)
@@ -263,7 +263,7 @@ def _mutants() -> Iterable[Mutant]:
             (F.COMPUTED,), (SEQUENCE,), patches=km.TRACKER_KEEPS_LOST_BLOCKS)
     # -- end freed behind
 
-    # -- the evictor's own contract (API.md section 6): only the evictor machine reaches these
+    # -- the evictor's own contract (docs/API.md §6): only the evictor machine reaches these
     yield m("evictor_ties_to_shallowest", "equal times evict the fewest hashed tokens first",
             (F.LRU,), (EVICTOR,), patches=em.SHALLOW_TIE)
     yield m("evictor_update_forward_only", "evictor.update ignores a time older than the last",
@@ -273,7 +273,7 @@ def _mutants() -> Iterable[Mutant]:
     yield m("evictor_remove_absent_silent", "evictor.remove of a non-candidate raises nothing",
             (F.LEAK,), (EVICTOR,), patches=em.LAX_REMOVE)
 
-    # -- error classes: typed and atomic, but not the builtin API.md pins
+    # -- error classes: typed and atomic, but not the builtin docs/API.md pins
     # (models.families.v0.error_classes)
     yield m("no_free_blocks_not_value_error", "NoFreeBlocksError is a RuntimeError, not a "
             "ValueError", (F.CRASH,), (BLOCK,), patches=ecm.RUNTIME_NO_FREE_BLOCKS)
@@ -297,7 +297,7 @@ def _mutants() -> Iterable[Mutant]:
             (F.ATOMIC,), (BLOCK,), patches=cm.ANY_TYPE_CREATES)
     # -- end construction
 
-    # -- refcount level: RefCounter and CopyOnWriteTracker (API.md section 7), driven directly
+    # -- refcount level: RefCounter and CopyOnWriteTracker (docs/API.md §7), driven directly
     yield m("refcount_view_allows_incr", "the read-only view's incr goes through to the counter",
             (F.RC,), (REFCOUNT,), patches=rm.LEAKY_VIEW)
     yield m("refcount_decr_clamps_at_zero", "RefCounter.decr at 0 returns 0 instead of raising",
