@@ -1,4 +1,4 @@
-"""Engine-side plans (``ENGINE_OPS``, model: ``models/families/v0/trackers.py``): the common
+"""Engine-side plans (``ENGINE_OPS``, model: ``models/families/v0/ops/trackers.py``): the common
 computed prefix of a batch, bursts of cache queries, and the per-sequence trackers. Trackers
 come from ``<package>.prefix_caching_block`` of the allocator (or the module of a class it
 derives from); the sequence stand-in is :class:`EngineSeq`. Both are reached with
