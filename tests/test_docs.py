@@ -4,9 +4,9 @@
   file, exists; every Markdown link to a file (and its ``#anchor``) resolves; every section
   reference such as ``docs/API.md §4.3`` or ``docs/INVARIANTS.md §LRU`` names a heading of
   that document.
-- No Markdown, Python or TOML file cites this project's issue numbers, or dated diary entries
-  ("issue 18", "issue #4", "(#7)", "2026-12-04", "this session"); an upstream tracker's issue
-  ("vLLM issue #57580", "vllm-project/vllm#55092") is fine.
+- No Markdown, Python or TOML file cites this project's issue numbers or dated diary entries
+  (the patterns and their examples are in ``test_issue_pattern`` and ``test_diary_pattern``);
+  an upstream tracker's issue (``vllm-project/vllm#55092``) is fine.
 - README.md is at most 300 lines and keeps the "Run the tests" block that .ci/run extracts.
 """
 
@@ -41,7 +41,8 @@ EXAMPLE_PATHS = frozenset({
 UPSTREAM_PATHS = ("tests/core/", "tests/v1/core")
 
 #: A placeholder segment of a path pattern: ``fuzz/families/NAME/fuzz_LEVEL.py``, ``ID.py``.
-_PLACEHOLDER = re.compile(r"(?:^|[/_.])[A-Z]{2,}(?=$|[/_.])")
+_PLACEHOLDER = re.compile(r"(?:^|[/_])(?:NAME|LEVEL|ID|FILE|SPEC|REV|VERSION|FAMILY|TARGET)"
+                          r"(?=$|[/_.])")
 
 _PATH = re.compile(
     r"(?<![\w./~-])((?:" + "|".join(re.escape(r) for r in CITED_ROOTS)
@@ -121,8 +122,8 @@ def cited_paths(text: str) -> Iterator[str]:
         if (path in EXAMPLE_PATHS or path.rstrip("/") in CITED_ROOTS
                 or path.startswith(UPSTREAM_PATHS)):
             continue
-        if _PLACEHOLDER.search(path) and not (ROOT / path).exists():
-            continue  # README.md is a file; NAME/ and ID.py are placeholders
+        if _PLACEHOLDER.search(path):
+            continue
         yield path
 
 
@@ -280,11 +281,13 @@ def test_section_pattern(text: str, refs: list[tuple[str, str]]) -> None:
 
 
 @pytest.mark.parametrize(("text", "paths"), [
-    ("see `docs/CONTRACT.md` and conformance/vllm-0.8/.", ["docs/CONTRACT.md", "conformance/vllm-0.8/"]),
+    ("see `docs/CONTRACT.md` and conformance/vllm-0.8/.",
+     ["docs/CONTRACT.md", "conformance/vllm-0.8/"]),
     ("`tests/zoo/<family>/` and `conformance/*.json`", []),
     ("fuzz/families/NAME/fuzz_LEVEL.py", []),
     ("vLLM's tests/core/block tests", []),
     ("properties/missing.py", ["properties/missing.py"]),
+    ("``docs/INVARIANTS.md``; docs/API.md.", ["docs/INVARIANTS.md", "docs/API.md"]),
 ])
 def test_path_pattern(text: str, paths: list[str]) -> None:
     assert list(cited_paths(text)) == paths
