@@ -4,9 +4,9 @@
   file, exists; every Markdown link to a file (and its ``#anchor``) resolves; every section
   reference such as ``docs/API.md §4.3`` or ``docs/INVARIANTS.md §LRU`` names a heading of
   that document.
-- No Markdown, Python or TOML file cites this project's issue numbers or dated diary entries
-  (the patterns and their examples are in ``test_issue_pattern`` and ``test_diary_pattern``);
-  an upstream tracker's issue (``vllm-project/vllm#55092``) is fine.
+- No Markdown, Python or TOML file, nor .ci/run, cites this project's issue numbers or dated
+  diary entries (the patterns and their examples are in ``test_issue_pattern`` and
+  ``test_diary_pattern``); an upstream tracker's issue (``vllm-project/vllm#55092``) is fine.
 - README.md is at most 300 lines and keeps the "Run the tests" block that .ci/run extracts.
 """
 
@@ -100,7 +100,7 @@ def python_prose(path: Path) -> str:
 
 @cache
 def prose(path: Path) -> str:
-    """What a file says to readers: Markdown whole, Python's comments and docstrings."""
+    """What a file says to readers: Python's comments and docstrings, any other file whole."""
     if path.suffix == ".py":
         return python_prose(path)
     return path.read_text(encoding="utf-8")
@@ -225,8 +225,8 @@ def diary_entries(text: str) -> Iterator[str]:
 
 def test_no_own_issue_numbers_or_diary() -> None:
     found: list[str] = []
-    for path in files(".md", ".py", ".toml"):
-        text = path.read_text(encoding="utf-8") if path.suffix == ".toml" else prose(path)
+    for path in [*files(".md", ".py", ".toml"), ROOT / ".ci" / "run"]:
+        text = prose(path)
         found += [f"{rel(path)}: {hit!r}" for hit in own_issue_citations(text)]
         found += [f"{rel(path)}: {hit!r}" for hit in diary_entries(text)]
     assert not found, "issue numbers or dated diary entries:\n" + "\n".join(found)

@@ -450,7 +450,7 @@ def _mutants() -> Iterable[Mutant]:
             (F.FREE,), (SEQUENCE,), patches=ho.APPEND_TOUCH_ESTIMATE_SHORT)
     yield m("unseen_off_by_one", "a table's unseen tokens skip one",
             (F.TABLE,), (SEQUENCE,), patches=ho.UNSEEN_OFF_BY_ONE)
-    # -- end held-out batch
+    # -- end held-out mutants
 
 ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}
 
