@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
         ratios = "".join(f"  {t / base:>9.2f}" for t in times[1:])
         print(f"{name:<{label}}  {base:>12.0f}{ratios}")
     worst = max(t[-1] / t[0] for t in results.values())
-    print(f"\nworst ratio {sizes[-1]} vs {sizes[0]} blocks: {worst:.2f}x (issue #7 target "
+    print(f"\nworst ratio {sizes[-1]} vs {sizes[0]} blocks: {worst:.2f}x (target "
           "<= 1.3x; `python -m benchmarks --sections scaling` adds the memory baseline)")
     return results
 

@@ -5,11 +5,11 @@
    its source is available; the column is skipped with the reason otherwise), validated
    untimed, then timed per operation kind; reported per unit of work (prompt block, token,
    event) and as upstream time / ours. ``--sections ops`` reports the same table at two
-   scales (issue 22), with a ``vllm-v1`` column when vLLM 0.33.0's wheel is cached: its v1
+   scales, with a ``vllm-v1`` column when vLLM 0.33.0's wheel is cached: its v1
    ``BlockPool`` driven through the same trace (``benchmarks.v1_on_v0_trace``: ``n/a`` for
    the kinds v1 has no counterpart of, its total over the kinds both ran), shown for
-   contrast; the section judges issue 22's target (>= 4x vLLM 0.8 and Aphrodite on the whole
-   trace) where ``throughput`` judges issue #7's (>= 10x vLLM 0.8).
+   contrast; the section judges the two-scale target (>= 4x vLLM 0.8 and Aphrodite on the whole
+   trace) where ``throughput`` judges the single-trace one (>= 10x vLLM 0.8).
 2. Scaling: the bundled allocator's per-operation cost on pools of 1k to 64k blocks, as ratios
    to 1k (the micro-benchmark steps of ``bench_allocator_scaling``, and one trace replayed on
    every pool size).
@@ -65,11 +65,11 @@ VLLM_SPEC = "properties.upstream:vllm_v0_allocator"
 APHRODITE_SPEC = "properties.upstream:aphrodite_allocator"
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
-#: The targets of issue #7.
+#: The speed targets of the throughput, scaling and suite sections.
 WANT_SPEEDUP = 10.0  # ours at least this many times faster than vLLM 0.8 on the default trace
 WANT_SCALING = 1.3  # per-operation cost at 64k blocks within this factor of 1k
 WANT_CHECK_RATIO = 5.0  # model + shadow checking at most this many times the bare allocator
-#: Issue 22's target (the ``ops`` section): the whole trace at least this many times faster
+#: The ``ops`` section's target: the whole trace at least this many times faster
 #: than each v0 upstream column (vLLM 0.8 and Aphrodite).
 WANT_OPS_SPEEDUP = 4.0
 V1_LABEL = "vllm-v1"  # the ops section's vLLM v1 BlockPool column (vLLM 0.33.0's wheel)
@@ -286,10 +286,10 @@ def _units(trace: Any) -> dict[str, tuple[str, int]]:
 
 def section_throughput(mode: Mode, ours: Target, upstream: dict[str, Target],
                        missing: dict[str, str], trace_config: TraceConfig | None = None,
-                       profile: bool = True, v1: Any = None, issue22: bool = False,
+                       profile: bool = True, v1: Any = None, ops_target: bool = False,
                        ) -> dict[str, Any]:
     """``v1``: a v1 ``PoolTarget`` to add as the ``vllm-v1`` column (the ops section);
-    ``issue22``: judge issue 22's target instead of issue #7's."""
+    ``ops_target``: judge the ``ops`` section's target instead of the throughput section's."""
     trace_config = mode.trace if trace_config is None else trace_config
     _print(f"== 1. Throughput on a serving trace (thread CPU time, best of {mode.repeats})")
     trace = generate(trace_config)
@@ -395,7 +395,7 @@ def section_throughput(mode: Mode, ours: Target, upstream: dict[str, Target],
     if v1 is not None:
         result[V1_LABEL] = v1_info
     if "vllm" in others:
-        if issue22:
+        if ops_target:
             values = {label: ratio[label]["total"] for label in ("vllm", "aphrodite")
                       if label in ratio}
             met = all(v >= WANT_OPS_SPEEDUP for v in values.values()) and len(values) == 2
@@ -429,16 +429,16 @@ def section_throughput(mode: Mode, ours: Target, upstream: dict[str, Target],
 
 def section_ops(mode: Mode, ours: Target, upstream: dict[str, Target],
                 missing: dict[str, str], v1: Any = None) -> dict[str, Any]:
-    """Issue 22's per-operation table at two scales (the throughput trace's shape, and twice
+    """The per-operation table at two scales (the throughput trace's shape, and twice
     the requests on twice the pool; neither with LoRA keys, which Aphrodite lacks), every
     available upstream column and, given ``v1`` (vLLM 0.33.0's ``BlockPool``), the
     ``vllm-v1`` column (``benchmarks.v1_on_v0_trace``; skipped with the reason in
-    ``missing`` otherwise); no profiles; issue 22's target."""
+    ``missing`` otherwise); no profiles; judged by ``WANT_OPS_SPEEDUP``."""
     out: dict[str, Any] = {}
     for name, config in (("small", mode.ops_small), ("large", mode.ops_large)):
         _print(f"-- scale {name!r}")
         out[name] = section_throughput(mode, ours, upstream, missing, config, profile=False,
-                                       v1=v1, issue22=True)
+                                       v1=v1, ops_target=True)
     return out
 
 
@@ -768,7 +768,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON file ({RESULTS})")
     parser.add_argument("--sections", nargs="+", default=["throughput", "scaling", "suite"],
                         choices=list(SECTIONS),
-                        help="ops = issue 22's per-operation table at two scales")
+                        help="ops = the per-operation table at two scales")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply the throughput trace's request count")
     parser.add_argument("--repeats", type=int, default=None, help="timing repeats")

@@ -1,4 +1,4 @@
-"""The serving trace counted in CPU instructions per target: issue 22's whole-trace ratio
+"""The serving trace counted in CPU instructions per target: the whole-trace ratio
 (upstream over ours) in a measure that the machine's speed swings do not move.
 
 On the 2-core machines this suite is measured on, the same trace's time swings by up to 1.7x

@@ -1,4 +1,4 @@
-"""A v1 ``BlockPool`` driven through the v0 serving trace (issue 22's ``vllm-v1`` column).
+"""A v1 ``BlockPool`` driven through the v0 serving trace (``--sections ops``'s ``vllm-v1`` column).
 
 The trace's program (``benchmarks.serving_trace``: ``BlockTable`` operations in vLLM 0.8's
 order) is replayed on a fresh v1 ``BlockPool(num_blocks, enable_caching=True,

@@ -7,7 +7,7 @@ tail's KV is used for positions whose own prefix is recomputed into other ids, a
 the hole are never computed. Here a 2-block prompt [1], [2] is cached and marked computed, its
 head block (least recently used: the tail was marked accessed later) is evicted by two
 allocations, and the prompt comes again: table [2, 1] (id 2 a fresh miss, id 1 a hit) reports
-computed [1] where the contract says [] (a prefix of the table). Issue 18 defect 2. The
+computed [1] where the contract says [] (a prefix of the table). The
 tracker's gap flag (ComputedBlocksTracker) stops at the first hole for later calls, not for the
 first.
 

@@ -8,8 +8,8 @@ cache hit revives the id with computed=True, so get_computed_block_ids (and thro
 ComputedBlocksTracker.get_cached_computed_blocks_and_update, which the block manager's
 get_common_computed_block_ids uses) reports the block computed: the engine skips the prefill of
 tokens whose KV nobody wrote and the sequence attends to garbage. Here block [1, 2] is allocated
-and freed before any mark, then allocated again and asked: [0] where the contract says []. Issue
-18 defect 1; vLLM 0.8's entry of the same id shows it through find_cached_blocks_prefix.
+and freed before any mark, then allocated again and asked: [0] where the contract says [].
+vLLM 0.8's entry of the same id shows it through find_cached_blocks_prefix.
 
 Run from anywhere: python conformance/aphrodite-0.6.5/freed-unwritten-hit-computed.py
 """

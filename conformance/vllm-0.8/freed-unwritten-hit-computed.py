@@ -10,7 +10,7 @@ engine skips the prefill of tokens whose KV nobody wrote and the sequence attend
 Here block [1, 2] is allocated and freed before any mark, then allocated again:
 find_cached_blocks_prefix returns its hash where the contract says []. The same happens through
 the tracker (a table of [0] freed, a table of [0, 0] asked get_num_cached_tokens: 1, not 0) and
-through get_computed_block_ids in the generation that has it (issue 18, defect 1). The bundled
+through get_computed_block_ids in the generation that has it. The bundled
 allocator keeps such an id cached but unwritten: not computed while evictable, revived
 uncomputed and touched by a hit, so the mark after the re-request's prefill computes it
 (docs/CONTRACT.md).

@@ -2,7 +2,7 @@
 
 vLLM's LRUEvictor.update(block_id, now) only rewrites last_accessed in its free table; the heap
 entry keeps the old time, and evict() drops an entry whose time differs from the free table's.
-So a freed cached block that mark_blocks_as_accessed stamps (API.md 4.3: an id in the evictor
+So a freed cached block that mark_blocks_as_accessed stamps (docs/API.md §4.3: an id in the evictor
 gets evictor.update) loses its only live heap entry: it is never evicted (until a heap rebuild
 at 50x the table), later evictions ignore its new time (LRU), and once it is the last candidate
 evict() raises ValueError('No usable cache memory left') while get_num_free_blocks still counts

@@ -10,8 +10,8 @@ sequence's next steps attend to slots nobody wrote for every earlier token of th
 the prompt [5, 6] is allocated and freed before any mark; a mutable block decodes 5 (the step
 runs: mark), then 6: the block moves onto id 0, whose KV was never written, and its own id 1
 with the computed KV of token 5 is released. The bundled allocator drops the unwritten cache
-entry instead and caches the content under the block's own id (issue 18, the abort-before-mark
-class; docs/CONTRACT.md).
+entry instead and caches the content under the block's own id (the abort-before-mark class;
+docs/CONTRACT.md).
 
 Run from anywhere: python conformance/vllm-0.8/promotion-onto-unwritten.py
 """

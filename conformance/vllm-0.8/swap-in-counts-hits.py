@@ -1,7 +1,7 @@
 """swap-in-counts-hits (HIT, real upstream bug): vLLM 0.8 deviation.
 
 swap_in re-allocates every swapped block through allocate_immutable_block or
-allocate_mutable_block (API.md 4.5), and allocate_immutable_block records a hit or a miss in
+allocate_mutable_block (docs/API.md §4.5), and allocate_immutable_block records a hit or a miss in
 metric_data. A swap is preemption, not an admission: no request was admitted and no prefill was
 skipped, yet the destination's hit-rate counters move, a miss per full block swapped to the CPU
 and a hit per block swapped back onto its still-cached GPU id. get_prefix_cache_hit_rate then no

@@ -1,5 +1,5 @@
 """swap-mapping-drops-shared (SWAP/CONTENT, real upstream bug): vLLM 0.8 deviation that the
-suite's model does not flag yet (conformance/MODEL_ISSUES.md, issue 2), so it has no xfail entry.
+suite's model does not flag yet (conformance/MODEL_ISSUES.md, section 2), so it has no xfail entry.
 
 Two handles share GPU id 0 (a partial block and its fork). One swap of both to the CPU gives
 them two different CPU ids, but CpuGpuBlockAllocator.swap returns {src: dst}, a dict keyed by

@@ -4,10 +4,10 @@ An :class:`Invariant` is one named promise an allocator keeps (``RC``: reference
 the live holders, ...). The core knows only the promises every allocator makes, whatever its
 API: it answers within the contract's errors (``CRASH``), keeps the calling convention
 (``TARGET``), leaves itself as it was when an operation fails (``ATOMIC``) and hands every
-request back exactly its own tokens' KV (``CONTENT``, judged by
-:mod:`models.core.shadow_memory`). Each family declares its own set as a subclass of
-:class:`Invariants`, adding its promises with its own wording; reports, xfails entries and the
-zoos key on the short names (``value``).
+request back exactly its own tokens' KV (``CONTENT``). Each family declares its own set as a
+subclass of :class:`Invariants`, adding its promises with its own wording; reports, xfails
+entries and the zoos key on the short names (``value``). ``docs/INVARIANTS.md`` lists every
+family's invariants.
 
 ``Family`` is the name a family's model uses for its set (``from models.families.v0.invariants
 import Family``); ``Family.RC`` reads like an enum member, ``for inv in Family`` lists the set

@@ -1,5 +1,5 @@
-"""Computed answers: only blocks whose KV the engine wrote, and only as a prefix (issue 18,
-defects 1 and 2; docs/CONTRACT.md).
+"""Computed answers: only blocks whose KV the engine wrote, and only as a prefix
+(docs/CONTRACT.md: upstream's `freed-unwritten-hit-computed` and `computed-ids-with-holes`).
 
 A block's KV is written by the batch that computes it; ``mark_blocks_as_computed`` closes
 that batch. A block freed before the mark (an aborted request) never had its KV written, so
@@ -18,7 +18,7 @@ def _ids(*blocks: object) -> list[int]:
 
 
 def test_block_freed_before_the_mark_is_not_computed_on_a_hit() -> None:
-    """Issue 18 repro 1: allocate, abort before the mark, re-request."""
+    """Allocate, abort before the mark, re-request: the hit is not computed."""
     a = PrefixCachingBlockAllocator(num_blocks=4, block_size=4)
     b0 = a.allocate_immutable_block(None, [1, 2, 3, 4])
     b1 = a.allocate_mutable_block(b0)
@@ -131,7 +131,7 @@ def _evicted_head() -> tuple[PrefixCachingBlockAllocator, list[int]]:
 
 
 def test_computed_ids_stop_at_an_evicted_head() -> None:
-    """Issue 18 repro 2: table ``[3, 1, 2]`` must report ``[]`` (upstream: ``[1]``)."""
+    """An evicted head: table ``[3, 1, 2]`` must report ``[]`` (upstream: ``[1]``)."""
     a, ids = _evicted_head()
     assert a.get_computed_block_ids([], ids, skip_last_block_id=True) == []
     a.mark_blocks_as_computed([])

@@ -1,4 +1,4 @@
-"""Hit-rate counters count admission queries only (issue 18, defect 3): a swap-in, a fork
+"""Hit-rate counters count admission queries only (docs/CONTRACT.md, "Metrics"): a swap-in, a fork
 or a copy-on-write re-registers blocks the engine already holds and is no cache query."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def _fields(alloc: CpuGpuBlockAllocator, device: Device) -> tuple[int, int]:
 
 
 def test_swap_round_trip_keeps_the_hit_rate() -> None:
-    """The issue's repro: 0.0 after the allocation's two misses, still 0.0 after GPU->CPU->GPU
+    """0.0 after the allocation's two misses, still 0.0 after GPU->CPU->GPU
     (upstream: 0.5, the swap-in's two hits on the evictable GPU ids)."""
     alloc = CpuGpuBlockAllocator.create("prefix_caching", 4, 4, 4)
     table = BlockTable(4, alloc)

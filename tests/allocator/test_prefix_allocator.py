@@ -461,7 +461,7 @@ def test_swap_out_and_in_between_prefix_allocators() -> None:
     cpu.swap_in(blocks)
     assert [b.block_id for b in blocks] == [4, 5, 6]
     assert [b.content_hash for b in blocks] == hashes
-    assert cpu.metric_data.num_queries == 0  # a swap-in is no cache query (issue 18)
+    assert cpu.metric_data.num_queries == 0  # a swap-in is no cache query
     cpu.swap_out(blocks)
     gpu.swap_in(blocks)
     assert [b.block_id for b in blocks[:2]] == [0, 1]  # cache hits on the evictable ids

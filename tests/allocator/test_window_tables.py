@@ -1,6 +1,6 @@
 """Sliding-window tables fork, swap out and back, free, append and read back their in-window
-tokens (issue 18, defect 4); the null block is never swapped, freed, copied or counted, and
-no surviving block links outside its table."""
+tokens (docs/CONTRACT.md, "Sliding windows"); the null block is never swapped, freed, copied
+or counted, and no surviving block links outside its table."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ TYPES = ["naive", "prefix_caching"]
 
 
 def _windowed(allocator_type: str) -> tuple[CpuGpuBlockAllocator, BlockTable]:
-    """The issue's repro: block size 4, window 2; 8 tokens, 8 more (computed 8), then one
+    """Block size 4, window 2; 8 tokens, 8 more (computed 8), then one
     (computed 16): blocks 0 and 1 are dropped, tokens 8..16 stay in 3 blocks."""
     alloc = CpuGpuBlockAllocator.create(allocator_type, 16, 16, 4)
     table = BlockTable(block_size=4, block_allocator=alloc, max_block_sliding_window=2)

@@ -1,5 +1,5 @@
-"""What the decoder's aborted-request production reaches (issue 18, "model when KV is
-written"): a hashed GPU chain freed around the mark of its batch, its prompt allocated again
+"""What the decoder's aborted-request production reaches (when KV is written,
+docs/CONTRACT.md): a hashed GPU chain freed around the mark of its batch, its prompt allocated again
 and asked what is computed. Seeded inputs that keep picking the production pass against the
 bundled allocator and emit the whole interleaving; they catch both computed zoo mutants with
 COMPUTED."""

@@ -1,4 +1,4 @@
-"""What the decoder's evictor production reaches: the target's standalone evictor (API.md
+"""What the decoder's evictor production reaches: the target's standalone evictor (docs/API.md
 section 6) driven by add, update, remove, evict and membership questions, judged by the same
 evictor model as the evictor machine. Each reach is shown by a hand-built input that the bundled
 allocator passes and the zoo mutant it is for fails; a short seeded fuzz run finds an evictor

@@ -1,5 +1,5 @@
 """What the decoder's refcount production reaches: the target's standalone ``RefCounter`` and
-``CopyOnWriteTracker`` (API.md section 7) driven by incr, decr, get (directly and through the
+``CopyOnWriteTracker`` (docs/API.md §7) driven by incr, decr, get (directly and through the
 read-only view), ``is_appendable``, ``record_cow`` and ``clear_cows``, judged by the same model
 as the refcount machine. Each reach is shown by a hand-built input that the bundled allocator
 passes and the zoo mutant it is for fails; seeded random inputs through the production find a

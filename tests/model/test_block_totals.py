@@ -1,5 +1,5 @@
 """``num_tokens_total`` of every live prefix-caching block is the token count of its chain up
-to and including it (API.md 3), checked after every step (``models.families.v0.checks``)."""
+to and including it (docs/API.md §3), checked after every step (``models.families.v0.checks``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every example bug class of INVARIANTS.md as a short trace: the broken target is rejected
+"""Every example bug class of docs/INVARIANTS.md as a short trace: the broken target is rejected
 with the right family, and the honest version of the same trace is accepted."""
 
 from __future__ import annotations

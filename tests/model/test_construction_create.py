@@ -1,6 +1,6 @@
 """Construction through the device-aware factory (``Construct(..., create=True)``):
 ``CpuGpuBlockAllocator.create(allocator_type, G, C, block_size)`` numbers GPU ids ``0..G-1``
-and CPU ids ``G..G+C-1`` (API.md 5) and reads back like the explicit construction of the same
+and CPU ids ``G..G+C-1`` (docs/API.md §5) and reads back like the explicit construction of the same
 ids; a factory that refuses or misnumbers a valid allocator type is flagged."""
 
 from __future__ import annotations

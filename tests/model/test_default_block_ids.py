@@ -1,4 +1,4 @@
-"""Construction with the default block ids (API.md 4: ``block_ids`` defaults to
+"""Construction with the default block ids (docs/API.md §4: ``block_ids`` defaults to
 ``range(num_blocks)``): a ``Construct`` over ids ``0..n-1`` in order builds the allocator
 without ``block_ids`` and reads back like the explicit construction; an allocator whose default
 ids differ is flagged."""

@@ -1,6 +1,6 @@
 """The device argument of every allocation call of one device's allocator:
 ``allocate_mutable_block``, ``allocate_immutable_block`` and ``allocate_immutable_blocks`` take
-no device (API.md 4), so each given one is misuse; the bundled allocator refuses each with a
+no device (docs/API.md §4), so each given one is misuse; the bundled allocator refuses each with a
 typed error whatever its type, and a check that stops refusing it is flagged."""
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def test_a_swap_by_hand_matches_the_swap(spec: str, allocator_type: str) -> None
 @pytest.mark.parametrize("allocator_type", ["prefix_caching", "naive"])
 def test_a_swap_by_hand_is_no_cache_query(allocator_type: str) -> None:
     """The chain's two admissions are the only queries (two misses): the swap-in that finds
-    the cached block again on the GPU counts no hit (issue 18, defect 3)."""
+    the cached block again on the GPU counts no hit."""
     program = [*CHAIN, ops.DeviceSwap((1, 2), Dev.GPU, Dev.CPU),
                ops.DeviceSwap((1, 2), Dev.CPU, Dev.GPU), ops.HitRate(Dev.GPU)]
     out, _ = _run(program, allocator_type=allocator_type)
@@ -92,7 +92,7 @@ def test_a_refused_swap_of_a_shared_id_is_out_of_contract() -> None:
 
 
 def test_vllm_is_not_asked_a_swap_that_does_not_fit() -> None:
-    """API.md 4.5 lets upstream's swap-in stop midway: out of contract without atomicity."""
+    """docs/API.md §4.5 lets upstream's swap-in stop midway: out of contract without atomicity."""
     with pytest.raises(OutOfContract, match="midway"):
         _run([*CHAIN, ops.DeviceSwap((0, 1, 2), Dev.GPU, Dev.CPU)], VLLM)
 

@@ -1,4 +1,4 @@
-"""The builtin error classes API.md pins (``models.families.v0.error_classes``)."""
+"""The builtin error classes docs/API.md pins (``models.families.v0.error_classes``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Misuse of a freed block handle (API.md 4.2): a double free is refused with an
+"""Misuse of a freed block handle (docs/API.md §4.2): a double free is refused with an
 ``AssertionError`` (the class upstream's tests pin; a typed error of another builtin class is
 flagged), and a write that fills a freed block, which would need an id to be promoted, is
 refused with a typed error."""

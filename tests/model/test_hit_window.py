@@ -100,7 +100,7 @@ def test_reset_prefix_cache_starts_the_windows_afresh() -> None:
 
 
 def test_a_swap_round_trip_is_no_cache_query() -> None:
-    """Issue 18, defect 3: swapping a table out and back re-registers blocks the engine
+    """Swapping a table out and back re-registers blocks the engine
     holds; only admissions are queries, so the windows stay at the allocation's 2 misses."""
     program: list[Op] = [ops.TableAllocate((1, 2, 3, 4)), ops.TableSwap(0, Dev.GPU, Dev.CPU),
                          ops.TableSwap(0, Dev.CPU, Dev.GPU), ops.HitRate()]

@@ -1,4 +1,4 @@
-"""The oracle's contract handling, queries, pinned upstream examples (API.md section 11) and
+"""The oracle's contract handling, queries, pinned upstream examples (docs/API.md §11) and
 hidden choices."""
 
 from __future__ import annotations

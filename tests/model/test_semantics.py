@@ -57,8 +57,8 @@ def test_swap_of_blocks_sharing_an_id() -> None:
     t.do(Swap((0, 1), GPU, CPU), moved={0: 4, 1: 4}, value=[[0, 4]], free=(4, 1),
          evictable=[0], cpu_cached=[4])
     # stale ids (models.families.v0.ops.swap): a target claiming atomicity moves a shared partial
-    # id once, both handles on one destination id; without the claim (API.md 4.5 splits them) such a
-    # swap is out of contract
+    # id once, both handles on one destination id; without the claim (docs/API.md §4.5 splits
+    # them) such a swap is out of contract
     t = Trace(bs=2, gpu=4, cpu=2)
     t.do(AllocateMutable(None), ids=[0], free=(3, 2)).do(Append(0, (1,))).do(Fork(0))
     t.do(Swap((0, 1), GPU, CPU), moved={0: 4, 1: 4}, value=[[0, 4]], free=(4, 1))

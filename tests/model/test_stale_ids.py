@@ -146,7 +146,7 @@ def test_a_swap_that_splits_shared_ids_is_caught() -> None:
 
 
 def test_vllm_splits_shared_ids_so_it_is_not_asked() -> None:
-    """vLLM 0.8 claims no atomicity: it splits the shared id as API.md 4.5 says (two CPU
+    """vLLM 0.8 claims no atomicity: it splits the shared id as docs/API.md §4.5 says (two CPU
     ids, the mapping keeps the last pair), and the contract leaves such a swap out."""
     target = load_target(VLLM)
     config = Config(2, 4, 4, target.caps)

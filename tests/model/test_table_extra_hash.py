@@ -1,4 +1,4 @@
-"""A table call's ``extra_hash`` (API.md 12.1: ``append_token_ids`` and
+"""A table call's ``extra_hash`` (docs/API.md §12.1: ``append_token_ids`` and
 ``ensure_num_empty_slots`` take one): a malformed value is misuse even when the call needs no
 new block (nothing else would read it), refused by the bundled allocator with a typed error and
 nothing changed; an accepted one is flagged."""

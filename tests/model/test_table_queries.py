@@ -86,7 +86,7 @@ def test_window_contract() -> None:
     assert t.oracle.contract_error(TableAllocate((1,), window=0)) is not None
     plain = Trace(bs=2, gpu=4).do(TableAllocate((1,)), table=(0,), free=3)
     assert plain.oracle.contract_error(TableAppend(0, (2,), computed=1)) is not None
-    # A table holding the null block forks and swaps like any table (issue 18, defect 4).
+    # A table holding the null block forks and swaps like any table.
     _slide(t, table=(3, 1, 2), value=3, free=2)
     assert t.oracle.contract_error(TableFork(0)) is None
     assert t.oracle.contract_error(TableSwap(0, GPU, CPU)) is None

@@ -1,6 +1,7 @@
 """``num_tokens_total`` of every block of a live table is its chain's depth, a sliding window's
-dropped prefix included (API.md 3, CONTRACT.md on ``BlockTable.fork``), checked after every
-step where the target's blocks expose it (``models.families.v0.checks._table_totals``)."""
+dropped prefix included (docs/API.md §3.2, docs/CONTRACT.md on ``BlockTable.fork``), checked
+after every step where the target's blocks expose it
+(``models.families.v0.checks._table_totals``)."""
 
 from __future__ import annotations
 

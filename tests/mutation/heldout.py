@@ -11,9 +11,9 @@ module-stratified estimate (each module's fraction weighted by its share of the 
 
 - **raw**: killed / all sampled mutants (message-only and equivalent mutants count as survivors);
 - **behavioural**: killed / (sampled - message-only - equivalent). Message-only mutants change
-  only the text of an error message (``table.tsv`` flag ``message``): API.md specifies error
-  classes, not texts, so no target-neutral suite can kill them (cosmic-ray, the issue's other
-  tool, makes no string-literal mutants at all). Equivalent mutants are the survivors of a
+  only the text of an error message (``table.tsv`` flag ``message``): docs/API.md specifies error
+  classes, not texts, so no target-neutral suite can kill them (cosmic-ray, the other tool
+  considered, makes no string-literal mutants at all). Equivalent mutants are the survivors of a
   (b) group of ``labels.py`` (same observable behaviour for every input); the standard mutation
   score leaves them out of the denominator.
 
@@ -31,7 +31,7 @@ from labels import GROUPS
 from report import group_of
 from sample_rerun import MODULES, old_rows, paired_line, pct, wilson
 
-#: The first 575 of the order directed the suite work (sessions 1-6).
+#: The first 575 of the order directed the suite work.
 TARGETED = 575
 
 

@@ -82,7 +82,7 @@ GROUPS: dict[str, tuple[str, str]] = {
         "c",
         "Error-message, log-message or argument-name (`what`) text only. No test "
         "checks message text (tests/hardening checks the exact error class and an "
-        "unchanged state), and API.md specifies no message except that "
+        "unchanged state), and docs/API.md specifies no message except that "
         "NoFreeBlocksError has none.",
     ),
     "C-VAL": (

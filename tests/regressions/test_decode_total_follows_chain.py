@@ -12,7 +12,7 @@ Violation when recorded (bundled allocator, main 14f8269; vLLM 0.8 passes):
       observed: 1
 
 The lookahead block (id 2) is made while its predecessor is still empty, so it stores a total
-of 1 (stored, not live: API.md). The table's decode fast path then added each written token to
+of 1 (stored, not live: docs/API.md). The table's decode fast path then added each written token to
 that stale total instead of recomputing it (predecessor's total + own tokens) as every other
 append does: id 2 filled with a total of 5, not 12, and the evictor ranked it below id 1.
 

@@ -91,7 +91,7 @@ class Budget:
 
 #: The schedules, the same for every mutant and for the bundled allocator (which must pass
 #: all of them). Margin, measured when the budgets were set: every mutant is caught by each of
-#: three independent seeds at this size (see the report of issue #4).
+#: three independent seeds at this size.
 BUDGETS = (Budget(max_examples=100, steps=40, seed=0), Budget(max_examples=100, steps=40, seed=1))
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 
 class Generation(enum.Enum):
-    """Which upstream API names the target offers (API.md section 12)."""
+    """Which upstream API names the target offers (docs/API.md §12)."""
 
     APHRODITE = "aphrodite"  # get_computed_block_ids, get_num_blocks_touched, no extra_hash
     VLLM = "vllm"  # extra_hash, find_cached_blocks_prefix, reset_prefix_cache, full-touched

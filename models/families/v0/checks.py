@@ -59,7 +59,7 @@ def _dropped(m: Model, c: Context) -> None:
 
 
 def _block_totals(m: Model, c: Context) -> None:
-    """``num_tokens_total`` (API.md 3; the evictor ranks by it) is the number of tokens of
+    """``num_tokens_total`` (docs/API.md §3; the evictor ranks by it) is the number of tokens of
     the block's chain up to and including it. Predecessors are full when a block is chained
     to them and stay unchanged, so the stored value is also the live one."""
     shown = c.after.block_totals
@@ -83,9 +83,9 @@ def _block_totals(m: Model, c: Context) -> None:
 
 
 def _table_totals(m: Model, c: Context) -> None:
-    """Each block of a live table shows as ``num_tokens_total`` (API.md 3) the depth of its
+    """Each block of a live table shows as ``num_tokens_total`` (docs/API.md §3) the depth of its
     chain's content: the tokens of the whole prefix up to and including it, a sliding window's
-    dropped blocks included (CONTRACT.md: a fork's blocks count what the parent's do). TABLE,
+    dropped blocks included (docs/CONTRACT.md: a fork's blocks count what the parent's do). TABLE,
     like the handles' totals (:func:`_block_totals`): the evictor ranks an id by the value its
     last freed handle shows, so a wrong one surfaces as LRU only in a rare eviction order.
     Checked only for the tables the target shows it for, and only for blocks holding tokens:
@@ -114,7 +114,7 @@ def _table_totals(m: Model, c: Context) -> None:
 
 
 def _block_extras(m: Model, c: Context) -> None:
-    """``Block.extra_hash`` (API.md, vLLM generation) is the extra hash the
+    """``Block.extra_hash`` (docs/API.md, vLLM generation) is the extra hash the
     handle was allocated with (forks inherit it); a request key shows as the engine's value
     for it (which the model does not compute: the same for every handle of that key); blocks
     of an allocator without prefix caching show ``None``."""
@@ -276,7 +276,7 @@ def _evictable_ranks(m: Model, shown: Mapping[Dev, Mapping[int, tuple[object, ob
 
 
 def _access_times(m: Model, shown: Mapping[Dev, Mapping[int, object]], c: Context) -> None:
-    """Each active id's access time as its tracker shows it (LRU): the last mark's (API.md:
+    """Each active id's access time as its tracker shows it (LRU): the last mark's (docs/API.md:
     ``mark_blocks_as_accessed`` stamps every id it is given), which the id carries into the
     evictor when its last holder lets go. A mark that misses an id shows here at once."""
     for dev, pool in m.pools.items():

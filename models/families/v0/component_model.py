@@ -3,9 +3,9 @@ and copy-on-write tracker).
 
 Per step: misuse fed to a target without typed errors is out of contract; misuse accepted is a
 violation of the component's family; misuse refused with a typed error must be of the builtin
-class API.md pins (``models.families.v0.error_classes``) and change nothing, so every later finding
-of the step is ATOMIC (out of contract for targets without atomicity); a valid call must succeed and
-match the model. After the step the target's state is compared with the model.
+class docs/API.md pins (``models.families.v0.error_classes``) and change nothing, so every
+later finding of the step is ATOMIC (out of contract for targets without atomicity); a valid
+call must succeed and match the model. After the step the target's state is compared with the model.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class ComponentModel(ABC, Generic[S]):
         return error is ErrorKind.MISUSE
 
     def tolerated(self, op: Op) -> bool:
-        """Whether misuse ``op`` may also succeed (API.md silent); then it is applied."""
+        """Whether misuse ``op`` may also succeed (docs/API.md silent); then it is applied."""
         return False
 
     def comparable(self) -> bool:

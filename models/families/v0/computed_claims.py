@@ -1,4 +1,5 @@
-"""What an answer that lets the engine skip work claims about KV memory (issue 18).
+"""What an answer that lets the engine skip work claims about KV memory
+(docs/CONTRACT.md, "The engine's compute step").
 
 Computed-id queries (``get_computed_block_ids``, the Aphrodite tracker's
 ``get_cached_computed_blocks_and_update``), ``find_cached_blocks_prefix`` and the vLLM

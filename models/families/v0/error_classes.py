@@ -1,19 +1,19 @@
-"""Builtin exception classes API.md pins for some errors.
+"""Builtin exception classes docs/API.md pins for some errors.
 
 Engines catch these by builtin class (``except KeyError`` around a device lookup, ``except
 ValueError`` around ``evict``), so a target's own typed error for one of these cases must be an
 instance of the pinned builtin: a subclass is fine (ours all are), a sibling is not.
 
-- ``NoFreeBlocksError`` subclasses ``ValueError`` (API.md 4), wherever it is raised.
-- By-device calls given a device that is not a ``Device`` raise ``KeyError`` (API.md 5).
+- ``NoFreeBlocksError`` subclasses ``ValueError`` (docs/API.md §4), wherever it is raised.
+- By-device calls given a device that is not a ``Device`` raise ``KeyError`` (docs/API.md §5).
 - ``mark_blocks_as_accessed`` of a free id raises ``ValueError``, of an id the GPU allocator
-  does not own ``KeyError`` (API.md 4.3).
-- The evictor (API.md 6): ``update`` of a non-candidate ``KeyError``; ``remove`` of one and
+  does not own ``KeyError`` (docs/API.md §4.3).
+- The evictor (docs/API.md §6): ``update`` of a non-candidate ``KeyError``; ``remove`` of one and
   ``evict`` when empty ``ValueError``.
-- Writes to the null block raise ``ValueError`` (API.md 3.4); forking it is not pinned.
+- Writes to the null block raise ``ValueError`` (docs/API.md §3.4); forking it is not pinned.
 - A double free (``free`` of a block handle already freed, directly or behind its table)
-  raises ``AssertionError`` (API.md 4.2: "a double free raises ``AssertionError``"; 5: ``free``
-  asserts an id).
+  raises ``AssertionError`` (docs/API.md §4.2: "a double free raises ``AssertionError``";
+  §5: ``free`` needs a block that holds an id).
 
 Any other misuse only has to be typed (:mod:`models.families.v0.ops.malformed`,
 :mod:`models.families.v0.contract`).
@@ -26,7 +26,7 @@ import builtins
 from models.families.v0 import operations as ops
 from models.families.v0.operations import ErrorKind, Op, Outcome
 
-#: Calls whose ``device`` argument API.md routes through a dict of devices (``KeyError``).
+#: Calls whose ``device`` argument docs/API.md routes through a dict of devices (``KeyError``).
 _BY_DEVICE: tuple[type[Op], ...] = (ops.AllocateMutable, ops.AllocateImmutable,
                                     ops.AllocateImmutableChain, ops.CountTouched)
 
@@ -38,7 +38,7 @@ def builtin_classes(exc: BaseException) -> tuple[str, ...]:
 
 
 def pinned_class(op: Op, error: ErrorKind) -> str | None:
-    """The builtin API.md pins for ``op`` failing with ``error`` (a refused misuse or
+    """The builtin docs/API.md pins for ``op`` failing with ``error`` (a refused misuse or
     ``NoFreeBlocksError``), or None when any typed error will do."""
     if error is ErrorKind.NO_FREE_BLOCKS:
         return "ValueError"
@@ -60,7 +60,7 @@ def pinned_class(op: Op, error: ErrorKind) -> str | None:
 
 
 def wrong_class(op: Op, outcome: Outcome, misuse: str | None = None) -> str | None:
-    """Why ``outcome``'s error is not of the class API.md pins for it, or None.
+    """Why ``outcome``'s error is not of the class docs/API.md pins for it, or None.
 
     ``misuse``: the contract's reason when the call is misuse (``MarkStaleIds`` pins by it:
     a free id or a CPU id)."""
@@ -74,4 +74,4 @@ def wrong_class(op: Op, outcome: Outcome, misuse: str | None = None) -> str | No
     if want is None or want in outcome.builtins:
         return None
     return (f"{op.kind} raised {outcome.detail or error.value}, which is not a {want} as "
-            f"API.md specifies (builtin bases: {', '.join(outcome.builtins)})")
+            f"docs/API.md specifies (builtin bases: {', '.join(outcome.builtins)})")

@@ -1,4 +1,4 @@
-"""Semantics of the evictor-level operations (``EVICTOR_OPS``; API.md section 6).
+"""Semantics of the evictor-level operations (``EVICTOR_OPS``; docs/API.md §6).
 
 The model is the candidate set: id -> (content_hash, num_hashed_tokens, last_accessed), ranked
 by :class:`~models.families.v0.lru.LruIndex`. ``evict`` must return a permitted victim (the whole
@@ -10,7 +10,7 @@ Misuse: ``update`` or ``remove`` of a non-candidate, ``evict`` when empty, ``add
 negative id or a negative token count (malformed, as ``models.families.v0.ops.malformed`` for the
 allocator, whose block ids are ints and never bools). A target claiming typed errors must refuse it
 (``evict``: ``NoFreeBlocksError`` or a typed error) and, if it claims atomicity, change nothing
-(ATOMIC); for other targets it is out of contract. ``add`` of a candidate (API.md is silent) is
+(ATOMIC); for other targets it is out of contract. ``add`` of a candidate (docs/API.md is silent) is
 allowed two ways for typed-error targets: a typed error that changes nothing, or an overwrite (the
 id's metadata becomes the new one, as if removed and added again); targets without typed errors are
 never asked.
@@ -69,7 +69,7 @@ class EvictorModel(ComponentModel[EvictorState]):
                                              and isinstance(op, ops.EvictorEvict))
 
     def tolerated(self, op: Op) -> bool:
-        """``add`` of a candidate may overwrite it (API.md is silent)."""
+        """``add`` of a candidate may overwrite it (docs/API.md is silent)."""
         return isinstance(op, ops.EvictorAdd) and type(op.block_id) is int \
             and op.block_id in self.meta and op.num_hashed_tokens >= 0
 

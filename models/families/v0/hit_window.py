@@ -1,4 +1,4 @@
-"""The hit-rate windows of ``CacheMetricData`` (API.md 4.3), derived from the query outcomes.
+"""The hit-rate windows of ``CacheMetricData`` (docs/API.md §4.3), derived from the query outcomes.
 
 A query is an admission: one full block allocated by content (``allocate_immutable_block``,
 a table's ``allocate``). A swap-in, fork, copy-on-write or promotion re-registers blocks the

@@ -1,13 +1,13 @@
 """An injected hash function (``InjectedHash``, ``models.families.v0.ops.hashing``; an extension).
 
-API.md keys a prefix-caching block by ``hash_block_tokens`` (3.3). A target whose device-aware
+docs/API.md keys a prefix-caching block by ``hash_block_tokens`` (3.3). A target whose device-aware
 factory also takes ``hash_function`` (``CpuGpuBlockAllocator.create(..., hash_function=f)``)
 promises that ``f`` replaces that key for every block of **both** devices' allocators: a full
 block's ``content_hash`` is ``f(is_first_block, prev_block_hash, token_ids, extra_hash)``, with
 ``prev_block_hash`` its predecessor's ``content_hash`` (``None`` for a first block), whether the
 block was allocated immutable, alone or in a chain, or filled by appends; and blocks whose keys
-``f`` makes equal share one id (a cache hit, API.md 4.1 and 4.4), as equal contents do under the
-default hash (HASH for the values, CACHE for the ids).
+``f`` makes equal share one id (a cache hit, docs/API.md §4.1 and §4.4), as equal contents do
+under the default hash (HASH for the values, CACHE for the ids).
 
 :func:`injected_hash` is the function the suite injects: deterministic in every process (no
 ``hash()`` of ``None`` or strings) and blind to token order within a block, so a permutation of

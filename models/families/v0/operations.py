@@ -318,7 +318,7 @@ OPS_BY_KIND.update((cls.kind, cls) for cls in HASH_OPS)
 # --------------------------------------------------------------------------- end content hash
 
 # --------------------------------------------------------------------------- evictor level
-# The target's own evictor (API.md section 6), driven directly: a fresh instance of the class
+# The target's own evictor (docs/API.md §6), driven directly: a fresh instance of the class
 # its GPU prefix-caching allocator uses, built by the first of these operations in a program.
 # They name raw block ids (the evictor owns no handles) and never touch the allocator, hence
 # ``mutates = False``. After every step the snapshot shows the evictor (:class:`EvictorState`).
@@ -380,7 +380,7 @@ OPS_BY_KIND.update({cls.kind: cls for cls in EVICTOR_OPS})
 # --------------------------------------------------------------------------- end evictor level
 
 # --------------------------------------------------------------------------- refcount level
-# The target's own ``RefCounter`` and ``CopyOnWriteTracker`` (API.md section 7), driven
+# The target's own ``RefCounter`` and ``CopyOnWriteTracker`` (docs/API.md §7), driven
 # directly: fresh instances of the classes its GPU allocator uses. ``RefNew`` builds the three
 # objects (the counter, its read-only view, a tracker over the view); every other operation
 # needs one built earlier in the program. Raw block ids (no handles), ``mutates = False``.
@@ -432,7 +432,7 @@ class RefGet(Op):
 @dataclass(frozen=True, slots=True)
 class CowAppendable(Op):
     """``cow.is_appendable(block)`` for a stand-in block whose only attribute is ``block_id``
-    (API.md reads nothing else); value: a bool."""
+    (docs/API.md reads nothing else); value: a bool."""
 
     kind: ClassVar[str] = "cow_appendable"
     mutates: ClassVar[bool] = False
@@ -491,7 +491,7 @@ OPS_BY_KIND.update({cls.kind: cls for cls in ENGINE_MISUSE_OPS})
 # --------------------------------------------------------------------------- end freed behind
 
 # --------------------------------------------------------------------------- device calls
-# One device's own allocator called directly (API.md 4 and 4.5: ``alloc._allocators[device]``
+# One device's own allocator called directly (docs/API.md §4 and §4.5: ``alloc._allocators[device]``
 # in the family), as a custom swapper does; the adapter detects it (a target without one is
 # never asked). Semantics and contract: ``models.families.v0.ops.device`` (``DeviceSwap``:
 # ``models.families.v0.ops.swap``).
@@ -506,7 +506,7 @@ OPS_BY_KIND.update({cls.kind: cls for cls in DEVICE_OPS})
 # --------------------------------------------------------------------------- end malformed
 
 # --------------------------------------------------------------------------- construction
-# The constructors (API.md sections 4 and 5): a fresh allocator built beside the program's
+# The constructors (docs/API.md §4 and §5): a fresh allocator built beside the program's
 # (which it never touches), with explicit block ids, then read back; or a constructor given one
 # malformed argument. Semantics and contract: ``models.families.v0.ops.construction``.
 

@@ -1,4 +1,4 @@
-"""Semantics of the refcount-level operations (``REFCOUNT_OPS``; API.md section 7).
+"""Semantics of the refcount-level operations (``REFCOUNT_OPS``; docs/API.md §7).
 
 The model is the counter, id -> count (every id of ``RefNew`` at 0, duplicates merged), and the
 copy-on-write pairs recorded since the last ``clear_cows``. ``incr``/``decr`` return the new

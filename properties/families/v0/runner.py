@@ -511,7 +511,7 @@ class Runner:
                               ) -> tuple[int | None, ...]:
         """The ids still shown by block objects some table held at the last snapshot and none
         holds now (nor a block handle), where an object shows the very id it had then: a table
-        free or a window drop let go of them, so each must have dropped its id (API.md: a
+        free or a window drop let go of them, so each must have dropped its id (docs/API.md: a
         freed block's ``block_id`` is ``None``), or the allocator has reused the object for
         another id. ``held``: the live tables' objects now, with their ids."""
         before, self._table_objects = self._table_objects, held

@@ -229,7 +229,7 @@ def pressure() -> st.SearchStrategy[int]:
 
 # --------------------------------------------------------------------------- int-like tokens
 # Engines pass token ids straight from numpy arrays. A conforming allocator treats an int
-# subclass token exactly as the plain int it equals (API.md hashes with Python ``hash()``,
+# subclass token exactly as the plain int it equals (docs/API.md hashes with Python ``hash()``,
 # which does): same content hash, same cache hit, same KV content.
 
 

@@ -1,4 +1,4 @@
-"""Device-aware allocators with argument-validation bugs (issue #8, misuse): each accepts a
+"""Device-aware allocators with argument-validation bugs (misuse): each accepts a
 malformed argument, or changes state before refusing one. Not part of ``ZOO``: they exercise
 the ``misuse`` rules' malformed calls (``models.families.v0.operations.Malformed``) and are run by
 ``tests/hardening/test_malformed_arguments.py``. Patches of

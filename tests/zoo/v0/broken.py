@@ -80,7 +80,7 @@ def _mutants() -> Iterable[Mutant]:
             BLOCK, SEQUENCE), *, patches: tuple[Patch, ...]) -> Mutant:
         return Mutant(name, patches, bug, frozenset(families), checks)
 
-    # -- the example bug classes of INVARIANTS.md, in its order
+    # -- the example bug classes of docs/INVARIANTS.md, in its order
     yield m("duplicate_promotion_cached_free",
             "a block promoted onto a duplicate frees its own id through the cached path",
             (F.CACHE, F.LEAK), patches=am.CACHED_PATH_DUPLICATE_FREE)
@@ -196,7 +196,7 @@ def _mutants() -> Iterable[Mutant]:
     yield m("null_block_writable",
             "the null block takes tokens: append_token_ids writes into the block it wraps",
             (F.TABLE,), (SEQUENCE,), patches=tm.NULL_BLOCK_WRITABLE)
-    # -- issue 18: hit metrics count admissions only; sliding-window tables swap
+    # -- hit metrics count admissions only; sliding-window tables swap
     yield m("swap_in_counts_queries",
             "a swap-in counts a cache query per full block (a hit on a cached id, else a miss)",
             (F.HIT,), patches=wm.SWAP_IN_COUNTS_QUERIES)
@@ -264,7 +264,7 @@ def _mutants() -> Iterable[Mutant]:
             (F.COMPUTED,), (SEQUENCE,), patches=km.TRACKER_KEEPS_LOST_BLOCKS)
     # -- end freed behind
 
-    # -- the evictor's own contract (API.md section 6): only the evictor machine reaches these
+    # -- the evictor's own contract (docs/API.md §6): only the evictor machine reaches these
     yield m("evictor_ties_to_shallowest", "equal times evict the fewest hashed tokens first",
             (F.LRU,), (EVICTOR,), patches=em.SHALLOW_TIE)
     yield m("evictor_update_forward_only", "evictor.update ignores a time older than the last",
@@ -274,7 +274,7 @@ def _mutants() -> Iterable[Mutant]:
     yield m("evictor_remove_absent_silent", "evictor.remove of a non-candidate raises nothing",
             (F.LEAK,), (EVICTOR,), patches=em.LAX_REMOVE)
 
-    # -- error classes: typed and atomic, but not the builtin API.md pins
+    # -- error classes: typed and atomic, but not the builtin docs/API.md pins
     # (models.families.v0.error_classes)
     yield m("no_free_blocks_not_value_error", "NoFreeBlocksError is a RuntimeError, not a "
             "ValueError", (F.CRASH,), (BLOCK,), patches=ecm.RUNTIME_NO_FREE_BLOCKS)
@@ -298,7 +298,7 @@ def _mutants() -> Iterable[Mutant]:
             (F.ATOMIC,), (BLOCK,), patches=cm.ANY_TYPE_CREATES)
     # -- end construction
 
-    # -- refcount level: RefCounter and CopyOnWriteTracker (API.md section 7), driven directly
+    # -- refcount level: RefCounter and CopyOnWriteTracker (docs/API.md §7), driven directly
     yield m("refcount_view_allows_incr", "the read-only view's incr goes through to the counter",
             (F.RC,), (REFCOUNT,), patches=rm.LEAKY_VIEW)
     yield m("refcount_decr_clamps_at_zero", "RefCounter.decr at 0 returns 0 instead of raising",
@@ -336,16 +336,16 @@ def _mutants() -> Iterable[Mutant]:
             (F.HASH, F.CACHE, F.FREE), (BLOCK,), patches=pm.BYTES_SALT_APART)
     # -- end request keys
 
-    # -- issue 18: computed answers (tests.zoo.v0.contract_mutants)
+    # -- computed answers (tests.zoo.v0.contract_mutants)
     yield m("freed_unwritten_computed",
             "a block freed before any mark is reported computed when a re-request hits it",
             (F.COMPUTED,), patches=km18.FREED_UNWRITTEN_STAYS_COMPUTED)
     yield m("computed_ids_with_holes",
             "get_computed_block_ids skips an uncomputed id and reports the computed ones after it",
             (F.COMPUTED,), patches=km18.COMPUTED_IDS_WITH_HOLES)
-    # -- end issue 18
+    # -- end computed answers
 
-    # -- the held-out batch of 2026-12-04 (tests.zoo.v0.heldout_mutants)
+    # -- the held-out mutants (tests.zoo.v0.heldout_mutants)
     yield m("release_files_block_time",
             "release files the block object's access time, not the id's",
             (F.LRU,), patches=ho.RELEASE_FILES_BLOCK_TIME)
@@ -451,7 +451,7 @@ def _mutants() -> Iterable[Mutant]:
             (F.FREE,), (SEQUENCE,), patches=ho.APPEND_TOUCH_ESTIMATE_SHORT)
     yield m("unseen_off_by_one", "a table's unseen tokens skip one",
             (F.TABLE,), (SEQUENCE,), patches=ho.UNSEEN_OFF_BY_ONE)
-    # -- end held-out batch
+    # -- end held-out mutants
 
 ZOO: dict[str, Mutant] = {mutant.name: mutant for mutant in _mutants()}
 

@@ -1,4 +1,4 @@
-"""Broken constructors (API.md sections 4 and 5): the allocator every program builds with
+"""Broken constructors (docs/API.md §4 and §5): the allocator every program builds with
 ``CpuGpuBlockAllocator.create`` is right, but explicit block ids or malformed constructor
 arguments are mishandled. Only ``Construct`` (an allocator built beside the program's) reaches
 these. Each change is marked ``# BUG`` in the patched source.

@@ -1,5 +1,5 @@
-"""Patches with upstream's computed answers where the contract departs from them (issue 18,
-defects 1 and 2; docs/CONTRACT.md): an aborted block's unwritten KV reported computed, and
+"""Patches with upstream's computed answers where the contract departs from them
+(docs/CONTRACT.md): an aborted block's unwritten KV reported computed, and
 computed ids with holes."""
 
 from __future__ import annotations

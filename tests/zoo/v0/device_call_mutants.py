@@ -1,4 +1,4 @@
-"""Broken per-device surfaces: one device's own ``swap_in`` (API.md 4.5) called directly, as
+"""Broken per-device surfaces: one device's own ``swap_in`` (docs/API.md §4.5) called directly, as
 a custom swapper does. The device-aware ``swap`` checks the destination first, so only the
 device-level calls (``DeviceSwap`` and its misuse variants, ``models.families.v0.ops.device``)
 reach these. Patches of ``PrefixCachingBlockAllocator.swap_in``, each change marked ``# BUG``.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from tests.zoo.patching import Patch
 
 #: ``swap_in`` takes ids block by block without checking the free count first: when the
-#: device runs out, the blocks before keep their new ids (API.md's upstream behaviour, but
+#: device runs out, the blocks before keep their new ids (docs/API.md's upstream behaviour, but
 #: this allocator claims atomicity).
 SWAP_IN_MIDWAY_FAILURE = (Patch(
     "prefix_caching_block", "PrefixCachingBlockAllocator.swap_in",

@@ -26,7 +26,7 @@ DEPTH_BLIND = _lru("add", "time_field = _time_field(last_accessed)",
                    "time_field = _time_field(last_accessed)")
 
 # --------------------------------------------------------------------------- evictor level
-# Bugs in the evictor's own contract (API.md section 6) that allocator-level programs rarely
+# Bugs in the evictor's own contract (docs/API.md §6) that allocator-level programs rarely
 # or never show: only the evictor machine (``properties.families.v0.machines.evictor_level``) drives
 # them.
 
@@ -49,7 +49,7 @@ REMOVE_KEEPS_COUNT = (
           "return len(self.free_table) + getattr(self, '_removed', 0)"),
 )
 
-#: ``remove`` of a non-candidate is silently ignored (API.md: ``ValueError``).
+#: ``remove`` of a non-candidate is silently ignored (docs/API.md: ``ValueError``).
 LAX_REMOVE = _lru("remove",
                   'raise UnknownBlockIdError(f"block {block_id} is not an eviction candidate")',
                   "return  # BUG: absent ids pass without an error")

@@ -1,4 +1,4 @@
-"""Held-out batches: broken allocators written on 2026-12-04 from the reference source alone,
+"""Held-out mutants: broken allocators written from the reference source alone,
 before looking at how the suite would reach them, then run through the zoo's schedules and the
 ci gate (``prefixcache check``); each probe they led to was added before the next round.
 
@@ -12,8 +12,9 @@ passed the gate (``SEQ_ACCESS_IGNORES_TIME``, ``SLOW_MARK_SKIPS_ACTIVE``,
 ``models.families.v0.checks``), two were equivalent under the contract and are not here (an
 evictor whose add order never advances: the contract leaves full ties open; a free-count need
 without its duplicate check: no chain repeats a chained hash). Round three (7): all caught
-within the zoo's schedules. Round four (6): likewise. Kept as regressions; the README's
-issue-22 section has the measurement. Each is one small change marked ``# BUG``.
+within the zoo's schedules. Round four (6): likewise. Kept as regressions (tests/zoo/README.md
+describes them, benchmarks/RESULTS.md has their times). Each is one small change marked
+``# BUG``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Broken reference counters and copy-on-write trackers (API.md section 7): patches of
+"""Broken reference counters and copy-on-write trackers (docs/API.md §7): patches of
 ``prefixcache/common.py``, each change marked ``# BUG`` in the patched source. Every allocator
 of the copy counts with them, and the refcount machine
 (``properties.families.v0.machines.refcount_level``) builds fresh ones of the target's classes.

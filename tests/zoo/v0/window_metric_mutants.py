@@ -1,4 +1,4 @@
-"""Patches with the upstream defects 3 and 4 of issue 18: a swap-in counted as a cache query
+"""Patches with two upstream defects of docs/CONTRACT.md: a swap-in counted as a cache query
 (HIT), and sliding-window tables whose swap refuses or moves the null block, or whose window
 drop leaves the first kept block linked to the freed one."""
 

@@ -38,8 +38,8 @@ def not_reused(m: Model, rec: BlockRec) -> None:
 def prefix_intact(m: Model, recs: Iterable[BlockRec]) -> None:
     """Each block's predecessors are live. A predecessor freed while its successor lives (the
     engine never does this: ``BlockTable.free`` frees a whole chain) goes back to the target's
-    pool (API.md 4.2), and a swap re-allocates the successor under its ``prev_block``
-    (API.md 4.5) while it makes block objects: the recycled predecessor may come back as the
+    pool (docs/API.md §4.2), and a swap re-allocates the successor under its ``prev_block``
+    (docs/API.md §4.5) while it makes block objects: the recycled predecessor may come back as the
     new block itself (upstream: a cyclic chain, RecursionError) or hold other content (the
     successor re-hashed under it, an assertion). What the API specifies there is no defect, so
     such a swap is out of contract."""

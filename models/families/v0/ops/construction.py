@@ -1,5 +1,5 @@
-"""The construction contract (:class:`~models.families.v0.operations.Construct`; API.md sections 4
-and 5).
+"""The construction contract (:class:`~models.families.v0.operations.Construct`;
+docs/API.md §4 and §5).
 
 A valid construction builds an allocator over explicit block ids (any order, any gaps, any ids
 in ``[0, 2**64)``) that then shows, per device:
@@ -73,7 +73,7 @@ class Construct(Op):
 
     ``create``: built instead by ``CpuGpuBlockAllocator.create(allocator,
     len(ids), len(cpu_ids), block_size)``, which numbers GPU ids ``0..G-1`` and CPU ids
-    ``G..G+C-1`` (API.md 5): so it needs ``devices``, ``ids == range(G)``, ``cpu_ids ==
+    ``G..G+C-1`` (docs/API.md §5): so it needs ``devices``, ``ids == range(G)``, ``cpu_ids ==
     range(G, G+C)`` and no ``argument``; the read-outs are the same."""
 
     kind: ClassVar[str] = "construct"
@@ -120,7 +120,7 @@ ARGUMENTS: dict[str, tuple[str, str | None]] = {
 
 def _create_numbering(op: Construct) -> bool:
     """``op`` may be built by ``create``: both devices, ids numbered as ``create`` numbers
-    them (GPU ``0..G-1``, CPU ``G..G+C-1``; API.md 5), no malformed argument."""
+    them (GPU ``0..G-1``, CPU ``G..G+C-1``; docs/API.md §5), no malformed argument."""
     g = len(op.ids)
     return (op.devices and not op.argument and op.ids == tuple(range(g))
             and op.cpu_ids == tuple(range(g, g + len(op.cpu_ids))))

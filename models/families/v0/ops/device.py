@@ -1,5 +1,5 @@
 """Device-level calls: one device's own allocator called directly, as a custom swapper does
-(API.md 4 and 4.5). ``DeviceSwap``, a swap in two halves, is with the other swaps
+(docs/API.md §4 and §4.5). ``DeviceSwap``, a swap in two halves, is with the other swaps
 (``models.families.v0.ops.swap``).
 
 The misuse variants (typed error, nothing changed; only for targets claiming typed errors):

@@ -1,7 +1,7 @@
 """``Malformed``: a call with one argument replaced by a value of the wrong type or range.
 
 Each argument the API validates has a *type* (``Op.malformed``, collected in
-``models.families.v0.malformed.ARGUMENTS``): what a well-formed value is, read from API.md's
+``models.families.v0.malformed.ARGUMENTS``): what a well-formed value is, read from docs/API.md's
 signatures (token ids are ints and never bools, counts are non-negative ints, devices are
 ``Device`` members, time stamps are real numbers a float holds exactly, ...). A call whose
 argument is replaced by a value of the wrong type or range is misuse: a target with typed errors

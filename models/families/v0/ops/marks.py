@@ -5,7 +5,7 @@ computed KV (the batch ran). Both are prefix-caching state: a naive target ignor
 Stale id lists: ``MarkStaleIds`` marks the ids freed handles held (an engine that stamps a
 sequence's ids after the sequence freed some of them). Each handle names an id: the one it
 holds if live, else the one it held when it was freed (the oracle records it at the ``Free``,
-in ``SeqState.freed_ids``). For a prefix-caching target, per id (API.md 4.3):
+in ``SeqState.freed_ids``). For a prefix-caching target, per id (docs/API.md §4.3):
 
 - active (held by a live block, perhaps another handle's since) -> a normal mark: its tracker's
   last access time becomes ``now``;
@@ -106,7 +106,7 @@ def stale_id(m: Model, handle: int) -> int:
 @dataclass(frozen=True, slots=True)
 class MarkStaleIds(Op):
     """``mark_blocks_as_accessed(ids, now)`` with, for each handle, the id it holds if live,
-    else the id it held when it was freed. Per id (API.md 4.3): active -> access time;
+    else the id it held when it was freed. Per id (docs/API.md §4.3): active -> access time;
     evictable -> ``evictor.update`` (its LRU rank moves); free -> misuse (``ValueError``);
     another device's -> misuse (``KeyError``). Every id is checked before any is marked."""
 

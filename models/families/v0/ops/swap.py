@@ -12,7 +12,7 @@ atomicity (the bundled family: the swap is checked first, then done at once) mov
 id once: every handle of one source id lands on the same destination id, whose refcount is the
 number of those handles, the mapping and the swap log hold the pair once, and the swap-in needs
 (and queries the cache for) one destination id per distinct source id. For other targets such
-a swap is out of contract: API.md 4.5 re-allocates each block on its own, so a shared partial
+a swap is out of contract: docs/API.md §4.5 re-allocates each block on its own, so a shared partial
 block gets one id per handle and the ``{src: dst}`` mapping keeps only the last pair (vLLM 0.8
 does exactly that; the engine swaps one sequence per call and never meets it).
 
@@ -21,7 +21,7 @@ whose refcount reaches 0 becomes evictable there), then ``swap_in`` on the desti
 each block an id of that device, in order. It must match ``Swap`` in ids, refcounts, content and
 cache hits, except that the device-aware allocator's swap log does not see it. A swap-in that
 does not fit must raise ``NoFreeBlocksError`` before it takes any id (targets claiming
-atomicity; for others it is out of contract: API.md lets it stop midway); the swapper then
+atomicity; for others it is out of contract: docs/API.md lets it stop midway); the swapper then
 swaps the blocks back in on the source, last released first, so they are held there again, as
 by a source-to-source swap.
 """
@@ -98,12 +98,12 @@ class Swap(Op):
         common.prefix_intact(m, recs)
         if len({r.id for r in recs}) != len(recs) and not keeps_shared_ids(m):
             raise Out("handles sharing an id swapped in one call by a target that does not "
-                      "claim to keep them shared (API.md 4.5 splits them, dropping a pair)")
+                      "claim to keep them shared (docs/API.md §4.5 splits them, dropping a pair)")
         return None
 
     def cost(self, m: Model) -> tuple[int, Dev]:
         """One destination id per distinct source id when shared ids are kept, else one per
-        block as API.md re-allocates them (hits on active cached ids are free)."""
+        block as docs/API.md re-allocates them (hits on active cached ids are free)."""
         recs = [m.blocks[h] for h in self.blocks]
         return m.swap_cost(representatives(recs) if keeps_shared_ids(m) else recs,
                            self.dst), self.dst

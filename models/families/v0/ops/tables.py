@@ -159,7 +159,7 @@ class TableAppend(Op):
     kind: ClassVar[str] = "table_append"
     malformed: ClassVar[Mapping[str, ArgSpec]] = {
         "tokens": (Arg.TOKENS, False), "lookahead": (Arg.COUNT, False),
-        # the table's extra_hash, which its plan passes to the call (API.md 12.1)
+        # the table's extra_hash, which its plan passes to the call (docs/API.md §12.1)
         "extra_hash": (Arg.EXTRA, False)}
     table: int
     tokens: Tokens

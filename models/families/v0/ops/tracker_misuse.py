@@ -13,7 +13,7 @@ tracker an access entry, the Aphrodite ``ComputedBlocksTracker`` a computed-id l
   Aphrodite's tracker has none and refuses it, as for a caching allocator); else its entry
   (list, gap flag, frozen count; or access time) is dropped.
 
-Sequence-tracker calls the contract says a tracker must refuse (API.md section 10), each
+Sequence-tracker calls the contract says a tracker must refuse (docs/API.md §10), each
 with a typed error and nothing changed (targets with typed errors only):
 
 - ``SeqLostBlocks``: the Aphrodite ``get_cached_computed_blocks_and_update`` of a sequence

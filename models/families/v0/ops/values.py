@@ -167,7 +167,7 @@ class EvictorState:
 class RefcountState:
     """What the counter shows after a step: ``get(id)`` of each id it was built with;
     ``pending``: the tracker's recorded pairs (a non-destructive ``pending()``), for targets
-    whose tracker has one (an extension, not in API.md), else None."""
+    whose tracker has one (an extension, not in docs/API.md), else None."""
 
     counts: Mapping[int, int]
     pending: tuple[tuple[int | None, int | None], ...] | None = None
@@ -183,7 +183,7 @@ class Outcome:
     ``new_blocks``/``new_table`` are the handles the runner created (empty on failure);
     ``cows`` are the copy-on-write pairs drained right after the call, as an engine does every
     scheduling step; ``admitted`` is the allocator's own admission verdict for ``TableSwap``;
-    ``builtins`` names the builtin exception classes the error is an instance of (API.md pins
+    ``builtins`` names the builtin exception classes the error is an instance of (docs/API.md pins
     some: :mod:`models.families.v0.error_classes`).
     """
 
@@ -220,10 +220,10 @@ class Snapshot:
     refcounts: Mapping[int, int] | None = None
     evictor: EvictorState | None = None  # evictor level (models.families.v0.evictor_model)
     refcount: RefcountState | None = None  # refcount level (models.families.v0.refcount_model)
-    # each live block handle's ``Block.extra_hash`` (API.md §vLLM 1), for
+    # each live block handle's ``Block.extra_hash`` (docs/API.md §12.1), for
     # targets whose allocate calls take ``extra_hash``; None for other targets.
     block_extras: Mapping[int, int | None] | None = None
-    #: each live block handle's ``num_tokens_total`` (API.md 3: the tokens of its chain up
+    #: each live block handle's ``num_tokens_total`` (docs/API.md §3: the tokens of its chain up
     #: to and including it), for prefix-caching targets; None for others.
     block_totals: Mapping[int, int] | None = None
     #: per live table whose blocks expose ``num_tokens_total`` (prefix-caching targets), each

@@ -1,6 +1,6 @@
 """Construction plans: ``Construct`` builds the target's own classes beside its allocator:
 the GPU allocator's class (prefix-caching or naive), the naive class a prefix-caching one
-embeds (``_hashless_allocator``, API.md 4) or the prefix-caching class of the package, the
+embeds (``_hashless_allocator``, docs/API.md §4) or the prefix-caching class of the package, the
 ``NaiveBlock`` of the naive class's module, and the allocator's device-aware class (for
 ``devices`` and ``create``). A class that is not importable by name is not found (a reproducer
 could not build it); the machines and the decoder ask only for what ``construct_support``
@@ -105,7 +105,7 @@ class ConstructionPlans(AdapterCore):
         kwargs: list[tuple[str, Expr]] = [
             ("block_ids", bad if replaced == "block_ids" else Lit(list(ids)))]
         if not op.argument and ids == tuple(range(len(ids))):  # default ids
-            kwargs = []  # API.md 4: block_ids defaults to range(num_blocks)
+            kwargs = []  # docs/API.md §4: block_ids defaults to range(num_blocks)
         args: tuple[Expr, ...]
         if op.allocator == "naive":
             func, args = self._construct_cls("naive"), (self._construct_cls("naive_block"), n,

@@ -95,7 +95,7 @@ class ObservationReads(AdapterCore):
     def table_totals(self, obj: Any) -> tuple[int | None, ...] | None:
         """Each block's ``num_tokens_total`` of a block table (already read by
         :meth:`table_state`), type-checked; ``None`` for a block that does not define it
-        (``NotImplementedError``, as the null block, API.md), and ``None`` for the whole table
+        (``NotImplementedError``, as the null block, docs/API.md), and ``None`` for the whole table
         when a block's class has no such attribute (a target that does not expose it)."""
         shown: list[int | None] = []
         for block in obj.blocks:
@@ -116,7 +116,7 @@ class ObservationReads(AdapterCore):
 
     def table_state(self, obj: Any) -> tuple[tuple[int | None, ...], Tokens]:
         """(ids, tokens) of a block table; ``blocks``, ``physical_block_ids`` and the token
-        list are type-checked (``physical_block_ids`` is the table's own list, see API.md)."""
+        list are type-checked (``physical_block_ids`` is the table's own list, see docs/API.md)."""
         blocks = obj.blocks
         if type(blocks) is not list:
             raise wrong_type("BlockTable.blocks", "list of blocks", blocks)

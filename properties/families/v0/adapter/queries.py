@@ -50,7 +50,7 @@ class QueryPlans(AdapterCore):
         if not self.has_aphrodite_api:
             raise Unsupported("get_num_blocks_touched is Aphrodite-generation only")
         blocks = ListOf(tuple(block(h) for h in op.blocks))
-        # No lookahead is left to the default (0, API.md 5): a default that adds slots shows
+        # No lookahead is left to the default (0, docs/API.md §5): a default that adds slots shows
         # as a wrong count.
         lookahead = (Lit(op.lookahead),) if op.lookahead else ()
         call = method("alloc", "get_num_blocks_touched", blocks, self.device(op.device),

@@ -30,7 +30,7 @@ class TableQueryPlans(AdapterCore):
         stmts = [Stmt(Attr(tbl, "num_full_slots")), Stmt(unseen, bind="unseen"), Stmt(touched)]
         required = self.block_table_cls.get_num_required_blocks
         if "num_lookahead_slots" in inspect.signature(required).parameters:
-            # No lookahead is left to the default (0, API.md 12): a default that adds slots
+            # No lookahead is left to the default (0, docs/API.md §12): a default that adds slots
             # shows as a wrong count.
             lookahead = (Lit(op.lookahead),) if op.lookahead else ()
             stmts.append(Stmt(Call(Attr(Name("BlockTable"), "get_num_required_blocks"),

@@ -1,4 +1,4 @@
-"""Engine-side plans (``ENGINE_OPS``, model: ``models/families/v0/trackers.py``): the common
+"""Engine-side plans (``ENGINE_OPS``, model: ``models/families/v0/ops/trackers.py``): the common
 computed prefix of a batch, bursts of cache queries, and the per-sequence trackers. Trackers
 come from ``<package>.prefix_caching_block`` of the allocator (or the module of a class it
 derives from); the sequence stand-in is :class:`EngineSeq`. Both are reached with
@@ -134,7 +134,7 @@ class TrackerPlans(AdapterCore):
         call = method("computed_tracker", "get_cached_computed_blocks_and_update", Lit(op.table),
                       Attr(table(op.table), "physical_block_ids"))
         # freed behind (tracker lifecycle): the tracker returns the list it caches and later
-        # extends in place (API.md 10; upstream does the same), so the engine reads a copy
+        # extends in place (docs/API.md §10; upstream does the same), so the engine reads a copy
         # taken at once and the runner watches that copy, not the tracker's own list.
         call = Call(Attr(Call(Name("__import__"), (Lit("copy"),)), "copy"), (call,))
         return Plan([Stmt(call)], value=lambda r: checked_ints(

@@ -1,4 +1,4 @@
-"""Evictor-level state machine: the target's own evictor (API.md section 6) driven directly,
+"""Evictor-level state machine: the target's own evictor (docs/API.md §6) driven directly,
 judged after every step by ``models.families.v0.evictor_model`` (victim, returned hash,
 ``num_blocks``, ``free_table``, ``__contains__``; misuse refused and atomic for targets claiming
 so).
@@ -179,7 +179,7 @@ class EvictorLevelMachine(V0Machine):
     def misuse(self, which: str, block_id: int, pick: int, content_hash: int, tokens: int,
                time: float | None) -> None:
         """Refused with a typed error, without a trace; ``add`` of a candidate may also
-        overwrite it (API.md is silent, see ``models.families.v0.evictor_model``)."""
+        overwrite it (docs/API.md is silent, see ``models.families.v0.evictor_model``)."""
         held = self.oracle.evictor.meta
         if which == "evict":
             if held:

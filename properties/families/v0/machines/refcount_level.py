@@ -1,5 +1,5 @@
 """Refcount-level state machine: the target's own ``RefCounter`` and ``CopyOnWriteTracker``
-(API.md section 7) driven directly, judged after every step by ``models.families.v0.refcount_model``
+(docs/API.md §7) driven directly, judged after every step by ``models.families.v0.refcount_model``
 (the counts returned and shown by ``get``, ``is_appendable``, the recorded pairs; misuse refused and
 atomic for targets claiming so).
 
