@@ -103,6 +103,12 @@ class StandInRequest:
     def num_tokens(self) -> int:
         return len(self.all_token_ids)
 
+    @property
+    def _all_token_ids(self) -> list[int]:
+        """0.34's hasher slices the token buffer directly (upstream: an ``array`` subclass;
+        the hasher makes a tuple of the slice either way)."""
+        return self.all_token_ids
+
 
 class _Placeholder:
     """An engine type the suite never constructs (annotations, unused config helpers)."""
