@@ -256,15 +256,18 @@ class _Missing:
     chain: tuple[str, ...]
 
 
-def _targets(edge: Edge, source: Source) -> Iterator[tuple[str, bool]]:
+def _targets(edge: Edge, source: Source, stubs: Mapping[str, Builder]
+             ) -> Iterator[tuple[str, bool]]:
     """(module, needs_real_init) each edge imports: ``from pkg import sub`` imports the
-    submodule; a name that is not a submodule needs ``pkg`` itself executed."""
+    submodule (one of the source or a stand-in); a name that is not a submodule needs ``pkg``
+    itself executed."""
     if not edge.names:
         yield edge.target, False
         return
     attrs = False
     for name in edge.names:
-        if name != "*" and source.has_module(f"{edge.target}.{name}"):
+        full = f"{edge.target}.{name}"
+        if name != "*" and (full in stubs or source.has_module(full)):
             yield f"{edge.target}.{name}", False
         else:
             attrs = True
@@ -323,7 +326,7 @@ def resolve(source: Source, roots: Sequence[str], policy: Policy) -> Closure:
             return None  # a synthetic package serves its submodules
         problem: _Missing | None = None
         for edge in imports_of(file.text, name, is_package):
-            for target, needs_init in _targets(edge, source):
+            for target, needs_init in _targets(edge, source, policy.stubs):
                 if not target or target == name:
                     continue
                 if edge.lazy:

@@ -59,7 +59,7 @@ from properties.core.sources import (
     with_packages,
 )
 from properties.families.v1 import stand_ins
-from properties.families.v1.closure import Closure, Policy, Source, resolve
+from properties.families.v1.closure import Closure, ClosureError, Policy, Source, resolve
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -67,6 +67,7 @@ __all__ = [
     "SOURCE_ENV",
     "SUPPORTED_VERSIONS",
     "Capabilities",
+    "ClosureError",
     "Patch",
     "V1Modules",
     "cached_wheel",
@@ -112,6 +113,12 @@ class Capabilities:
     partial_blocks: bool  # cache_partial_block and alias keys
     keys_prompt_embeds: bool
     skips_null_blocks: bool  # cache_full_blocks skips null (window-skipped) entries
+    # Detected and described; the block machine drives none of these yet (0.34 added all but
+    # partial_replace, which 0.33 has):
+    free_evict_first: bool = False  # free_blocks(..., evict_first=): cached blocks to the front
+    partial_replace: bool = False  # cache_partial_block(..., replace_existing_hashes=)
+    hash_map_by_id: bool = False  # the hash map holds block ids per key, has clear()
+    frontend_hashes: bool = False  # kv_cache_utils.frontend_block_hashes (hashes from the API)
 
 
 def capabilities(mods: V1Modules) -> Capabilities:
@@ -127,6 +134,11 @@ def capabilities(mods: V1Modules) -> Capabilities:
         partial_blocks=hasattr(pool, "cache_partial_block"),
         keys_prompt_embeds=hasattr(utils, "_gen_prompt_embeds_extra_hash_keys"),
         skips_null_blocks="block_mask" in inspect.signature(pool.cache_full_blocks).parameters,
+        free_evict_first="evict_first" in inspect.signature(pool.free_blocks).parameters,
+        partial_replace=hasattr(pool, "cache_partial_block") and "replace_existing_hashes" in
+        inspect.signature(pool.cache_partial_block).parameters,
+        hash_map_by_id=hasattr(getattr(mods.block_pool, "BlockHashToBlockMap", None), "clear"),
+        frontend_hashes=hasattr(utils, "frontend_block_hashes"),
     )
 
 

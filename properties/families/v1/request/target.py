@@ -124,6 +124,11 @@ def vllm_v1_manager() -> ManagerTarget:
     return ManagerTarget("vllm", load_manager(version="0.33.0"))
 
 
+def vllm_v034_manager() -> ManagerTarget:
+    """vLLM 0.34.0's KVCacheManager from the cached wheel (needs torch)."""
+    return ManagerTarget("vllm", load_manager(version="0.34.0"))
+
+
 def vllm_v1_manager_on_pool(pool_spec: str) -> ManagerTarget:
     """vLLM 0.33.0's own KVCacheManager running on the ``BlockPool`` class ``pool_spec``
     (``module:Class``, a subclass-compatible pool such as the bundled one).
