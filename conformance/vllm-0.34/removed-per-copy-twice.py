@@ -10,7 +10,7 @@ B = pool.blocks
 
 r0 = StandInRequest(
     'r0', [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], lora_request=None,
-    cache_salt=None, mm_features=[], prompt_embeds=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    cache_salt=None, mm_features=[], prompt_embeds=None)
 r0.block_hashes.extend(hasher(r0))
 print('r0 block_hashes', [bytes(h).hex()[:12] for h in r0.block_hashes])
 print('get_new_blocks', [b.block_id for b in pool.get_new_blocks(6)])
