@@ -15,11 +15,12 @@ from properties.families.v1.request.reproducer import render
 from properties.families.v1.request.target import (
     ManagerConfig,
     ManagerTarget,
+    vllm_v033_manager,
     vllm_v034_manager,
     vllm_v1_manager,
 )
 
-TARGETS = {"0.34.0": vllm_v034_manager}  # others: the default release's
+TARGETS = {"0.34.0": vllm_v034_manager, "0.33.0": vllm_v033_manager}  # others: the default
 
 
 def main(argv: list[str]) -> int:

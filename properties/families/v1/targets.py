@@ -107,8 +107,13 @@ def _release(version: str) -> PoolTarget:
 
 
 def vllm_v1_block_pool() -> PoolTarget:
-    """vLLM 0.33.0's BlockPool from its wheel (fetched on first use:
-    ``python -m properties.upstream fetch vllm-v1``)."""
+    """The newest supported release's BlockPool (:data:`upstream.DEFAULT_VERSION`, 0.34.0) from
+    its wheel (fetched on first use: ``python -m properties.upstream fetch vllm-v1``)."""
+    return _release(upstream.DEFAULT_VERSION)
+
+
+def vllm_v033_block_pool() -> PoolTarget:
+    """vLLM 0.33.0's BlockPool, the bundled pool's reference (``... --version 0.33.0``)."""
     return _release("0.33.0")
 
 
@@ -179,7 +184,8 @@ def load(spec: str, step_timeout: float | None = None) -> PoolTarget:
 
 
 def default_spec() -> str:
-    """The bundled pool when importable, else vLLM 0.33.0's (until the bundled one lands)."""
+    """The bundled pool when importable, else the newest release's (until the bundled one
+    lands)."""
     try:
         importlib.import_module(DEFAULT_SPEC.partition(":")[0])
     except ImportError:

@@ -18,9 +18,10 @@ memoised per (source, patches): the same source always yields the same module ob
 Source lookup for a release when ``source`` is None: ``$PREFIXCACHE_VLLM_V1_SOURCE`` (a wheel or
 a tree holding ``vllm/v1/core/``), else the cached wheel ``vllm-<version>-*.whl`` under
 :func:`properties.core.sources.cache_dir`, which ``python -m properties.families.v1.upstream
-fetch`` downloads (``--version``: 0.33.0, the default, or 0.11.0).
+fetch`` downloads (``--version``: 0.34.0, the default, 0.33.0 or 0.11.0).
 
-Supported releases: 0.34.0 (the newest), 0.33.0 and 0.11.0, the last release before the pool learnt
+Supported releases: 0.34.0 (the newest, the default), 0.33.0 (the bundled pool's reference) and
+0.11.0, the last release before the pool learnt
 ``hash_block_size``, partial-block keys, ``evict_blocks``, block metrics and the "unhashed
 blocks to the queue front" free rule, and whose ``touch`` takes one list per group: the widest
 API drift one loader has to absorb, and a release many deployments still ran in 2026. Drift is
@@ -76,7 +77,7 @@ __all__ = [
     "load_vllm_v1",
 ]
 
-DEFAULT_VERSION = "0.33.0"
+DEFAULT_VERSION = "0.34.0"
 SUPPORTED_VERSIONS = ("0.34.0", "0.33.0", "0.11.0")
 FETCH_COMMAND = "python -m properties.upstream fetch vllm-v1"
 SOURCE_ENV = "PREFIXCACHE_VLLM_V1_SOURCE"

@@ -8,7 +8,8 @@ spec registry is filled while the plan is installed (upstream fills it lazily on
 import that would otherwise escape the isolation). torch comes from the environment; without it,
 :func:`load_manager` raises :class:`TorchMissing` (install the ``v1-manager`` extra).
 
-Supported: 0.33.0 (the spec registry and the manager API this level drives).
+Supported: 0.34.0 (the default) and 0.33.0 (the spec registry and the manager API this level
+drives); the closure is resolved from :data:`ROOTS` as at the block level.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from properties.families.v1.request.executor import RequestExecutor
 from properties.families.v1.request.target import ManagerConfig, ManagerTarget
 
 # The target factory a script names for a release (others: the default release's).
-RELEASE_FACTORIES = {"0.34.0": "vllm_v034_manager"}
+RELEASE_FACTORIES = {"0.34.0": "vllm_v034_manager", "0.33.0": "vllm_v033_manager"}
 
 
 def render(target: ManagerTarget, config: ManagerConfig, program: Sequence[ops.ROp],
