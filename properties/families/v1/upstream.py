@@ -150,11 +150,12 @@ def capabilities(mods: V1Modules) -> Capabilities:
 
 def block_policy() -> Policy:
     """The block level's stand-ins: the engine plumbing of :data:`stand_ins.STUBS`; vLLM 0.11's
-    monolithic ``vllm.utils`` (it imports torch) and ``cbor2`` only when the real ones cannot
-    load; torch is never imported."""
+    monolithic ``vllm.utils`` (it imports torch), ``cbor2`` and 0.34's ``vllm.v1.token_buffer``
+    (numpy) only when the real ones cannot load; torch is never imported."""
     return Policy(stubs=stand_ins.STUBS,
                   fallbacks={"vllm.utils": stand_ins.ENGINE_UTILS_STUB,
-                             "cbor2": stand_ins.CBOR2_STUB},
+                             "cbor2": stand_ins.CBOR2_STUB,
+                             "vllm.v1.token_buffer": stand_ins.TOKEN_BUFFER_STUB},
                   forbidden=frozenset({"torch"}))
 
 
