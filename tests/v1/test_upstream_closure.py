@@ -128,6 +128,7 @@ def test_tree_unpacked_from_a_wheel_reports_its_version(tmp_path: Path) -> None:
 
 # The stand-in callables the pool's paths call, per release; each is proved equivalent below
 # (events: the fields upstream declares; the logger's methods return None).
+# ``vllm.envs`` is a value the pool reads: see test_events_with_int_hashes_are_the_same_events.
 CALLED = {
     "vllm.logger.init_logger",
     "vllm.distributed.kv_events.BlockStored",
@@ -158,9 +159,20 @@ def _traced(calls: list[str]) -> Callable[[Callable[[ModuleType], None]],
 
         return call
 
+    class Recording(ModuleType):
+        """Records every attribute read of the module (``from m import x`` included)."""
+
+        def __getattribute__(self, name: str) -> Any:
+            if not name.startswith("__") and name != MARKER:
+                calls.append(f"read {ModuleType.__getattribute__(self, '__name__')}.{name}")
+            return ModuleType.__getattribute__(self, name)
+
     def wrap(build: Callable[[ModuleType], None]) -> Callable[[ModuleType], None]:
         def traced_build(module: ModuleType) -> None:
             build(module)
+            if module.__name__ == "vllm.envs":  # a value, read when used: record the reads
+                module.__class__ = Recording
+                return
             for name, value in list(vars(module).items()):
                 if not name.startswith("__") and name != MARKER and callable(value):
                     setattr(module, name, trace(module.__name__, name, value))
@@ -231,7 +243,9 @@ def test_stand_ins_called_on_the_suites_paths_are_only_the_proved_ones(version: 
     events = list(_drive(mods, hash_fn))
     assert any(type(e).__name__ == "BlockStored" for e in events)
     assert any(type(e).__name__ == "BlockRemoved" for e in events)
-    assert set(calls) <= CALLED, sorted(set(calls) - CALLED)
+    envs_reads = {c for c in calls if c.startswith("read vllm.envs.")}
+    assert envs_reads == {"read vllm.envs.VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES"}, envs_reads
+    assert set(calls) - envs_reads <= CALLED, sorted(set(calls) - envs_reads - CALLED)
     assert "vllm.logger.init_logger" in calls
     if version != "0.11.0":
         assert {"vllm.multimodal.utils.get_mm_features_in_window",
@@ -342,6 +356,42 @@ def test_without_numpy_034_hashes_as_with_its_real_token_buffer() -> None:
         assert hashes[0] == hashes[1]
 
     check()
+
+
+@pytest.mark.parametrize("version", ["0.34.0", "0.33.0"])
+def test_events_with_int_hashes_are_the_same_events(version: str) -> None:
+    """The envs stand-in's one value the pool reads, ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES``,
+    is False (upstream's default: True). The pool reads it only where it builds an event
+    (``maybe_convert_block_hash``): the same program's events are upstream's int-hash events
+    before upstream's own conversion (the 64-bit int view of each hash), so the suite's event
+    checks see full keys and nothing else changes."""
+    wheel = _wheel(version)
+
+    def load(use_int: bool) -> tuple[dict[str, ModuleType], Any]:
+        def build_envs(module: ModuleType) -> None:
+            stand_ins.STUBS["vllm.envs"](module)
+            module.VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES = use_int
+
+        base = upstream.block_policy()
+        closure = upstream.resolve_closure(wheel, policy=Policy(
+            stubs={**base.stubs, "vllm.envs": build_envs}, fallbacks=base.fallbacks,
+            forbidden=base.forbidden))
+        mods, _ = upstream.run_plan(upstream.plan_closure(closure), closure.origin,
+                                    upstream.ROOTS)
+        return mods, mods["v1.core.kv_cache_utils"].maybe_convert_block_hash
+
+    hash_fn = upstream.hash_function(upstream.load_vllm_v1(wheel, version=version))
+    (raw_mods, _), (int_mods, convert) = load(False), load(True)
+    raw_events, int_events = list(_drive(raw_mods, hash_fn)), list(_drive(int_mods, hash_fn))
+    assert len(raw_events) == len(int_events) > 0
+    for raw, as_int in zip(raw_events, int_events, strict=True):
+        fields = dict(vars(raw))
+        if "block_hashes" in fields:
+            fields["block_hashes"] = [convert(h) for h in fields["block_hashes"]]
+        if fields.get("parent_block_hash") is not None:
+            fields["parent_block_hash"] = convert(fields["parent_block_hash"])
+        assert fields == vars(as_int), (fields, vars(as_int))
+        assert all(isinstance(h, bytes) for h in getattr(raw, "block_hashes", []))
 
 
 def test_011_utils_fallback_is_033s_real_helpers() -> None:
