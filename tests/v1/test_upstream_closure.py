@@ -406,3 +406,29 @@ def test_011_utils_fallback_is_033s_real_helpers() -> None:
             assert module.cdiv(a, b) == real_cdiv(a, b)
     for value in (None, (b"p", (1, 2, 3), None), ("lora", "l", "/p"), b"\x00" * 33):
         assert module.sha256(value) == new.hashing.sha256(value)
+
+
+def test_034_is_block_writable_is_checked_against_the_model() -> None:
+    """Every snapshot of a 0.34 pool carries ``is_block_writable`` per block, which the model
+    checks (one holder, no key); a pool answering it without the key is caught at the first
+    cached block."""
+    from models.core.invariants import Family, Violation
+    from models.families.v1 import ops
+    from models.families.v1.pool_model import PoolConfig
+    from properties.families.v1.executor import run_program
+    from properties.families.v1.targets import patched_vllm_pool, vllm_v034_block_pool
+
+    _wheel("0.34.0")
+    config = PoolConfig(num_blocks=6, hash_block_size=2, group_block_sizes=(2,))
+    program = [ops.Req(tokens=(1, 2, 3, 4)), ops.GetNew(2), ops.CacheFull(0, (1, 2), 0, 2, 0),
+               ops.Free((2,)), ops.GetNew(1)]
+    good = vllm_v034_block_pool()
+    ex = run_program(good, config, program)
+    assert ex.adapter.snapshot().writable is not None
+    broken = patched_vllm_pool("writable-ignores-hash", [(
+        "v1.core.block_pool",
+        "return not block.is_null and block.ref_cnt == 1 and block.block_hash is None",
+        "return not block.is_null and block.ref_cnt == 1")], version="0.34.0")
+    with pytest.raises(Violation, match="is_block_writable") as info:
+        run_program(broken, config, program)
+    assert info.value.family is Family.CACHE
