@@ -254,7 +254,7 @@ def load_v1_target(fetch: bool) -> tuple[Any, str | None]:
         return None, (f"the vLLM {version} wheel is not cached (--no-fetch); fetch it with "
                       f"{command}")
     try:
-        return v1_targets.vllm_v1_block_pool(), None
+        return v1_targets.vllm_v033_block_pool(), None
     except Exception as exc:
         return None, (f"vLLM {version}'s v1 BlockPool unavailable ({type(exc).__name__}: "
                       f"{exc}); fetch the wheel with {command}")

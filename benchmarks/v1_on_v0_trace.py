@@ -136,6 +136,11 @@ class V1Table:
     def num_tokens(self) -> int:
         return len(self.all_token_ids)
 
+    @property
+    def _all_token_ids(self) -> list[int]:
+        """vLLM 0.34's hasher slices the token buffer under this name."""
+        return self.all_token_ids
+
 
 def make_shim(pool: Any, hasher: Callable[[Any], list[Any]], block_size: int,
               touch_per_group: bool = False) -> dict[str, Callable[..., Any]]:

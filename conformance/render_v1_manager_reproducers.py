@@ -12,17 +12,25 @@ from pathlib import Path
 
 from models.families.v1 import request_ops as ops
 from properties.families.v1.request.reproducer import render
-from properties.families.v1.request.target import ManagerConfig, vllm_v1_manager
+from properties.families.v1.request.target import (
+    ManagerConfig,
+    ManagerTarget,
+    vllm_v033_manager,
+    vllm_v034_manager,
+    vllm_v1_manager,
+)
+
+TARGETS = {"0.34.0": vllm_v034_manager, "0.33.0": vllm_v033_manager}  # others: the default
 
 
 def main(argv: list[str]) -> int:
-    target = vllm_v1_manager()
     for name in argv:
         path = Path(name)
         minor = path.name.removesuffix(".manager.xfails.json")
         out_dir = path.parent / minor
         out_dir.mkdir(exist_ok=True)
         for entry in json.loads(path.read_text(encoding="utf-8")):
+            target: ManagerTarget = TARGETS.get(entry["versions"][0], vllm_v1_manager)()
             program = [ops.from_json(r) for r in entry["program"]]
             title = (f"{entry['id']}\n({entry['class']}, {entry['family']}): vLLM "
                      f"{entry['versions'][0]} KVCacheManager.")

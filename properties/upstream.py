@@ -6,7 +6,8 @@ write ``properties.upstream:<target>`` whatever the API generation.
 
 - v0 block manager: ``vllm_v0_allocator`` (vLLM 0.8's code, the ``vllm-block`` distribution),
   ``aphrodite_allocator`` (Aphrodite 0.6.5, read from its wheel).
-- v1 ``BlockPool``: ``vllm_v1_block_pool`` (vLLM 0.33.0), ``vllm_v011_block_pool`` (0.11.0),
+- v1 ``BlockPool``: ``vllm_v1_block_pool`` (the newest supported release, vLLM 0.34.0),
+  ``vllm_v034_block_pool``, ``vllm_v033_block_pool``, ``vllm_v011_block_pool`` (those releases),
   read from the wheels without torch.
 - The loaders themselves (``load_vllm_v0``, ``load_aphrodite``, ``load_vllm_v1``): the upstream
   modules, for code that drives them directly.
@@ -25,7 +26,12 @@ from properties.families.v0.upstream import (
     vllm_v0_allocator,
 )
 from properties.families.v1 import upstream as v1
-from properties.families.v1.targets import vllm_v011_block_pool, vllm_v1_block_pool
+from properties.families.v1.targets import (
+    vllm_v011_block_pool,
+    vllm_v033_block_pool,
+    vllm_v034_block_pool,
+    vllm_v1_block_pool,
+)
 from properties.families.v1.upstream import load_vllm_v1
 
 __all__ = [
@@ -36,6 +42,8 @@ __all__ = [
     "main",
     "vllm_v0_allocator",
     "vllm_v011_block_pool",
+    "vllm_v033_block_pool",
+    "vllm_v034_block_pool",
     "vllm_v1_block_pool",
 ]
 

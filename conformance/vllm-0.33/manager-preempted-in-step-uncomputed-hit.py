@@ -7,10 +7,10 @@ computed KV at step 2: Preempt(req=0)
 """
 
 from properties.families.v1.request.stand_ins import ManagerRequest, RequestStatus
-from properties.families.v1.request.target import ManagerConfig, vllm_v1_manager
+from properties.families.v1.request.target import ManagerConfig, vllm_v033_manager
 from properties.families.v1.stand_ins import LoraRef  # noqa: F401  (requests with an adapter)
 
-target = vllm_v1_manager()  # vLLM 0.33.0
+target = vllm_v033_manager()  # vLLM 0.33.0
 config = ManagerConfig(
     num_blocks=10, groups=(('full', 4),), hash_block_size=4,
     max_model_len=64, events=False)

@@ -127,12 +127,12 @@ def test_an_unfetchable_release_is_a_clear_error_tried_once(monkeypatch: pytest.
         calls.append(version)
         raise UpstreamSourceMissing("`pip download` failed with exit code 1")
 
-    monkeypatch.setattr(upstream, "cached_wheel", lambda version="0.33.0": None)
+    monkeypatch.setattr(upstream, "cached_wheel", lambda version="0.34.0": None)
     monkeypatch.setattr(upstream, "fetch", fetch)
     monkeypatch.delenv(upstream.SOURCE_ENV, raising=False)
     monkeypatch.setattr(targets, "_FETCH_FAILED", {})
     for _ in range(2):
         with pytest.raises(UpstreamSourceMissing, match="is the package index reachable") as info:
             targets.vllm_v1_block_pool()
-        assert "python -m properties.upstream fetch vllm-v1 --version 0.33.0" in str(info.value)
-    assert calls == ["0.33.0"]
+        assert "python -m properties.upstream fetch vllm-v1 --version 0.34.0" in str(info.value)
+    assert calls == ["0.34.0"]

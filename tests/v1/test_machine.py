@@ -1,4 +1,5 @@
-"""The v1 executor and machine against vLLM 0.33.0's pool: clean runs, probes, replays."""
+"""The v1 executor and machine against the newest release's pool (vLLM 0.34.0): clean runs,
+probes, replays."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from properties.families.v1.machine import FINDINGS, bind
 from properties.families.v1.targets import PoolTarget, vllm_v1_block_pool
 
 pytestmark = pytest.mark.skipif(upstream.cached_wheel() is None,
-                                reason=f"vllm 0.33.0 wheel not cached: `{upstream.FETCH_COMMAND}`")
+                                reason=f"vllm 0.34.0 wheel not cached: `{upstream.FETCH_COMMAND}`")
 CONFIG = PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=(2, 4))
 
 
@@ -59,7 +60,7 @@ def test_misuse_probes_leave_the_run_pool_alone(target: PoolTarget) -> None:
 
 def test_machine_runs_clean_and_collects_findings(target: PoolTarget) -> None:
     FINDINGS.clear()
-    # Clean of 0.33.0's known deviations (their xfails entries' features are left out), and
+    # Clean of the release's known deviations (their xfails entries' features are left out), and
     # generated without the local-constants pool, so edits elsewhere do not change the run.
     known = frozenset({"window_nulls", "partial_blocks", "evict_held", "duplicates"})
     with fixed_constants():

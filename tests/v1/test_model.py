@@ -149,3 +149,21 @@ def test_program_json_round_trip() -> None:
                ops.Free((2, 1)), ops.Reset(), ops.TakeEvents(), ops.Evict((1,)),
                ops.CachePartial(0, 1, 2, 1), ops.Touch((1,))]
     assert [ops.from_json(r) for r in ops.program_json(program)] == program
+
+
+def test_writable_is_one_holder_and_no_key() -> None:
+    m = model()
+    (a,) = m.get_new_blocks(1)
+    free = {b: False for b in m.ref if b != a}
+    ok = Observed(dict(m.ref), list(m.free), dict.fromkeys(m.ref), m.num_free, m.usage,
+                  writable={**free, a: True})
+    m.compare(ok)  # handed out, unhashed: its holder may write it in place
+    m.compare(Observed(ok.ref, ok.free, ok.primary, ok.num_free, ok.usage))  # not offered
+    with pytest.raises(Violation, match="is_block_writable") as info:
+        m.compare(Observed(ok.ref, ok.free, ok.primary, ok.num_free, ok.usage,
+                           writable={**free, a: False}))
+    assert info.value.family is Family.CACHE
+    m.touch([a])  # a second holder: no longer writable
+    with pytest.raises(Violation, match="is_block_writable"):
+        m.compare(Observed(dict(m.ref), list(m.free), dict.fromkeys(m.ref), m.num_free,
+                           m.usage, writable={**free, a: True}))

@@ -22,8 +22,10 @@ from properties.families.v1.targets import patched_vllm_pool, vllm_v1_block_pool
 from tests.zoo.v1.catching import catch
 from tests.zoo.v1.upstream import VARIANTS, Variant
 
-pytestmark = pytest.mark.skipif(upstream.cached_wheel() is None,
-                                reason=f"vllm 0.33.0 wheel not cached: `{upstream.FETCH_COMMAND}`")
+pytestmark = pytest.mark.skipif(upstream.cached_wheel() is None
+                                or upstream.cached_wheel("0.33.0") is None,
+                                reason=f"vllm 0.34.0 or 0.33.0 wheel not cached: "
+                                f"`{upstream.FETCH_COMMAND} --version 0.33.0` (and 0.34.0)")
 SHRINK = bool(os.environ.get("PREFIXCACHE_V1_ZOO_SHRINK"))  # for the report: shrunk lengths
 SETTINGS = settings(max_examples=600, stateful_step_count=50, derandomize=True, database=None,
                     deadline=None, suppress_health_check=list(HealthCheck),

@@ -220,14 +220,23 @@ class PoolModel:
             if observed.primary.get(b) != want:
                 raise Violation(Family.CACHE, f"block {b}: block_hash", expected=want,
                                 observed=observed.primary.get(b))
+        if observed.writable is not None:
+            for b, r in self.ref.items():
+                # In place only for its one holder, and only while no key promises its content.
+                want_w = r == 1 and not self.keys_of(b)
+                if observed.writable.get(b) != want_w:
+                    raise Violation(Family.CACHE, f"block {b}: is_block_writable()",
+                                    expected=want_w, observed=observed.writable.get(b))
 
 
 @dataclass(frozen=True, slots=True)
 class Observed:
-    """A target snapshot: refcounts, free queue (head first), primary keys, counters."""
+    """A target snapshot: refcounts, free queue (head first), primary keys, counters, and
+    ``is_block_writable`` per block where the target has it (0.34; None: it has not)."""
 
     ref: dict[int, int]
     free: list[int]
     primary: dict[int, Key | None]
     num_free: int
     usage: float
+    writable: dict[int, bool] | None = None

@@ -123,7 +123,11 @@ class PoolAdapter:
         if null is not pool.blocks[0] or not null.is_null:
             raise Violation(Family.TARGET, "the null block must be block 0, is_null",
                             observed=null)
+        writable_of = getattr(pool, "is_block_writable", None)
+        writable = (None if writable_of is None
+                    else {b.block_id: bool(writable_of(b)) for b in blocks})
         return Observed(ref={b.block_id: b.ref_cnt for b in blocks},
                         free=self.free_queue(pool),
                         primary={b.block_id: split_key(b.block_hash) for b in blocks},
-                        num_free=pool.get_num_free_blocks(), usage=pool.get_usage())
+                        num_free=pool.get_num_free_blocks(), usage=pool.get_usage(),
+                        writable=writable)

@@ -11,7 +11,10 @@ suite. Nothing here changes the behaviour of the code under test:
 * ``envs.VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES`` is False, so events carry the raw ``bytes`` keys
   the pool stores (upstream's default converts them to 64-bit ints, a lossy view for routers);
 * ``tensor_data`` returns the bytes of a prompt-embeds stand-in (``bytes``, one per token);
-* ``get_mm_features_in_window`` is the bisection its docstring specifies.
+* ``get_mm_features_in_window`` is the bisection its docstring specifies;
+* fallbacks only, where the real module cannot load: vLLM 0.11's monolithic ``vllm.utils``
+  (``cdiv`` and the pickle SHA-256 hashers), ``cbor2``, and 0.34's ``token_buffer`` without
+  numpy (``token_slice``, a plain slice).
 """
 
 from __future__ import annotations
@@ -102,6 +105,12 @@ class StandInRequest:
     @property
     def num_tokens(self) -> int:
         return len(self.all_token_ids)
+
+    @property
+    def _all_token_ids(self) -> list[int]:
+        """0.34's hasher slices the token buffer directly (upstream: an ``array`` subclass;
+        the hasher makes a tuple of the slice either way)."""
+        return self.all_token_ids
 
 
 class _Placeholder:
@@ -237,6 +246,18 @@ def _build_cbor2(module: ModuleType) -> None:
     vars(module).update(dumps=dumps)
 
 
+def _token_slice(tokens: Sequence[int], start: int, stop: int) -> Sequence[int]:
+    """``tokens[start:stop]`` (upstream slices its ``array``-based token buffer the same way)."""
+    return tokens[start:stop]
+
+
+def _build_token_buffer(module: ModuleType) -> None:
+    """0.34's ``vllm.v1.token_buffer`` when numpy (its buffer's dependency) is not installed:
+    ``token_slice``, the one name the pool's closure imports."""
+    vars(module).update(token_slice=_token_slice)
+    _placeholders(module)
+
+
 def _build_inert(module: ModuleType) -> None:
     _placeholders(module)
 
@@ -256,3 +277,4 @@ STUBS: dict[str, Callable[[ModuleType], None]] = {
 }
 ENGINE_UTILS_STUB = _build_engine_utils
 CBOR2_STUB = _build_cbor2
+TOKEN_BUFFER_STUB = _build_token_buffer

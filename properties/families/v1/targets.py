@@ -71,7 +71,9 @@ class PoolTarget:
         c = self.caps
         features = [n for n in ("hash_block_size", "partial_blocks", "evict_blocks",
                                 "unhashed_free_to_front", "touch_per_group",
-                                "keys_prompt_embeds", "skips_null_blocks") if getattr(c, n)]
+                                "keys_prompt_embeds", "skips_null_blocks", "free_evict_first",
+                                "partial_replace", "hash_map_by_id", "frontend_hashes")
+                    if getattr(c, n)]
         claims = "typed errors" if self.misuse_types else "no typed errors"
         where = f"{self.spec}, " if self.spec else ""
         return (f"{self.name} {self.version or 'unversioned'} ({where}v1 BlockPool); "
@@ -105,9 +107,19 @@ def _release(version: str) -> PoolTarget:
 
 
 def vllm_v1_block_pool() -> PoolTarget:
-    """vLLM 0.33.0's BlockPool from its wheel (fetched on first use:
-    ``python -m properties.upstream fetch vllm-v1``)."""
+    """The newest supported release's BlockPool (:data:`upstream.DEFAULT_VERSION`, 0.34.0) from
+    its wheel (fetched on first use: ``python -m properties.upstream fetch vllm-v1``)."""
+    return _release(upstream.DEFAULT_VERSION)
+
+
+def vllm_v033_block_pool() -> PoolTarget:
+    """vLLM 0.33.0's BlockPool, the bundled pool's reference (``... --version 0.33.0``)."""
     return _release("0.33.0")
+
+
+def vllm_v034_block_pool() -> PoolTarget:
+    """vLLM 0.34.0's BlockPool (``... fetch vllm-v1 --version 0.34.0``)."""
+    return _release("0.34.0")
 
 
 def vllm_v011_block_pool() -> PoolTarget:
@@ -172,7 +184,8 @@ def load(spec: str, step_timeout: float | None = None) -> PoolTarget:
 
 
 def default_spec() -> str:
-    """The bundled pool when importable, else vLLM 0.33.0's (until the bundled one lands)."""
+    """The bundled pool when importable, else the newest release's (until the bundled one
+    lands)."""
     try:
         importlib.import_module(DEFAULT_SPEC.partition(":")[0])
     except ImportError:

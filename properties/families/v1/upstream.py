@@ -1,10 +1,13 @@
 """Load vLLM v1's real ``BlockPool`` from a vllm wheel (or source tree) without torch.
 
-The modules ``vllm/v1/core/block_pool.py``, ``kv_cache_utils.py``, ``kv_cache_metrics.py``,
-``vllm/utils/hashing.py`` and ``vllm/utils/math_utils.py`` (the last three where the release has
-them) are executed from the wheel under their upstream names; the rest of their import closure
-comes from the small stand-ins of :mod:`properties.families.v1.stand_ins`. The import machinery (a
-meta path finder serving exactly the planned names) and the wheel/tree reading are the core's
+The loader resolves the pool's import closure itself (:mod:`properties.families.v1.closure`):
+from :data:`ROOTS` (``kv_cache_utils``, ``block_pool``) it follows every import within the
+source, executing upstream's own module wherever it is pure Python whose imports load without
+torch (``kv_cache_metrics``, ``utils.hashing``, ``utils.math_utils``, 0.34's ``token_buffer``
+and ``utils.gc_utils``, ...), and a stand-in of :mod:`properties.families.v1.stand_ins` only
+for engine plumbing (:func:`block_policy`). A release that still cannot load is a
+``ClosureError`` naming the missing module and the import chain that reached it. The import
+machinery (a meta path finder serving exactly the planned names) is the core's
 (:mod:`properties.core.sources`), shared with the v0 loader.
 
 Isolation: every load is isolated. The modules are executed under their upstream names, then
@@ -15,9 +18,10 @@ memoised per (source, patches): the same source always yields the same module ob
 Source lookup for a release when ``source`` is None: ``$PREFIXCACHE_VLLM_V1_SOURCE`` (a wheel or
 a tree holding ``vllm/v1/core/``), else the cached wheel ``vllm-<version>-*.whl`` under
 :func:`properties.core.sources.cache_dir`, which ``python -m properties.families.v1.upstream
-fetch`` downloads (``--version``: 0.33.0, the default, or 0.11.0).
+fetch`` downloads (``--version``: 0.34.0, the default, 0.33.0 or 0.11.0).
 
-Supported releases: 0.33.0 (the newest) and 0.11.0, the last release before the pool learnt
+Supported releases: 0.34.0 (the newest, the default), 0.33.0 (the bundled pool's reference) and
+0.11.0, the last release before the pool learnt
 ``hash_block_size``, partial-block keys, ``evict_blocks``, block metrics and the "unhashed
 blocks to the queue front" free rule, and whose ``touch`` takes one list per group: the widest
 API drift one loader has to absorb, and a release many deployments still ran in 2026. Drift is
@@ -47,17 +51,16 @@ from properties.core.sources import (
     PlanFinder,
     PlanLoader,
     Runner,
-    SourceFile,
     UpstreamError,
     UpstreamSourceInvalid,
     UpstreamSourceMissing,
     apply_patches,
     cache_dir,
     pip_download,
-    read_modules,
     with_packages,
 )
 from properties.families.v1 import stand_ins
+from properties.families.v1.closure import Closure, ClosureError, Policy, Source, resolve
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -65,6 +68,7 @@ __all__ = [
     "SOURCE_ENV",
     "SUPPORTED_VERSIONS",
     "Capabilities",
+    "ClosureError",
     "Patch",
     "V1Modules",
     "cached_wheel",
@@ -73,19 +77,13 @@ __all__ = [
     "load_vllm_v1",
 ]
 
-DEFAULT_VERSION = "0.33.0"
-SUPPORTED_VERSIONS = ("0.33.0", "0.11.0")
+DEFAULT_VERSION = "0.34.0"
+SUPPORTED_VERSIONS = ("0.34.0", "0.33.0", "0.11.0")
 FETCH_COMMAND = "python -m properties.upstream fetch vllm-v1"
 SOURCE_ENV = "PREFIXCACHE_VLLM_V1_SOURCE"
 
-# Module (relative to ``vllm``) -> whether every supported release has it.
-_MODULES: dict[str, bool] = {
-    "v1.core.kv_cache_utils": True,
-    "v1.core.block_pool": True,
-    "v1.core.kv_cache_metrics": False,
-    "utils.hashing": False,
-    "utils.math_utils": False,
-}
+# The block level's roots (relative to ``vllm``); the rest of the closure is resolved from them.
+ROOTS = ("v1.core.kv_cache_utils", "v1.core.block_pool")
 
 Patch = tuple[str, str, str]  # (module relative to vllm, old text, new text)
 
@@ -102,6 +100,7 @@ class V1Modules:
     origin: str
     stubbed: tuple[str, ...]
     patches: tuple[Patch, ...] = field(default=())
+    real: tuple[str, ...] = ()  # the upstream modules executed from the source
 
 
 @dataclass(frozen=True)
@@ -115,6 +114,12 @@ class Capabilities:
     partial_blocks: bool  # cache_partial_block and alias keys
     keys_prompt_embeds: bool
     skips_null_blocks: bool  # cache_full_blocks skips null (window-skipped) entries
+    # Detected and described; the block machine drives none of these yet (0.34 added all but
+    # partial_replace, which 0.33 has):
+    free_evict_first: bool = False  # free_blocks(..., evict_first=): cached blocks to the front
+    partial_replace: bool = False  # cache_partial_block(..., replace_existing_hashes=)
+    hash_map_by_id: bool = False  # the hash map holds block ids per key, has clear()
+    frontend_hashes: bool = False  # kv_cache_utils.frontend_block_hashes (hashes from the API)
 
 
 def capabilities(mods: V1Modules) -> Capabilities:
@@ -130,6 +135,11 @@ def capabilities(mods: V1Modules) -> Capabilities:
         partial_blocks=hasattr(pool, "cache_partial_block"),
         keys_prompt_embeds=hasattr(utils, "_gen_prompt_embeds_extra_hash_keys"),
         skips_null_blocks="block_mask" in inspect.signature(pool.cache_full_blocks).parameters,
+        free_evict_first="evict_first" in inspect.signature(pool.free_blocks).parameters,
+        partial_replace=hasattr(pool, "cache_partial_block") and "replace_existing_hashes" in
+        inspect.signature(pool.cache_partial_block).parameters,
+        hash_map_by_id=hasattr(getattr(mods.block_pool, "BlockHashToBlockMap", None), "clear"),
+        frontend_hashes=hasattr(utils, "frontend_block_hashes"),
     )
 
 
@@ -138,17 +148,40 @@ def capabilities(mods: V1Modules) -> Capabilities:
 # --------------------------------------------------------------------------- #
 
 
-def _read(source: Path, modules: Mapping[str, bool] = _MODULES
-          ) -> tuple[str, str, dict[str, SourceFile]]:
-    """(origin, version, files by module relative to ``vllm``) of a wheel or a tree.
+def block_policy() -> Policy:
+    """The block level's stand-ins: the engine plumbing of :data:`stand_ins.STUBS`; vLLM 0.11's
+    monolithic ``vllm.utils`` (it imports torch), ``cbor2`` and 0.34's ``vllm.v1.token_buffer``
+    (numpy) only when the real ones cannot load; torch is never imported."""
+    return Policy(stubs=stand_ins.STUBS,
+                  fallbacks={"vllm.utils": stand_ins.ENGINE_UTILS_STUB,
+                             "cbor2": stand_ins.CBOR2_STUB,
+                             "vllm.v1.token_buffer": stand_ins.TOKEN_BUFFER_STUB},
+                  forbidden=frozenset({"torch"}))
 
-    ``modules``: module -> required (default: the block level's; a hook for wider loads)."""
-    read = read_modules(source, "vllm", modules)
-    return read.origin, read.version, read.files
+
+def resolve_closure(source: Path, roots: Sequence[str] = ROOTS,
+                    policy: Policy | None = None) -> Closure:
+    """The import closure of ``roots`` (relative to ``vllm``) in the wheel or tree ``source``
+    (see :mod:`properties.families.v1.closure`); raises ``ClosureError`` naming what is missing
+    and the import chain."""
+    src = Source(source, "vllm")
+    try:
+        return resolve(src, [f"vllm.{r}" for r in roots],
+                       block_policy() if policy is None else policy)
+    finally:
+        src.close()
 
 
-def _patched(files: dict[str, SourceFile], patches: Sequence[Patch]) -> dict[str, SourceFile]:
-    return apply_patches(files, patches, "vllm")
+def plan_closure(closure: Closure, patches: Sequence[Patch] = ()) -> dict[str, Entry]:
+    """The finder's plan for ``closure``, with textual ``patches`` applied to its real modules."""
+    files = {name[len("vllm."):]: file for name, (file, _) in closure.real.items()}
+    patched = apply_patches(files, patches, "vllm")
+    entries: dict[str, Entry] = {
+        name: Entry(pkg, file=patched[name[len("vllm."):]])
+        for name, (_, pkg) in closure.real.items()}
+    for name, build in closure.stubs.items():
+        entries[name] = Entry(False, stub=build)
+    return with_packages(entries)
 
 
 def cached_wheel(version: str = DEFAULT_VERSION) -> Path | None:
@@ -184,28 +217,13 @@ _LOCK = threading.RLock()
 _LOADED: dict[tuple[str, tuple[Patch, ...]], V1Modules] = {}
 
 
-StubMap = Mapping[str, Callable[[ModuleType], None]]
-
-
-def _plan(files: Mapping[str, SourceFile], real_hashing: bool,
-          stubs: StubMap | None = None) -> dict[str, Entry]:
-    """``stubs``: stand-ins by dotted name (default :data:`stand_ins.STUBS`); a real file of
-    the same name wins."""
-    entries: dict[str, Entry] = {f"vllm.{rel}": Entry(False, file=f) for rel, f in files.items()}
-    for name, build in (stand_ins.STUBS if stubs is None else stubs).items():
-        entries.setdefault(name, Entry(False, stub=build))
-    if not real_hashing:
-        entries["vllm.utils"] = Entry(False, stub=stand_ins.ENGINE_UTILS_STUB)
-    if importlib.util.find_spec("cbor2") is None:
-        entries["cbor2"] = Entry(False, stub=stand_ins.CBOR2_STUB)
-    return with_packages(entries)
-
-
-def _execute(origin: str, version: str, files: dict[str, SourceFile],
-             patches: tuple[Patch, ...]) -> V1Modules:
-    real_hashing = "utils.hashing" in files
-    mods, stubbed = run_plan(_plan(files, real_hashing), origin, files)
+def _execute(path: Path, patches: tuple[Patch, ...]) -> V1Modules:
+    closure = resolve_closure(path)
+    wanted = [r for r in (*ROOTS, "v1.core.kv_cache_metrics", "utils.hashing")
+              if f"vllm.{r}" in closure.real]
+    mods, stubbed = run_plan(plan_closure(closure, patches), closure.origin, wanted)
     utils = mods["v1.core.kv_cache_utils"]
+    real_hashing = "utils.hashing" in mods
     hash_fn = mods["utils.hashing"].sha256 if real_hashing else stand_ins._sha256
     utils.init_none_hash(hash_fn)
     return V1Modules(
@@ -213,10 +231,11 @@ def _execute(origin: str, version: str, files: dict[str, SourceFile],
         kv_cache_utils=utils,
         kv_cache_metrics=mods.get("v1.core.kv_cache_metrics"),
         hashing=mods.get("utils.hashing"),
-        version=version,
-        origin=origin,
+        version=closure.version,
+        origin=closure.origin,
         stubbed=stubbed,
         patches=patches,
+        real=tuple(sorted(closure.real)),
     )
 
 
@@ -268,8 +287,7 @@ def load_vllm_v1(
         path = Path(source).expanduser() if source is not None else _default_source(version)
         key = (str(path.resolve()), tuple(patches))
         if key not in _LOADED:
-            origin, found_version, files = _read(path)
-            _LOADED[key] = _execute(origin, found_version, _patched(files, patches), key[1])
+            _LOADED[key] = _execute(path, key[1])
         return _LOADED[key]
 
 
@@ -306,6 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"version: {mods.version}\norigin:  {mods.origin}")
+    print(f"real:    {', '.join(mods.real)}")
     print(f"stubbed: {', '.join(mods.stubbed)}")
     print(f"caps:    {capabilities(mods)}")
     return 0

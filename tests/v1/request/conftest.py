@@ -1,4 +1,5 @@
-"""Request-level tests need torch (the spec classes' dtypes) and the vllm 0.33.0 wheel."""
+"""Request-level tests need torch (the spec classes' dtypes) and the vllm 0.34.0 (the default
+release) and 0.33.0 (the zoo's and the bundled pool's reference) wheels."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import pytest
 from properties.families.v1 import upstream
 from properties.families.v1.request.loader import TORCH_REQUIREMENT, torch_available
 
+_MISSING = [v for v in (upstream.DEFAULT_VERSION, "0.33.0") if upstream.cached_wheel(v) is None
+            and not (v == upstream.DEFAULT_VERSION and os.environ.get(upstream.SOURCE_ENV))]
 SKIP_REASON = (
     f"the v1 request level needs torch (pip install '{TORCH_REQUIREMENT}', extra v1-manager)"
     if not torch_available() else
-    f"no vllm 0.33.0 wheel cached (`{upstream.FETCH_COMMAND}`)"
-    if upstream.cached_wheel("0.33.0") is None and not os.environ.get(
-        upstream.SOURCE_ENV) else "")
+    f"no vllm {_MISSING[0]} wheel cached (`{upstream.FETCH_COMMAND} --version {_MISSING[0]}`)"
+    if _MISSING else "")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -10,7 +10,12 @@ import pytest
 from properties.families.v1 import upstream
 from properties.families.v1.request import loader
 from properties.families.v1.request.stand_ins import ManagerRequest, RequestStatus
-from properties.families.v1.request.target import FULL, HYBRID, vllm_v1_manager
+from properties.families.v1.request.target import (
+    FULL,
+    HYBRID,
+    vllm_v033_manager,
+    vllm_v1_manager,
+)
 
 
 def _vllm_modules() -> dict[str, object]:
@@ -33,7 +38,7 @@ def test_loads_the_real_manager_isolated() -> None:
     block = upstream.load_vllm_v1(version="0.33.0")
     assert block.block_pool.BlockPool is not mods.block_pool.BlockPool
     registry = mods.single_type.KVCacheSpecRegistry
-    spec = vllm_v1_manager()._spec(("window", 4, 6))
+    spec = vllm_v033_manager()._spec(("window", 4, 6))
     assert registry.get_manager_class(spec) is mods.single_type.SlidingWindowManager
 
 

@@ -8,7 +8,8 @@ spec registry is filled while the plan is installed (upstream fills it lazily on
 import that would otherwise escape the isolation). torch comes from the environment; without it,
 :func:`load_manager` raises :class:`TorchMissing` (install the ``v1-manager`` extra).
 
-Supported: 0.33.0 (the spec registry and the manager API this level drives).
+Supported: 0.34.0 (the default) and 0.33.0 (the spec registry and the manager API this level
+drives); the closure is resolved from :data:`ROOTS` as at the block level.
 """
 
 from __future__ import annotations
@@ -25,29 +26,27 @@ from typing import Any
 
 from properties.core.sources import UpstreamError, UpstreamSourceInvalid
 from properties.families.v1 import upstream
+from properties.families.v1.closure import Policy
 from properties.families.v1.request import stand_ins
 
 __all__ = ["MANAGER_VERSIONS", "ManagerModules", "TorchMissing", "load_manager",
            "torch_available"]
 
-MANAGER_VERSIONS = ("0.33.0",)
+MANAGER_VERSIONS = ("0.34.0", "0.33.0")
 TORCH_REQUIREMENT = "torch==2.13.0"  # the CPU build; the `v1-manager` extra
 
-# Module (relative to ``vllm``) -> required. The block level's modules plus the manager's.
-_MODULES: dict[str, bool] = {
-    "v1.core.kv_cache_utils": True,
-    "v1.core.block_pool": True,
-    "v1.core.kv_cache_metrics": True,
-    "utils.hashing": True,
-    "utils.math_utils": True,
-    "v1.kv_cache_layout": True,
-    "v1.kv_cache_spec_registry": True,
-    "v1.kv_cache_interface": True,
-    "v1.hisparse.block_pool": True,
-    "v1.core.single_type_kv_cache_manager": True,
-    "v1.core.kv_cache_coordinator": True,
-    "v1.core.kv_cache_manager": True,
-}
+# The manager level's roots (relative to ``vllm``); the rest of the closure is resolved from them
+# (:func:`properties.families.v1.upstream.resolve_closure`).
+ROOTS = ("v1.core.kv_cache_utils", "v1.core.block_pool", "v1.kv_cache_interface",
+         "v1.kv_cache_spec_registry", "v1.core.single_type_kv_cache_manager",
+         "v1.core.kv_cache_coordinator", "v1.core.kv_cache_manager")
+
+
+def manager_policy() -> Policy:
+    """The block level's policy with the manager's stand-ins (the spec modules are real here,
+    and torch is allowed)."""
+    block = upstream.block_policy()
+    return Policy(stubs=stand_ins.STUBS, fallbacks=block.fallbacks)
 
 
 class TorchMissing(UpstreamError):
@@ -69,6 +68,7 @@ class ManagerModules:
     origin: str
     stubbed: tuple[str, ...]
     patches: tuple[upstream.Patch, ...] = ()
+    real: tuple[str, ...] = ()  # the upstream modules executed from the source
 
     def hash_fn(self) -> Any:
         return self.hashing.sha256
@@ -104,10 +104,11 @@ def load_manager(source: str | os.PathLike[str] | None = None, *,
             with warnings.catch_warnings():  # the CPU wheel warns when numpy is absent
                 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
                 importlib.import_module("torch")
-            origin, found, files = upstream._read(path, _MODULES)
-            files = upstream._patched(files, patches)
-            entries = upstream._plan(files, True, stand_ins.STUBS)
-            mods, stubbed = upstream.run_plan(entries, origin, files, during=_fill_registry)
+            closure = upstream.resolve_closure(path, ROOTS, manager_policy())
+            origin, found = closure.origin, closure.version
+            entries = upstream.plan_closure(closure, patches)
+            mods, stubbed = upstream.run_plan(entries, origin, (*ROOTS, "utils.hashing"),
+                                              during=_fill_registry)
             utils = mods["v1.core.kv_cache_utils"]
             utils.init_none_hash(mods["utils.hashing"].sha256)
             _LOADED[key] = ManagerModules(
@@ -117,6 +118,6 @@ def load_manager(source: str | os.PathLike[str] | None = None, *,
                 kv_cache_interface=mods["v1.kv_cache_interface"],
                 block_pool=mods["v1.core.block_pool"], kv_cache_utils=utils,
                 hashing=mods["utils.hashing"], version=found.split()[-1], origin=origin,
-                stubbed=stubbed, patches=tuple(patches))
+                stubbed=stubbed, patches=tuple(patches), real=tuple(sorted(closure.real)))
         return _LOADED[key]
 

@@ -1,7 +1,8 @@
 """pytest plugin of the v1 request level (entry point ``prefixcache_v1_request``).
 
 Options: ``--manager SPEC`` (``module:callable`` returning a
-:class:`~properties.families.v1.request.target.ManagerTarget`; default vLLM 0.33.0's manager) and
+:class:`~properties.families.v1.request.target.ManagerTarget`; default the newest release's
+manager) and
 ``--manager-xfails-file FILE`` (the block level's xfails format; ``config`` is a
 :class:`~properties.families.v1.request.target.ManagerConfig` in JSON, ``config_name`` the machine
 configuration it applies to). Without the option, a run on vLLM uses the repository's
@@ -54,9 +55,10 @@ def manager_target(pytestconfig: pytest.Config) -> ManagerTarget:
     if not torch_available():
         pytest.skip(f"the v1 request level needs torch: pip install '{TORCH_REQUIREMENT}' "
                     "(extra v1-manager)")
-    if (spec == DEFAULT_SPEC and upstream.cached_wheel("0.33.0") is None
+    if (spec == DEFAULT_SPEC and upstream.cached_wheel() is None
             and not os.environ.get(upstream.SOURCE_ENV)):
-        pytest.skip(f"no vllm 0.33.0 wheel cached (`{upstream.FETCH_COMMAND}`)")
+        pytest.skip(f"no vllm {upstream.DEFAULT_VERSION} wheel cached "
+                    f"(`{upstream.FETCH_COMMAND}`)")
     try:
         target = resolve(spec)()
     except (TargetError, UpstreamError, ImportError) as exc:

@@ -16,6 +16,9 @@ from models.families.v1 import request_ops as ops
 from properties.families.v1.request.executor import RequestExecutor
 from properties.families.v1.request.target import ManagerConfig, ManagerTarget
 
+# The target factory a script names for a release (others: the default release's).
+RELEASE_FACTORIES = {"0.34.0": "vllm_v034_manager", "0.33.0": "vllm_v033_manager"}
+
 
 def render(target: ManagerTarget, config: ManagerConfig, program: Sequence[ops.ROp],
            title: str) -> str:
@@ -28,15 +31,16 @@ def render(target: ManagerTarget, config: ManagerConfig, program: Sequence[ops.R
     except Violation as v:
         verdict = str(v).splitlines()[0]
     c = config
+    factory = RELEASE_FACTORIES.get(target.version, "vllm_v1_manager")
     lines = [
         f'"""{title}\n\nThe suite reports:\n' + textwrap.fill(verdict, 96) + '\n"""',
         "",
         "from properties.families.v1.request.stand_ins import ManagerRequest, RequestStatus",
-        "from properties.families.v1.request.target import ManagerConfig, vllm_v1_manager",
+        f"from properties.families.v1.request.target import ManagerConfig, {factory}",
         ("from properties.families.v1.stand_ins import LoraRef"
          "  # noqa: F401  (requests with an adapter)"),
         "",
-        f"target = vllm_v1_manager()  # vLLM {target.version}",
+        f"target = {factory}()  # vLLM {target.version}",
         f"config = ManagerConfig(\n    num_blocks={c.num_blocks}, groups={c.groups!r}, "
         f"hash_block_size={c.hash_block_size},\n    max_model_len={c.max_model_len}, "
         f"events={c.events})",

@@ -59,6 +59,22 @@ class ManagerRequest(StandInRequest):
     skip_reading_prefix_cache: bool = False
     hasher: Callable[[Any], Sequence[bytes]] | None = field(default=None, repr=False)
 
+    @property
+    def prefix_cache_hit_limit(self) -> int | None:
+        """0.34: how many leading tokens may be read from the prefix cache (0: the request skips
+        cache reads, None: unbounded); the suite drives only ``skip_reading_prefix_cache``."""
+        return 0 if self.skip_reading_prefix_cache else None
+
+    def get_max_cache_hit_length(self, bound: int | None = None) -> int:
+        """0.34: the longest hit allowed: the last token is always recomputed, and the limit and
+        ``bound`` (when given) only tighten it."""
+        limits = (self.num_tokens - 1, self.prefix_cache_hit_limit, bound)
+        return min(limit for limit in limits if limit is not None)
+
+    @property
+    def skip_reading_external_kv(self) -> bool:
+        return self.prefix_cache_hit_limit is not None
+
     def rehash(self) -> None:
         if self.hasher is not None:
             self.block_hashes.extend(self.hasher(self))

@@ -120,13 +120,25 @@ class ManagerTarget:
 
 
 def vllm_v1_manager() -> ManagerTarget:
+    """The newest supported release's KVCacheManager (0.34.0) from the cached wheel (needs
+    torch)."""
+    return ManagerTarget("vllm", load_manager())
+
+
+def vllm_v033_manager() -> ManagerTarget:
     """vLLM 0.33.0's KVCacheManager from the cached wheel (needs torch)."""
     return ManagerTarget("vllm", load_manager(version="0.33.0"))
 
 
+def vllm_v034_manager() -> ManagerTarget:
+    """vLLM 0.34.0's KVCacheManager from the cached wheel (needs torch)."""
+    return ManagerTarget("vllm", load_manager(version="0.34.0"))
+
+
 def vllm_v1_manager_on_pool(pool_spec: str) -> ManagerTarget:
-    """vLLM 0.33.0's own KVCacheManager running on the ``BlockPool`` class ``pool_spec``
-    (``module:Class``, a subclass-compatible pool such as the bundled one).
+    """vLLM 0.33.0's own KVCacheManager (the release the bundled pool follows) running on the
+    ``BlockPool`` class ``pool_spec`` (``module:Class``, a subclass-compatible pool such as the
+    bundled one).
 
     The pool publishes events built from the release's event classes (the ones the manager
     and its publisher know), through the pool's ``kv_event_classes`` hook."""
