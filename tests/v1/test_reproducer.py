@@ -40,7 +40,8 @@ def test_the_script_replays_the_violation() -> None:
     pool = patched_bundled_pool(VARIANT.name, VARIANT.patches)
     program, violation = _failing_program(pool)
     target = FAMILY.target_of(pool)
-    config = FAMILY.config(target, FAMILY.geometry(execute(b"", pool).config))
+    vocabulary = FAMILY.vocabulary
+    config = vocabulary.config(target, vocabulary.geometry(execute(b"", pool).config))
     script = render_script(target, config, [Step(op, None) for op in program], violation)
     assert script.startswith('"""Counterexample found by prefixcache.')
     assert "B = pool.blocks" in script and "pool.free_blocks(" in script
@@ -58,7 +59,8 @@ def test_the_script_of_a_clean_program_replays_clean(capsys: pytest.CaptureFixtu
     program = [ops.Req(tokens=(0, 1, 2, 0), lora=1, mm=(("img-a", 0, 3),)), ops.GetNew(2),
                ops.CacheFull(0, (1, 2), 0, 2, 0), ops.Probe("double_free", 1),
                ops.Lookup(0, 1, (0,)), ops.Free((2, 1)), ops.TakeEvents()]
-    config = FAMILY.config(target, FAMILY.geometry(execute(b"", bundled_pool()).config))
+    vocabulary = FAMILY.vocabulary
+    config = vocabulary.config(target, vocabulary.geometry(execute(b"", bundled_pool()).config))
     script = render_script(target, config, [Step(op, None) for op in program])
     assert "# misuse probe double_free (arg 1)" in script
     exec(compile(script, "<reproducer>", "exec"), {"__name__": "__main__"})
