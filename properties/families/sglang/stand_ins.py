@@ -154,7 +154,7 @@ def rank_consensus(func: Any = None, **kwargs: object) -> Any:
     return func
 
 
-class StorageMedium(str, enum.Enum):
+class StorageMedium(str, enum.Enum):  # noqa: UP042 - as upstream declares it
     """Upstream's storage tiers of KV events (a plain declaration)."""
 
     GPU = "GPU"
@@ -198,6 +198,8 @@ VALUE_STAND_INS: dict[str, dict[str, ValueStandIn]] = {
     "sglang.srt.utils.common": {
         "ceil_align": ValueStandIn(ceil_align, "integer ceiling to a multiple, as upstream"),
         "is_npu": ValueStandIn(_false, "no NPU here"),
+        "get_num_new_pages": ValueStandIn(get_num_new_pages, "as sglang.srt.utils's (0.5.18 "
+                                          "imports it from here)"),
     },
     "sglang.srt.utils.rank_consensus_checker": {
         "rank_consensus": ValueStandIn(rank_consensus, "upstream returns the function "
@@ -238,6 +240,7 @@ PLACEHOLDERS: dict[str, tuple[str, ...]] = {
         "transfer_hicache_all_layer", "transfer_hicache_all_layer_mla",
         "transfer_hicache_all_layer_mla_staged_lf_pf", "transfer_hicache_all_layer_staged_lf_pf",
         "transfer_hicache_one_layer", "transfer_hicache_one_layer_mla"),
+    "sglang.kernels.ops.kvcache.hisparse": ("transfer_cache_dsv4_mla",),
     "sglang.kernels.ops.memory.allocator": ("alloc_decode_kernel", "alloc_extend_kernel"),
     "sglang.kernels.ops.memory.common": ("_get_last_loc_safe_kernel", "get_last_loc_kernel"),
     "sglang.kernels.ops.attention.dsa.dequant_k_cache": ("dequantize_k_cache_paged_dsa",),
@@ -245,7 +248,8 @@ PLACEHOLDERS: dict[str, tuple[str, ...]] = {
     "sglang.srt.configs.mamba_utils": ("BaseLinearStateParams",),
     "sglang.srt.debug_utils.cuda_coredump": (),
     "sglang.srt.disaggregation.kv_events": (
-        "AllBlocksCleared", "BlockRemoved", "BlockStored", "BlockStoredMetadata"),
+        "AllBlocksCleared", "BlockRemoved", "BlockStored", "BlockStoredMetadata",
+        "BlockStoredWithMetadata"),
     "sglang.srt.distributed.communication_tags": ("P2PTag",),
     "sglang.srt.distributed.device_communicators.pynccl": ("PyNcclCommunicator",),
     "sglang.srt.distributed.device_communicators.pynccl_allocator": (
@@ -255,6 +259,7 @@ PLACEHOLDERS: dict[str, tuple[str, ...]] = {
     "sglang.srt.distributed.parallel_state": ("in_the_same_node_as",),
     "sglang.srt.layers.attention.dsa.utils": (
         "INDEXER_K_CACHE_PRESHUFFLE_TILE",),
+    "sglang.srt.hardware_backend.npu.allocator_npu": ("NPUPagedTokenToKVPoolAllocator",),
     "sglang.srt.layers.dcp.layout": ("maybe_dcp_kernel_indices",),
     "sglang.srt.layers.radix_attention": ("RadixAttention",),
     "sglang.srt.managers.cache_controller": (
