@@ -1,0 +1,207 @@
+"""Token-slot allocators (``sglang.srt.mem_cache.allocator``), standard library only.
+
+Upstream hands out and takes back int64 tensors; here slot indices are sequences of ints in,
+lists of ints out (any ``Sequence[int]`` is accepted, e.g. a list or an ``array('q')``).
+
+Contract (both allocators):
+
+* Slots are ``1..size``; slot 0 is the reserved padding slot and never handed out. The paged
+  allocator hands out whole pages ``1..size // page_size`` (slots ``p * page_size + i``).
+* Every slot is either free or allocated. ``free`` of a slot that is free (or was never
+  allocated), of a slot outside the pool, or of the same slot twice in one call raises
+  (:class:`DoubleFreeError`, :class:`InvalidSlotError`) and frees nothing: ``available_size()``
+  never exceeds the capacity. Upstream keeps no such record and accepts all of these.
+* Order, as upstream on a CPU host without ``need_sort``: ``alloc`` takes from the front of
+  the free list; the token allocator appends freed slots at the back (FIFO reuse), the paged
+  one puts freed pages at the front (LIFO reuse), ``free`` in ascending page order (upstream's
+  ``torch.unique``) and ``free_segment`` in the segment's order. With ``need_sort`` freed slots
+  are staged and merged in sorted order when ``alloc`` runs short.
+* ``free_group_begin``/``free_group_end`` defer frees to the end of the group; each ``free``
+  in the group is still checked when it is called.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from prefixcache.sglang.errors import DoubleFreeError, InvalidArgumentError, InvalidSlotError
+
+__all__ = ["BaseTokenToKVPoolAllocator", "PagedTokenToKVPoolAllocator", "TokenToKVPoolAllocator"]
+
+
+class BaseTokenToKVPoolAllocator:
+    """Shared state: ``size`` slots in units of ``page_size``; ``dtype``, ``device`` and
+    ``kvcache`` are kept for signature compatibility and not used."""
+
+    def __init__(self, size: int, page_size: int, dtype: object, device: str,
+                 kvcache: object, need_sort: bool) -> None:
+        if not isinstance(size, int) or size < 0:
+            raise InvalidArgumentError(f"size must be a non-negative int, got {size!r}")
+        if not isinstance(page_size, int) or page_size < 1:
+            raise InvalidArgumentError(f"page_size must be a positive int, got {page_size!r}")
+        self.size = size
+        self.page_size = page_size
+        self.dtype = dtype
+        self.device = device
+        self._kvcache = kvcache
+        self.need_sort = need_sort
+        self.num_pages = size // page_size
+        self.free_pages: deque[int] = deque()
+        self.release_pages: list[int] = []
+        # is_free[p]: 1 free (in free_pages or release_pages), 0 allocated; p = page id.
+        self._is_free = bytearray(self.num_pages + 1)
+        self.free_group: list[list[int]] | None = None
+        self.clear()
+
+    @property
+    def size_full(self) -> int:
+        return self.size
+
+    def clear(self) -> None:
+        """Everything free again, in ascending order; any open free group is dropped."""
+        self.free_pages = deque(range(1, self.num_pages + 1))
+        self.release_pages = []
+        self._is_free = bytearray(b"\x01" * (self.num_pages + 1))
+        self._is_free[0] = 0
+        self.free_group = None
+
+    def available_size(self) -> int:
+        """Free slots (staged ones included); at most ``size``."""
+        return (len(self.free_pages) + len(self.release_pages)) * self.page_size
+
+    def get_kvcache(self) -> object:
+        return self._kvcache
+
+    def merge_and_sort_free(self) -> None:
+        if self.release_pages:
+            merged = sorted([*self.free_pages, *self.release_pages])
+            self.free_pages = deque(merged)
+            self.release_pages = []
+
+    def alloc(self, need_size: int) -> list[int] | None:
+        """``need_size`` slots (a multiple of ``page_size``), or None if too few are free."""
+        if not isinstance(need_size, int) or need_size < 0:
+            raise InvalidArgumentError(f"need_size must be a non-negative int, got {need_size!r}")
+        ps = self.page_size
+        if need_size % ps:
+            raise InvalidArgumentError(f"need_size {need_size} is not a multiple of page "
+                                       f"size {ps}")
+        num_pages = need_size // ps
+        if self.need_sort and num_pages > len(self.free_pages):
+            self.merge_and_sort_free()
+        if num_pages > len(self.free_pages):
+            return None
+        pop, is_free = self.free_pages.popleft, self._is_free
+        pages = [pop() for _ in range(num_pages)]
+        for page in pages:
+            is_free[page] = 0
+        if ps == 1:
+            return pages
+        return [page * ps + i for page in pages for i in range(ps)]
+
+    def _pages_of(self, free_index: Sequence[int], *, whole: bool) -> list[int]:
+        """The distinct pages of ``free_index``, checked (in range, allocated, not repeated
+        when ``whole``: each page given once per slot position); raises before any change."""
+        ps, is_free, num_pages = self.page_size, self._is_free, self.num_pages
+        pages: list[int] = []
+        seen: set[int] = set()
+        for slot in free_index:
+            page = slot // ps if ps > 1 else slot
+            if not 1 <= page <= num_pages or slot < 0:
+                raise InvalidSlotError(f"slot {slot} is not in this pool (1..{self.size})")
+            if page in seen:
+                if whole:
+                    raise DoubleFreeError(f"slot {slot} appears twice in one free")
+                continue
+            if not is_free[page] == 0:
+                raise DoubleFreeError(f"slot {slot} is free already (or was never allocated)")
+            seen.add(page)
+            pages.append(page)
+        return pages
+
+    def _release(self, pages: Sequence[int]) -> None:
+        raise NotImplementedError
+
+    def free(self, free_index: Sequence[int]) -> None:
+        """Return ``free_index``'s slots (pages) to the pool; checked first (see module)."""
+        pages = self._pages_of(free_index, whole=self.page_size == 1)
+        if not pages:
+            return
+        if self.page_size > 1:
+            pages.sort()
+        self._commit(pages)
+
+    def free_segment(self, free_index: Sequence[int], *, start_pos: int) -> None:
+        """Free ``kv_row[start_pos : start_pos + len(free_index)]`` of one request: a
+        page-aligned start, each page once (the whole last page is released)."""
+        if start_pos % self.page_size:
+            raise InvalidArgumentError(f"segment start {start_pos} is not page-aligned")
+        pages = self._pages_of(free_index, whole=self.page_size == 1)
+        if pages:
+            self._commit(pages)
+
+    def _commit(self, pages: list[int]) -> None:
+        is_free = self._is_free
+        for page in pages:
+            is_free[page] = 1
+        if self.free_group is not None:
+            self.free_group.append(pages)
+            return
+        self._release(pages)
+
+    def free_group_begin(self) -> None:
+        if self.free_group is not None:
+            raise InvalidArgumentError("free groups cannot be nested")
+        self.free_group = []
+
+    def free_group_end(self) -> None:
+        pending, self.free_group = self.free_group, None
+        if pending is None:
+            raise InvalidArgumentError("free_group_end without free_group_begin")
+        for pages in pending:
+            self._release(pages)
+
+    def allocated(self, slot: int) -> bool:
+        """Whether ``slot`` is currently handed out (pending group frees count as free)."""
+        page = slot // self.page_size
+        return 1 <= page <= self.num_pages and slot >= 0 and not self._is_free[page]
+
+
+class TokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
+    """One slot per token: ``TokenToKVPoolAllocator(size, dtype, device, kvcache, need_sort)``.
+    Freed slots go to the back of the free list (or are staged when ``need_sort``)."""
+
+    def __init__(self, size: int, dtype: object = None, device: str = "cpu",
+                 kvcache: object = None, need_sort: bool = False) -> None:
+        super().__init__(size, 1, dtype, device, kvcache, need_sort)
+
+    def available_size(self) -> int:
+        return len(self.free_pages) + len(self.release_pages)
+
+    def _release(self, pages: Sequence[int]) -> None:
+        if self.need_sort:
+            self.release_pages.extend(pages)
+        else:
+            self.free_pages.extend(pages)
+
+
+class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
+    """Whole pages: ``PagedTokenToKVPoolAllocator(size, page_size, dtype, device, kvcache,
+    need_sort)``. Freed pages go to the front of the free list (or are staged)."""
+
+    def __init__(self, size: int, page_size: int, dtype: object = None, device: str = "cpu",
+                 kvcache: object = None, need_sort: bool = False) -> None:
+        super().__init__(size, page_size, dtype, device, kvcache, need_sort)
+
+    def free_page_ids(self, page_ids: Sequence[int]) -> None:
+        """Free exactly these pages, each once, in the order given."""
+        pages = self._pages_of([page * self.page_size for page in page_ids], whole=True)
+        if pages:
+            self._commit(pages)
+
+    def _release(self, pages: Sequence[int]) -> None:
+        if self.need_sort:
+            self.release_pages.extend(pages)
+        else:
+            self.free_pages.extendleft(reversed(pages))
