@@ -107,7 +107,7 @@ def test_keys_are_truncated_to_pages() -> None:
     cache, alloc = make(64, 4)
     slots = alloc.alloc(8)
     assert slots is not None
-    res = cache.insert(InsertParams(RadixKey([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]), slots + [0, 0]))
+    res = cache.insert(InsertParams(RadixKey([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]), [*slots, 0, 0]))
     assert (res.prefix_len, cache.total_size()) == (0, 8)
     assert cache.match_prefix(MatchPrefixParams(RadixKey([1, 2, 3]))).device_prefix_len == 0
     m = cache.match_prefix(MatchPrefixParams(RadixKey([1, 2, 3, 4, 5, 6, 0])))
@@ -125,7 +125,7 @@ def test_insert_frees_the_duplicates_and_keeps_ownership_a_partition() -> None:
     assert all(alloc.allocated(s) for s in b[3:])
     owned(cache, alloc, [])
     assert cache.match_prefix(MatchPrefixParams(RadixKey([1, 2, 3, 9]))).device_indices == \
-        a[:3] + [b[3]]
+        [*a[:3], b[3]]
     cache.sanity_check()
 
 
@@ -133,7 +133,7 @@ def test_insert_with_prev_prefix_frees_nothing_the_tree_lent() -> None:
     cache, alloc = make(32)
     put(cache, alloc, [1, 2, 3, 4])
     before = alloc.available_size()
-    prefix, slots = put(cache, alloc, [1, 2, 3, 4, 5, 6])
+    prefix, _ = put(cache, alloc, [1, 2, 3, 4, 5, 6])
     assert prefix == 4 and alloc.available_size() == before - 2
     owned(cache, alloc, [])
 
@@ -263,7 +263,7 @@ def test_a_locked_nodes_ancestors_survive_eviction() -> None:
 
 
 def test_negative_eviction_is_refused() -> None:
-    cache, alloc = make(8)
+    cache, _ = make(8)
     with pytest.raises(InvalidArgumentError):
         cache.evict(EvictParams(-1))
 
