@@ -58,7 +58,7 @@ def _tree(node: TreeNode) -> object:
 
 
 def _alloc_state(alloc: TokenToKVPoolAllocator | PagedTokenToKVPoolAllocator) -> object:
-    return (list(alloc.free_pages), list(alloc.release_pages), bytes(alloc._is_free),
+    return (list(alloc.free_pages), list(alloc.release_pages), sorted(alloc._allocated),
             copy.deepcopy(alloc.free_group))
 
 

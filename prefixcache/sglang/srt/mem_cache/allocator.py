@@ -22,7 +22,6 @@ Contract (both allocators):
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 
 from prefixcache.sglang.errors import DoubleFreeError, InvalidArgumentError, InvalidSlotError
@@ -32,7 +31,12 @@ __all__ = ["BaseTokenToKVPoolAllocator", "PagedTokenToKVPoolAllocator", "TokenTo
 
 class BaseTokenToKVPoolAllocator:
     """Shared state: ``size`` slots in units of ``page_size``; ``dtype``, ``device`` and
-    ``kvcache`` are kept for signature compatibility and not used."""
+    ``kvcache`` are kept for signature compatibility and not used.
+
+    ``free_pages`` (a list, front = next out) and ``release_pages`` (staged when
+    ``need_sort``) hold the free page ids; ``_allocated`` is the set of handed-out page ids, so
+    every check is a C-level set operation (no per-slot Python loop on the page-size-1 path).
+    """
 
     def __init__(self, size: int, page_size: int, dtype: object, device: str,
                  kvcache: object, need_sort: bool) -> None:
@@ -47,10 +51,9 @@ class BaseTokenToKVPoolAllocator:
         self._kvcache = kvcache
         self.need_sort = need_sort
         self.num_pages = size // page_size
-        self.free_pages: deque[int] = deque()
+        self.free_pages: list[int] = []
         self.release_pages: list[int] = []
-        # is_free[p]: 1 free (in free_pages or release_pages), 0 allocated; p = page id.
-        self._is_free = bytearray(self.num_pages + 1)
+        self._allocated: set[int] = set()
         self.free_group: list[list[int]] | None = None
         self.clear()
 
@@ -60,10 +63,9 @@ class BaseTokenToKVPoolAllocator:
 
     def clear(self) -> None:
         """Everything free again, in ascending order; any open free group is dropped."""
-        self.free_pages = deque(range(1, self.num_pages + 1))
+        self.free_pages = list(range(1, self.num_pages + 1))
         self.release_pages = []
-        self._is_free = bytearray(b"\x01" * (self.num_pages + 1))
-        self._is_free[0] = 0
+        self._allocated = set()
         self.free_group = None
 
     def available_size(self) -> int:
@@ -75,8 +77,7 @@ class BaseTokenToKVPoolAllocator:
 
     def merge_and_sort_free(self) -> None:
         if self.release_pages:
-            merged = sorted([*self.free_pages, *self.release_pages])
-            self.free_pages = deque(merged)
+            self.free_pages = sorted(self.free_pages + self.release_pages)
             self.release_pages = []
 
     def alloc(self, need_size: int) -> list[int] | None:
@@ -90,37 +91,50 @@ class BaseTokenToKVPoolAllocator:
         num_pages = need_size // ps
         if self.need_sort and num_pages > len(self.free_pages):
             self.merge_and_sort_free()
-        if num_pages > len(self.free_pages):
+        free = self.free_pages
+        if num_pages > len(free):
             return None
-        pop, is_free = self.free_pages.popleft, self._is_free
-        pages = [pop() for _ in range(num_pages)]
-        for page in pages:
-            is_free[page] = 0
+        pages = free[:num_pages]
+        del free[:num_pages]
+        self._allocated.update(pages)
         if ps == 1:
             return pages
         return [page * ps + i for page in pages for i in range(ps)]
 
     def _pages_of(self, free_index: Sequence[int], *, whole: bool) -> list[int]:
-        """The distinct pages of ``free_index``, checked (in range, allocated, not repeated
-        when ``whole``: each page given once per slot position); raises before any change."""
-        ps, is_free, num_pages = self.page_size, self._is_free, self.num_pages
-        pages: list[int] = []
-        seen: set[int] = set()
-        for slot in free_index:
-            page = slot // ps if ps > 1 else slot
-            if not 1 <= page <= num_pages or slot < 0:
-                raise InvalidSlotError(f"slot {slot} is not in this pool (1..{self.size})")
-            if page in seen:
-                if whole:
-                    raise DoubleFreeError(f"slot {slot} appears twice in one free")
-                continue
-            if not is_free[page] == 0:
-                raise DoubleFreeError(f"slot {slot} is free already (or was never allocated)")
-            seen.add(page)
-            pages.append(page)
+        """The distinct pages of ``free_index`` in first-seen order, checked: each is
+        allocated, and (``whole``) none repeats. Raises before any change."""
+        ps = self.page_size
+        if ps == 1:
+            pages = list(free_index)
+            distinct: set[int] | list[int] = set(pages)
+        else:
+            pages = list(dict.fromkeys([slot // ps for slot in free_index]))
+            distinct = pages
+            if any(slot < 0 for slot in free_index):
+                raise InvalidSlotError(f"negative slot in {list(free_index)[:8]}")
+        if not self._allocated.issuperset(distinct):
+            for page in pages:
+                if page not in self._allocated:
+                    slot = page * ps
+                    if not 1 <= page <= self.num_pages:
+                        raise InvalidSlotError(f"slot {slot} is not in this pool "
+                                               f"(1..{self.size})")
+                    raise DoubleFreeError(f"slot {slot} is free already (or was never "
+                                          "allocated)")
+        if whole and len(distinct) != len(pages):
+            raise DoubleFreeError("a slot appears twice in one free")
         return pages
 
-    def _release(self, pages: Sequence[int]) -> None:
+    def all_allocated(self, slots: Sequence[int]) -> bool:
+        """Whether every one of ``slots`` is handed out (a C-level check at page size 1)."""
+        ps = self.page_size
+        if ps == 1:
+            return self._allocated.issuperset(slots)
+        return all(s >= 0 for s in slots) and self._allocated.issuperset(
+            [s // ps for s in slots])
+
+    def _release(self, pages: list[int]) -> None:
         raise NotImplementedError
 
     def free(self, free_index: Sequence[int]) -> None:
@@ -142,9 +156,7 @@ class BaseTokenToKVPoolAllocator:
             self._commit(pages)
 
     def _commit(self, pages: list[int]) -> None:
-        is_free = self._is_free
-        for page in pages:
-            is_free[page] = 1
+        self._allocated.difference_update(pages)
         if self.free_group is not None:
             self.free_group.append(pages)
             return
@@ -164,8 +176,7 @@ class BaseTokenToKVPoolAllocator:
 
     def allocated(self, slot: int) -> bool:
         """Whether ``slot`` is currently handed out (pending group frees count as free)."""
-        page = slot // self.page_size
-        return 1 <= page <= self.num_pages and slot >= 0 and not self._is_free[page]
+        return slot >= 0 and slot // self.page_size in self._allocated
 
 
 class TokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
@@ -179,7 +190,7 @@ class TokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
     def available_size(self) -> int:
         return len(self.free_pages) + len(self.release_pages)
 
-    def _release(self, pages: Sequence[int]) -> None:
+    def _release(self, pages: list[int]) -> None:
         if self.need_sort:
             self.release_pages.extend(pages)
         else:
@@ -200,8 +211,8 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         if pages:
             self._commit(pages)
 
-    def _release(self, pages: Sequence[int]) -> None:
+    def _release(self, pages: list[int]) -> None:
         if self.need_sort:
             self.release_pages.extend(pages)
         else:
-            self.free_pages.extendleft(reversed(pages))
+            self.free_pages[0:0] = pages

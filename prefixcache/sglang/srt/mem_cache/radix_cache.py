@@ -229,9 +229,8 @@ class RadixCache:
         if alloc is not None:
             matched = pos + split_at
             fresh = value[matched:]
-            bad = [s for s in fresh if not alloc.allocated(s)]
-            bad += [s for s in duplicates if not alloc.allocated(s)]
-            if bad:
+            if not (alloc.all_allocated(fresh) and alloc.all_allocated(duplicates)):
+                bad = [s for s in fresh + duplicates if not alloc.allocated(s)]
                 raise InvalidArgumentError(f"insert: slots {bad[:8]} are not allocated (free "
                                            "or outside the pool); the tree would own them")
         # Phase 2: mutate.
