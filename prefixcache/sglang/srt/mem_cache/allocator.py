@@ -23,6 +23,7 @@ Contract (both allocators):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 
 from prefixcache.sglang.errors import DoubleFreeError, InvalidArgumentError, InvalidSlotError
 
@@ -99,7 +100,7 @@ class BaseTokenToKVPoolAllocator:
         self._allocated.update(pages)
         if ps == 1:
             return pages
-        return [page * ps + i for page in pages for i in range(ps)]
+        return list(chain.from_iterable([range(p * ps, p * ps + ps) for p in pages]))
 
     def _pages_of(self, free_index: Sequence[int], *, whole: bool) -> list[int]:
         """The distinct pages of ``free_index`` in first-seen order, checked: each is
@@ -127,12 +128,15 @@ class BaseTokenToKVPoolAllocator:
         return pages
 
     def all_allocated(self, slots: Sequence[int]) -> bool:
-        """Whether every one of ``slots`` is handed out (a C-level check at page size 1)."""
+        """Whether every one of ``slots`` is handed out (a C-level check at page size 1). At
+        larger page sizes ``slots`` is a page-aligned run (whole pages, as the tree holds
+        them): one slot per page is checked."""
         ps = self.page_size
         if ps == 1:
             return self._allocated.issuperset(slots)
-        return all(s >= 0 for s in slots) and self._allocated.issuperset(
-            [s // ps for s in slots])
+        reps = slots[::ps]
+        return all(s >= 0 for s in reps) and self._allocated.issuperset(
+            [s // ps for s in reps])
 
     def _release(self, pages: list[int]) -> None:
         raise NotImplementedError
@@ -149,9 +153,12 @@ class BaseTokenToKVPoolAllocator:
     def free_segment(self, free_index: Sequence[int], *, start_pos: int) -> None:
         """Free ``kv_row[start_pos : start_pos + len(free_index)]`` of one request: a
         page-aligned start, each page once (the whole last page is released)."""
-        if start_pos % self.page_size:
+        ps = self.page_size
+        if start_pos % ps:
             raise InvalidArgumentError(f"segment start {start_pos} is not page-aligned")
-        pages = self._pages_of(free_index, whole=self.page_size == 1)
+        # A segment's tokens are contiguous per page: one slot per page names it (upstream's
+        # ``free_index[::page_size]``).
+        pages = self._pages_of(free_index if ps == 1 else free_index[::ps], whole=True)
         if pages:
             self._commit(pages)
 
