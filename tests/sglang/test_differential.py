@@ -38,13 +38,11 @@ from properties.families.sglang import upstream as sgl
 from properties.families.sglang.driver import UpstreamTree
 
 VERSION = sgl.DEFAULT_VERSION
-needs_wheel = pytest.mark.skipif(
-    sgl.cached_wheel(VERSION) is None,
-    reason=f"no sglang {VERSION} wheel cached: run `{sgl.FETCH_COMMAND} --version {VERSION}`")
+needs_wheel = pytest.mark.skipif(sgl.unavailable_reason(VERSION) is not None,
+                                 reason=str(sgl.unavailable_reason(VERSION)))
 needs_classic_wheel = pytest.mark.skipif(
-    sgl.cached_wheel(sgl.CLASSIC_VERSION) is None,
-    reason=f"no sglang {sgl.CLASSIC_VERSION} wheel cached: run "
-           f"`{sgl.FETCH_COMMAND} --version {sgl.CLASSIC_VERSION}`")
+    sgl.unavailable_reason(sgl.CLASSIC_VERSION) is not None,
+    reason=str(sgl.unavailable_reason(sgl.CLASSIC_VERSION)))
 
 POOL = 48
 SETTINGS = settings(max_examples=40, derandomize=True, database=None, deadline=None)

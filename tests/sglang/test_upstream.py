@@ -13,9 +13,8 @@ from properties.core.sources import UpstreamSourceInvalid, UpstreamSourceMissing
 from properties.families.sglang import stand_ins
 from properties.families.sglang import upstream as sgl
 
-RELEASES = [v for v in sgl.SUPPORTED_VERSIONS if sgl.cached_wheel(v) is not None]
-needs_wheel = pytest.mark.skipif(
-    not RELEASES, reason=f"no sglang wheel cached: run `{sgl.FETCH_COMMAND}`")
+RELEASES = [v for v in sgl.SUPPORTED_VERSIONS if sgl.unavailable_reason(v) is None]
+needs_wheel = pytest.mark.skipif(not RELEASES, reason=str(sgl.unavailable_reason()))
 
 
 @pytest.fixture(params=RELEASES or [pytest.param(None, marks=needs_wheel)])

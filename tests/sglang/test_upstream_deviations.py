@@ -26,9 +26,8 @@ from prefixcache.sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
 from properties.families.sglang import upstream as sgl
 from properties.families.sglang.driver import UpstreamTree
 
-pytestmark = pytest.mark.skipif(
-    sgl.cached_wheel(sgl.DEFAULT_VERSION) is None,
-    reason=f"no sglang {sgl.DEFAULT_VERSION} wheel cached: run `{sgl.FETCH_COMMAND}`")
+pytestmark = pytest.mark.skipif(sgl.unavailable_reason() is not None,
+                                reason=str(sgl.unavailable_reason()))
 
 
 @pytest.fixture(scope="module")

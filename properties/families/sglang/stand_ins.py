@@ -1,8 +1,9 @@
 """Stand-ins for the parts of the SGLang engine that ``sglang/srt/mem_cache`` imports.
 
-The loader (:mod:`properties.families.sglang.upstream`) executes ``sglang/srt/mem_cache/**``,
-``sglang/srt/environ.py`` and ``sglang/srt/rust_extensions/**`` from the wheel under their
-upstream names. Everything else those modules import at module level is served from here:
+The loader (:mod:`properties.families.sglang.upstream`) executes ``sglang/srt/mem_cache/**``
+(but ``memory_pool.py``), ``sglang/srt/environ.py``, ``sglang/srt/rust_extensions/**`` and
+``sglang/srt/session/streaming_session.py`` (the unified cache calls it on every match) from the
+wheel under their upstream names. Everything else those modules import at module level is served from here:
 ``sglang`` and ``sglang.srt`` themselves are bare packages (the real ``sglang/__init__.py`` pulls
 in the whole engine), and each other name is one of two kinds.
 

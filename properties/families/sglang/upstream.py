@@ -60,6 +60,7 @@ __all__ = [
     "CLASSIC_VERSION",
     "DEFAULT_VERSION",
     "FETCH_COMMAND",
+    "INSTALL_COMMAND",
     "SUPPORTED_VERSIONS",
     "SGLangModules",
     "UpstreamCoreUnavailable",
@@ -69,6 +70,8 @@ __all__ = [
     "main",
     "match_length",
     "measure",
+    "missing_requirements",
+    "unavailable_reason",
 ]
 
 DEFAULT_VERSION = "0.5.23"
@@ -289,12 +292,31 @@ class _ExtensionFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, str(self._path), loader=loader)
 
 
+INSTALL_COMMAND = "pip install -e '.[sglang]'"
+
+
+def missing_requirements() -> list[str]:
+    """The third-party packages upstream's caches need that are not installed."""
+    return [name for name in REQUIRED_THIRD_PARTY if importlib.util.find_spec(name) is None]
+
+
+def unavailable_reason(version: str = DEFAULT_VERSION) -> str | None:
+    """Why ``version`` cannot be loaded here (no wheel, or missing packages), with the command
+    that fixes it; None when it can. For test skips."""
+    if cached_wheel(version) is None:
+        return f"no sglang {version} wheel cached: run `{FETCH_COMMAND} --version {version}`"
+    missing = missing_requirements()
+    if missing:
+        return f"sglang's caches need {', '.join(missing)}: run `{INSTALL_COMMAND}`"
+    return None
+
+
 def _check_third_party() -> None:
-    missing = [name for name in REQUIRED_THIRD_PARTY if importlib.util.find_spec(name) is None]
+    missing = missing_requirements()
     if missing:
         raise UpstreamSourceInvalid(
             f"sglang's caches need {', '.join(missing)} installed (the CPU torch build: "
-            "`pip install -e .[sglang]`)")
+            f"`{INSTALL_COMMAND}`)")
 
 
 def _plan(files: Mapping[str, SourceFile], packages: Sequence[str]) -> dict[str, Entry]:
