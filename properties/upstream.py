@@ -9,8 +9,10 @@ write ``properties.upstream:<target>`` whatever the API generation.
 - v1 ``BlockPool``: ``vllm_v1_block_pool`` (the newest supported release, vLLM 0.34.0),
   ``vllm_v034_block_pool``, ``vllm_v033_block_pool``, ``vllm_v011_block_pool`` (those releases),
   read from the wheels without torch.
-- The loaders themselves (``load_vllm_v0``, ``load_aphrodite``, ``load_vllm_v1``): the upstream
-  modules, for code that drives them directly.
+- SGLang: ``load_sglang`` (0.5.23, the default, and 0.5.18), its radix caches and token-slot
+  allocators read from the wheel; ``fetch sglang [--version V]`` downloads it.
+- The loaders themselves (``load_vllm_v0``, ``load_aphrodite``, ``load_vllm_v1``,
+  ``load_sglang``): the upstream modules, for code that drives them directly.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from properties.families.sglang import upstream as sglang
+from properties.families.sglang.upstream import load_sglang
 from properties.families.v0 import upstream as v0
 from properties.families.v0.upstream import (
     aphrodite_allocator,
@@ -37,6 +41,7 @@ from properties.families.v1.upstream import load_vllm_v1
 __all__ = [
     "aphrodite_allocator",
     "load_aphrodite",
+    "load_sglang",
     "load_vllm_v0",
     "load_vllm_v1",
     "main",
@@ -48,14 +53,17 @@ __all__ = [
 ]
 
 USAGE = """usage: python -m properties.upstream {fetch,info} [vllm|aphrodite] [--dest DIR]
-       python -m properties.upstream {fetch,info} vllm-v1 [--version VERSION] [...]"""
+       python -m properties.upstream {fetch,info} vllm-v1 [--version VERSION] [...]
+       python -m properties.upstream {fetch,info} sglang [--version VERSION]"""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``fetch``/``info`` of a v0 flavour (``vllm``, ``aphrodite``) or of ``vllm-v1``."""
+    """``fetch``/``info`` of a v0 flavour (``vllm``, ``aphrodite``), ``vllm-v1`` or ``sglang``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) >= 2 and args[1] == "vllm-v1":
         return v1.main([args[0], *args[2:]])
+    if len(args) >= 2 and args[1] == "sglang":
+        return sglang.main([args[0], *args[2:]])
     if not args or args[0] not in ("fetch", "info"):
         print(USAGE, file=sys.stderr)
         return 2

@@ -1,0 +1,1 @@
+"""SGLang reference package level (mirrors sglang's layout)."""

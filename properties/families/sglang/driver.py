@@ -1,0 +1,130 @@
+"""Drive one of upstream SGLang's trees the way a scheduler does, in plain ints.
+
+:class:`UpstreamTree` wraps a loaded release's classic ``RadixCache`` or ``UnifiedRadixCache``
+(Python or Rust tree core) over its own ``TokenToKVPoolAllocator`` /
+``PagedTokenToKVPoolAllocator`` (need_sort off), and speaks lists of ints: the suite's
+differential tests and the benchmark call the same operations on the bundled reference.
+
+Ownership as the scheduler keeps it: a request inserts slots for its page-aligned tokens; the
+classic tree leaves the duplicates to the caller, who frees ``value[prev_prefix_len:prefix_len]``
+(upstream's ``_insert_cache``), while ``UnifiedRadixCache`` frees them itself. The driver does
+the caller's part for the classic tree only, so both end in the same ownership.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from properties.families.sglang.upstream import SGLangModules, match_length
+
+__all__ = ["KINDS", "UpstreamTree"]
+
+KINDS = ("classic", "unified-python", "unified-rust")
+
+
+class UpstreamTree:
+    """``kind``: "classic", "unified-python" or "unified-rust"; ``size`` slots (1..size)."""
+
+    def __init__(self, mods: SGLangModules, kind: str, size: int, page_size: int = 1) -> None:
+        import torch
+
+        self._torch = torch
+        self.mods = mods
+        self.kind = kind
+        self.page_size = page_size
+        self.allocator = mods.new_allocator(size, page_size)
+        if kind == "classic":
+            self.cache = mods.new_radix_cache(self.allocator, page_size)
+        elif kind in ("unified-python", "unified-rust"):
+            self.cache = mods.new_unified(self.allocator, page_size, core=kind.split("-")[1])
+        else:
+            raise ValueError(f"unknown kind {kind!r}; one of {KINDS}")
+        base = mods.base
+        self._key = mods.radix_cache.RadixKey
+        self._match_params = base.MatchPrefixParams
+        self._insert_params = base.InsertParams
+        self._evict_params = base.EvictParams
+        self._unified = kind != "classic"
+
+    # -- allocator --------------------------------------------------------- #
+
+    def alloc(self, n: int) -> list[int] | None:
+        got = self.allocator.alloc(n)
+        return None if got is None else [int(x) for x in got.tolist()]
+
+    def free(self, slots: Sequence[int]) -> None:
+        if slots:
+            self.allocator.free(self._torch.tensor(list(slots), dtype=self._torch.int64))
+
+    def available_size(self) -> int:
+        return int(self.allocator.available_size())
+
+    def free_slots(self) -> Counter[int]:
+        """The allocator's free slots as a multiset (a slot twice means a double free)."""
+        pages = self.allocator.get_all_free_pages() if hasattr(
+            self.allocator, "get_all_free_pages") else self.allocator.free_pages
+        ps = self.page_size
+        out: Counter[int] = Counter()
+        for page in pages.tolist():
+            for i in range(ps):
+                out[int(page) * ps + i if ps > 1 else int(page)] += 1
+        return out
+
+    # -- tree -------------------------------------------------------------- #
+
+    def key(self, tokens: Sequence[int], extra_key: str | None) -> Any:
+        return self._key(array("q", tokens), extra_key)
+
+    def match(self, tokens: Sequence[int], extra_key: str | None = None
+              ) -> tuple[int, Any, list[int]]:
+        """(matched length, node handle, the matched tokens' slots)."""
+        result = self.cache.match_prefix(self._match_params(key=self.key(tokens, extra_key)))
+        length = match_length(result)
+        node = result.last_device_node
+        if hasattr(result, "device_indices"):
+            slots = result.device_indices.tolist()
+        else:
+            slots = self.cache.path_device_indices(node).tolist()
+        return length, node, [int(s) for s in slots[:length]]
+
+    def insert(self, tokens: Sequence[int], slots: Sequence[int], extra_key: str | None = None,
+               prev_prefix_len: int = 0) -> int:
+        """Insert; returns ``prefix_len``. Duplicates end freed whichever tree this is."""
+        aligned = len(tokens) // self.page_size * self.page_size
+        value = self._torch.tensor(list(slots[:aligned]), dtype=self._torch.int64)
+        params = self._insert_params(key=self.key(tokens[:aligned], extra_key), value=value,
+                                     prev_prefix_len=prev_prefix_len)
+        prefix_len = int(self.cache.insert(params).prefix_len)
+        if not self._unified and prefix_len > prev_prefix_len:
+            self.free(list(slots[prev_prefix_len:prefix_len]))
+        return prefix_len
+
+    def lock(self, node: Any) -> Any:
+        if hasattr(self.cache, "lock"):
+            return self.cache.lock(node)
+        self.cache.inc_lock_ref(node)
+        return node
+
+    def unlock(self, receipt: Any) -> None:
+        if hasattr(self.cache, "unlock"):
+            self.cache.unlock(receipt)
+        else:
+            self.cache.dec_lock_ref(receipt)
+
+    def evict(self, num_tokens: int) -> tuple[int, Counter[int]]:
+        """(tokens the tree says it evicted, the slots that became free)."""
+        before = self.free_slots()
+        result = self.cache.evict(self._evict_params(num_tokens=num_tokens))
+        after = self.free_slots()
+        return int(result.num_tokens_evicted), after - before
+
+    def sizes(self) -> tuple[int, int, int]:
+        """(evictable, protected, total tokens)."""
+        total = self.cache.total_size()
+        if isinstance(total, tuple):
+            total = total[0]
+        return (int(self.cache.evictable_size()), int(self.cache.protected_size()),
+                int(total))
