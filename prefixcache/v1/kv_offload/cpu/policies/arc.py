@@ -1,0 +1,136 @@
+"""ARC, adaptive replacement (upstream ``cpu/policies/arc.py``, 0.34.0 semantics).
+
+T1 holds chunks used by one request, T2 chunks reused by a later request; B1/B2 remember keys
+recently evicted from T1/T2 (each bounded by the capacity). ``target_t1_size`` (ARC's ``p``)
+grows on a B1 hit by ``max(1, |B2|/|B1|)`` and shrinks on a B2 hit by ``max(1, |B1|/|B2|)``,
+within ``[0, capacity]``; a request observes each ghost hit once, when it offers the key for
+storage. Eviction takes T1's least recent evictable chunk while ``|T1| >= int(p)`` (counting
+the victims already chosen), else T2's; when the preferred list has no evictable, unprotected
+chunk it falls back to the other, so a store fails only when neither has one. New chunks
+enter T1 (and leave the ghost lists); on request finish a reused chunk moves from T1 to T2,
+or to T2's recent end, and a chunk the request only inserted keeps its list and becomes its
+most recent. All operations are O(1) per key but for the eviction walk past pinned chunks.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+
+from prefixcache.v1.kv_offload.base import OffloadKey, ReqContext
+from prefixcache.v1.kv_offload.cpu.policies.base import (
+    CachePolicy,
+    ChunkStatus,
+    order_request_keys,
+)
+
+__all__ = ["ARCCachePolicy"]
+
+
+class ARCCachePolicy(CachePolicy):
+    """Adaptive replacement cache over the CPU chunks (see the module docstring)."""
+
+    def __init__(self, cache_capacity: int) -> None:
+        super().__init__(cache_capacity)
+        self.target_t1_size: float = 0.0
+        self.t1: OrderedDict[OffloadKey, ChunkStatus] = OrderedDict()
+        self.t2: OrderedDict[OffloadKey, ChunkStatus] = OrderedDict()
+        self.b1: OrderedDict[OffloadKey, None] = OrderedDict()
+        self.b2: OrderedDict[OffloadKey, None] = OrderedDict()
+
+    def get(self, key: OffloadKey) -> ChunkStatus | None:
+        chunk = self.t1.get(key)
+        return self.t2.get(key) if chunk is None else chunk
+
+    def resident(self) -> Iterable[tuple[OffloadKey, ChunkStatus]]:
+        return [*self.t1.items(), *self.t2.items()]
+
+    def insert(self, key: OffloadKey, chunk: ChunkStatus, req_context: ReqContext) -> None:
+        self.t1[key] = chunk
+        self.b1.pop(key, None)
+        self.b2.pop(key, None)
+
+    def remove(self, key: OffloadKey) -> None:
+        if self.t1.pop(key, None) is None:
+            del self.t2[key]
+
+    def _ghost_hit(self, key: OffloadKey) -> None:
+        if key in self.b1:
+            delta = max(1, len(self.b2) / len(self.b1))
+            self.target_t1_size = min(self.target_t1_size + delta, self.cache_capacity)
+            self.b1.move_to_end(key)
+        elif key in self.b2:
+            delta = max(1, len(self.b1) / len(self.b2))
+            self.target_t1_size = max(self.target_t1_size - delta, 0)
+            self.b2.move_to_end(key)
+
+    def on_store_miss(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
+        for key in reversed(list(keys)):
+            self._ghost_hit(key)
+
+    def on_request_finished(self, key_groups: Sequence[Sequence[OffloadKey]],
+                            insertion_only_keys: set[OffloadKey],
+                            reused_keys: set[OffloadKey], req_context: ReqContext) -> None:
+        t1, t2 = self.t1, self.t2
+        for key in reversed(order_request_keys(key_groups, req_context)):
+            if key in insertion_only_keys:
+                if key in t1:
+                    t1.move_to_end(key)
+                elif key in t2:
+                    t2.move_to_end(key)
+            elif key in reused_keys:
+                if key in t1:
+                    t2[key] = t1.pop(key)
+                elif key in t2:
+                    t2.move_to_end(key)
+
+    def clear(self) -> None:
+        self.t1.clear()
+        self.t2.clear()
+        self.b1.clear()
+        self.b2.clear()
+        self.target_t1_size = 0.0
+
+    def evict(self, n: int, protected: set[OffloadKey]
+              ) -> list[tuple[OffloadKey, ChunkStatus]] | None:
+        if n <= 0:
+            return []
+
+        def candidates(entries: OrderedDict[OffloadKey, ChunkStatus]
+                       ) -> Iterator[tuple[OffloadKey, ChunkStatus]]:
+            for key, chunk in entries.items():
+                if chunk.ref_cnt == 0 and key not in protected:
+                    yield key, chunk
+
+        from_t1, from_t2 = candidates(self.t1), candidates(self.t2)
+        chosen: list[tuple[OffloadKey, ChunkStatus, bool]] = []
+        t1_size = len(self.t1)
+        for _ in range(n):
+            pick: tuple[OffloadKey, ChunkStatus, bool] | None = None
+            if t1_size >= int(self.target_t1_size):
+                entry = next(from_t1, None)
+                if entry is not None:
+                    pick = (*entry, True)
+            if pick is None:
+                entry = next(from_t2, None)
+                if entry is not None:
+                    pick = (*entry, False)
+            if pick is None:
+                entry = next(from_t1, None)
+                if entry is None:
+                    return None
+                pick = (*entry, True)
+            if pick[2]:
+                t1_size -= 1
+            chosen.append(pick)
+        for key, _, in_t1 in chosen:
+            if in_t1:
+                del self.t1[key]
+                self.b1[key] = None
+            else:
+                del self.t2[key]
+                self.b2[key] = None
+        for ghost in (self.b1, self.b2):
+            for _ in range(len(ghost) - self.cache_capacity):
+                ghost.popitem(last=False)
+        return [(key, chunk) for key, chunk, _ in chosen]
