@@ -190,6 +190,14 @@ def op_load(pair: Pair, req: int, key_idx: Sequence[int]) -> None:
     pair.loads.append(Job(req, tuple(chosen), results[0]))
 
 
+def op_load_now(pair: Pair, req: int, key_idx: Sequence[int]) -> None:
+    """A load whose transfer completes at once (a prefix hit read back)."""
+    before = len(pair.loads)
+    op_load(pair, req, key_idx)
+    if len(pair.loads) > before:
+        op_complete_load(pair, len(pair.loads) - 1)
+
+
 def op_complete_load(pair: Pair, job_no: int) -> None:
     if not pair.loads:
         return
@@ -262,7 +270,8 @@ def check(pair: Pair) -> None:
 
 
 OPS: dict[str, Callable[..., None]] = {
-    "store": op_store, "store_now": op_store_now, "complete_store": op_complete_store, "load": op_load,
+    "store": op_store, "store_now": op_store_now, "complete_store": op_complete_store,
+    "load": op_load, "load_now": op_load_now,
     "complete_load": op_complete_load, "lookup": op_lookup, "finish": op_finish,
     "new": op_new_request, "reset": op_reset, "events": op_events,
 }
