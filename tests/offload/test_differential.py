@@ -21,6 +21,7 @@ from properties.families.offload import upstream as up
 from tests.offload import harness as h
 
 VERSIONS = ("0.34.0", "0.33.0")
+PER_REQUEST = ("store", "store_now", "load", "load_now", "lookup", "finish")
 
 
 def _mods(version: str) -> up.OffloadModules:
@@ -65,7 +66,7 @@ def _run(version: str, policy: str, cfg: tuple[int, int, int],
                       f"tracker={tracker}")
     # Requests that finished are replaced by fresh ids so a sequence keeps exercising.
     for name, *args in ops:
-        if name in ("store", "store_now", "load", "load_now", "lookup", "finish") and args[0] in pair.finished:
+        if name in PER_REQUEST and args[0] in pair.finished:
             args[0] += 10 * (1 + len(pair.finished))
         h.OPS[name](pair, *args)
         h.check(pair)

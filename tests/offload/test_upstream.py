@@ -87,7 +87,7 @@ def test_missing_wheel_names_the_fetch_command(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv(up.SOURCE_ENV, raising=False)
-    with pytest.raises(UpstreamSourceMissing, match="fetch --version 0.33.0"):
+    with pytest.raises(UpstreamSourceMissing, match=r"fetch --version 0\.33\.0"):
         up.load_vllm_offload(version="0.33.0")
 
 
