@@ -7,7 +7,7 @@ the end-token position of each key, which orders a request's keys head to tail.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any, NamedTuple, NewType, TypeVar
@@ -109,6 +109,11 @@ class ReqContext:
 
     def get_offload_key_position(self, key: OffloadKey) -> int | None:
         return self._offload_key_positions.get(key)
+
+    @property
+    def offload_key_positions(self) -> Mapping[OffloadKey, int]:
+        """Every key's end-token position (a live, read-only view for bulk lookups)."""
+        return self._offload_key_positions
 
 
 class LoadStoreSpec:

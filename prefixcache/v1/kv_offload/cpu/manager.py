@@ -36,7 +36,6 @@ from prefixcache.v1.kv_offload.base import (
     ReqContext,
     RequestOffloadingContext,
     ScheduleEndContext,
-    get_offload_group_idx,
 )
 from prefixcache.v1.kv_offload.cpu.common import CPULoadStoreSpec
 from prefixcache.v1.kv_offload.cpu.policies.base import CachePolicy, ChunkStatus
@@ -58,7 +57,7 @@ class _RequestCacheAccess:
 
     owner: object
     generation: int
-    key_groups: dict[int, list[OffloadKey]] = field(default_factory=dict)
+    key_groups: dict[bytes, list[OffloadKey]] = field(default_factory=dict)
     seen_keys: set[OffloadKey] = field(default_factory=set)
     inserted_keys: set[OffloadKey] = field(default_factory=set)
     reused_keys: set[OffloadKey] = field(default_factory=set)
@@ -93,6 +92,9 @@ class CPUOffloadingManager:
         self._quarantined: set[int] = set()  # chunk ids in flight at a reset, until flushed
         self._quarantined_ahead = 0  # of those, ids not yet passed by fresh allocation
         self._policy: CachePolicy = policy_cls(num_chunks)
+        self._get = self._policy.chunks.get  # the residency map's own lookup (C speed)
+        # Whether the policy learns from store misses (ARC); others skip building them.
+        self._observes_misses = policy_cls.on_store_miss is not CachePolicy.on_store_miss
         self._num_evictable_cache_chunks = 0
         self._num_write_pending_chunks = 0
         self._num_stored_chunks = 0  # ready chunks (evictable or pinned)
@@ -137,6 +139,7 @@ class CPUOffloadingManager:
         """``n`` chunks (the caller checked they exist): never-used ids first, in order, then
         freed ones, most recently freed first; quarantined ids are skipped."""
         fresh = min(n, self._num_chunks - self._num_allocated_chunks - self._quarantined_ahead)
+        chunks: list[ChunkStatus]
         if self._quarantined_ahead:
             chunks = []
             while len(chunks) < fresh:
@@ -163,28 +166,28 @@ class CPUOffloadingManager:
             req_context.set_state(state)
         return state
 
-    def _check_not_finished(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
-        state = req_context.get_state(_RequestCacheAccess)
-        if (state is not None and state.owner is self and state.finished
-                and state.generation == self._cache_generation):
-            new = [key for key in keys if key not in state.seen_keys]
-            if new:
-                raise RequestFinishedError(
-                    f"request {req_context.req_id!r} finished; it cannot use new keys {new!r}")
-
-    def _record(self, keys: Iterable[OffloadKey], req_context: ReqContext,
-                reused_keys: Iterable[OffloadKey] = ()) -> None:
-        state = self._access(req_context)
+    def _record_state(self, state: _RequestCacheAccess, keys: Iterable[OffloadKey],
+                      reused_keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
+        """Note the request's first use of each of ``keys`` (the policy sees new ones) and
+        which it reused (ready chunks it did not insert itself)."""
+        seen, groups = state.seen_keys, state.key_groups
         new_keys = []
         for key in keys:
-            if key not in state.seen_keys:
-                state.key_groups.setdefault(get_offload_group_idx(key), []).append(key)
-                state.seen_keys.add(key)
+            if key not in seen:
+                group = groups.get(key[-4:])  # by the group index's bytes
+                if group is None:
+                    groups[key[-4:]] = [key]
+                else:
+                    group.append(key)
+                seen.add(key)
                 new_keys.append(key)
         if new_keys:
             self._policy.on_request_access(new_keys, req_context)
         inserted = state.inserted_keys
-        state.reused_keys.update(key for key in reused_keys if key not in inserted)
+        if inserted:
+            state.reused_keys.update(key for key in reused_keys if key not in inserted)
+        else:
+            state.reused_keys.update(reused_keys)
 
     def _count_offer(self, keys: Sequence[OffloadKey], counted: set[OffloadKey]) -> None:
         """Count an offer toward the threshold; tracked keys of the offer are not dropped."""
@@ -216,7 +219,7 @@ class CPUOffloadingManager:
         return RequestOffloadingContext()
 
     def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
-        chunk = self._policy.get(key)
+        chunk = self._get(key)
         if chunk is None:
             return LookupResult.MISS
         return LookupResult.HIT if chunk.ref_cnt >= 0 else LookupResult.HIT_PENDING
@@ -224,29 +227,34 @@ class CPUOffloadingManager:
     def prepare_load(self, keys: Collection[OffloadKey], req_context: ReqContext
                      ) -> CPULoadStoreSpec:
         """Pin ``keys`` (each must be ``HIT``) until ``complete_load``; their chunk ids."""
-        policy = self._policy
+        get = self._get
         chunks = []
         for key in keys:
-            chunk = policy.get(key)
+            chunk = get(key)
             if chunk is None or chunk.ref_cnt < 0:
                 raise KeyNotLoadableError(
                     f"{key!r} is {'not stored' if chunk is None else 'still being written'}")
             chunks.append(chunk)
-        self._check_not_finished(keys, req_context)
+        state = self._access(req_context)
+        if state.finished and not state.seen_keys.issuperset(keys):
+            raise RequestFinishedError(f"request {req_context.req_id!r} finished; it cannot "
+                                       f"load keys it did not use")
+        newly_pinned = 0
         for chunk in chunks:
             if chunk.ref_cnt == 0:
-                self._num_evictable_cache_chunks -= 1
+                newly_pinned += 1
             chunk.ref_cnt += 1
-        self._record(keys, req_context, reused_keys=keys)
+        self._num_evictable_cache_chunks -= newly_pinned
+        self._record_state(state, keys, keys, req_context)
         return CPULoadStoreSpec([chunk.chunk_id for chunk in chunks])
 
     def complete_load(self, keys: Collection[OffloadKey], req_context: ReqContext) -> None:
         """Release one load of each of ``keys``."""
-        policy = self._policy
+        get = self._get
         needed = Counter(keys)
         chunks = []
         for key, times in needed.items():
-            chunk = policy.get(key)
+            chunk = get(key)
             if chunk is None or chunk.ref_cnt < times:
                 raise LoadNotPreparedError(f"{key!r} has no load in flight to complete")
             chunks.append((chunk, times))
@@ -261,38 +269,42 @@ class CPUOffloadingManager:
         threshold), evicting as needed; None, evicting nothing, when not enough chunks can be
         freed. Keys of the offer are never evicted."""
         keys = list(keys)
-        if len(set(keys)) != len(keys):
+        offer = set(keys)
+        if len(offer) != len(keys):
             raise OffloadArgumentError(f"an offer names a key twice: {keys!r}")
-        self._check_not_finished(keys, req_context)
-        policy = self._policy
         state = self._access(req_context)
-        self._count_offer(keys, state.counted_keys)
-        keys_to_store: list[OffloadKey] = []
-        ready_existing: list[OffloadKey] = []
-        for key in keys:
-            chunk = policy.get(key)
-            if chunk is None:
-                keys_to_store.append(key)
-            elif chunk.ref_cnt >= 0:
-                ready_existing.append(key)
+        if state.finished and not offer <= state.seen_keys:
+            raise RequestFinishedError(f"request {req_context.req_id!r} finished; it cannot "
+                                       f"use new keys {sorted(offer - state.seen_keys)!r}")
+        get = self._get
         counts = self.counts
         if counts is not None:
-            admitted = []
-            for key in keys_to_store:
-                if counts.get(key, 0) >= self.store_threshold:
-                    admitted.append(key)
-                elif key not in state.counted_keys:
-                    self.stores_skipped_in_current_batch += 1
-            keys_to_store = admitted
-            state.counted_keys.update(keys)
-        new_misses = [key for key in keys_to_store if key not in state.store_miss_keys]
-        if new_misses:
-            policy.on_store_miss(new_misses, req_context)
-            state.store_miss_keys.update(new_misses)
-        recorded = set(keys_to_store)
-        recorded.update(ready_existing)
-        self._record([key for key in keys if key in recorded], req_context,
-                     reused_keys=ready_existing)
+            self._count_offer(keys, state.counted_keys)
+            threshold, counted = self.store_threshold, state.counted_keys
+        keys_to_store: list[OffloadKey] = []
+        ready_existing: list[OffloadKey] = []
+        recorded: list[OffloadKey] = []  # to store or ready, in offer order
+        for key in keys:
+            chunk = get(key)
+            if chunk is None:
+                if counts is not None and counts.get(key, 0) < threshold:
+                    if key not in counted:
+                        self.stores_skipped_in_current_batch += 1
+                    continue
+                keys_to_store.append(key)
+                recorded.append(key)
+            elif chunk.ref_cnt >= 0:
+                ready_existing.append(key)
+                recorded.append(key)
+        if counts is not None:
+            counted.update(keys)
+        if self._observes_misses:
+            seen_misses = state.store_miss_keys
+            new_misses = [key for key in keys_to_store if key not in seen_misses]
+            if new_misses:
+                self._policy.on_store_miss(new_misses, req_context)
+                seen_misses.update(new_misses)
+        self._record_state(state, recorded, ready_existing, req_context)
         if not keys_to_store:
             return PrepareStoreOutput([], CPULoadStoreSpec(()), [])
 
@@ -301,19 +313,19 @@ class CPUOffloadingManager:
         if shortfall > 0:
             if shortfall > self._num_evictable_cache_chunks:
                 return None
-            evicted = policy.evict(shortfall, set(keys))
+            evicted = self._policy.evict(shortfall, offer)
             if evicted is None:
                 return None
             self._num_evictable_cache_chunks -= len(evicted)
             self._num_stored_chunks -= len(evicted)
+            free_list = self._free_list
             for key, chunk in evicted:
-                self._free_list.append(chunk.chunk_id)
+                free_list.append(chunk.chunk_id)
                 evicted_keys.append(key)
             if self.events is not None:
                 self.events.append(OffloadingEvent(evicted_keys, self.medium, removed=True))
         chunks = self._allocate(len(keys_to_store))
-        for key, chunk in zip(keys_to_store, chunks, strict=True):
-            policy.insert(key, chunk, req_context)
+        self._policy.insert_all(keys_to_store, chunks, req_context)
         self._num_write_pending_chunks += len(keys_to_store)
         state.inserted_keys.update(keys_to_store)
         return PrepareStoreOutput(keys_to_store, CPULoadStoreSpec(c.chunk_id for c in chunks),
@@ -327,9 +339,10 @@ class CPUOffloadingManager:
         keys = list(keys)
         if len(set(keys)) != len(keys):
             raise OffloadArgumentError(f"complete_store names a key twice: {keys!r}")
+        get = self._get
         chunks = []
         for key in keys:
-            chunk = policy.get(key)
+            chunk = get(key)
             if chunk is None or chunk.ref_cnt >= 0:
                 raise StoreNotPendingError(f"{key!r} has no pending write to complete")
             chunks.append(chunk)
@@ -360,16 +373,12 @@ class CPUOffloadingManager:
             return
         state.finished = True
         key_groups = []
-        for group_idx in sorted(state.key_groups):
-            keys = state.key_groups[group_idx]
-            order: dict[OffloadKey, int] = {}
-            for key in keys:
-                position = req_context.get_offload_key_position(key)
-                if position is None:
-                    break
-                order[key] = position
-            else:
-                keys = sorted(keys, key=order.__getitem__)
+        groups = state.key_groups
+        for suffix in sorted(groups):  # big-endian group indices sort as bytes
+            keys = groups[suffix]
+            positions = req_context.offload_key_positions
+            if all(key in positions for key in keys):
+                keys = sorted(keys, key=positions.__getitem__)
             key_groups.append(tuple(keys))
         self._policy.on_request_finished(tuple(key_groups),
                                          state.inserted_keys - state.reused_keys,
@@ -411,7 +420,7 @@ class CPUOffloadingManager:
         events, self.events = self.events, []
         for event in events:
             if event.metadata_only:
-                keys = [key for key in event.keys if self._policy.get(key) is None]
+                keys = [key for key in event.keys if self._get(key) is None]
                 if not keys:
                     continue
                 event = replace(event, keys=keys)

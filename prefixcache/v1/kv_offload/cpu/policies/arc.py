@@ -38,19 +38,25 @@ class ARCCachePolicy(CachePolicy):
         self.b1: OrderedDict[OffloadKey, None] = OrderedDict()
         self.b2: OrderedDict[OffloadKey, None] = OrderedDict()
 
-    def get(self, key: OffloadKey) -> ChunkStatus | None:
-        chunk = self.t1.get(key)
-        return self.t2.get(key) if chunk is None else chunk
-
-    def resident(self) -> Iterable[tuple[OffloadKey, ChunkStatus]]:
-        return [*self.t1.items(), *self.t2.items()]
-
     def insert(self, key: OffloadKey, chunk: ChunkStatus, req_context: ReqContext) -> None:
+        self.chunks[key] = chunk
         self.t1[key] = chunk
         self.b1.pop(key, None)
         self.b2.pop(key, None)
 
+    def insert_all(self, keys: Sequence[OffloadKey], chunks: Sequence[ChunkStatus],
+                   req_context: ReqContext) -> None:
+        resident, t1, b1, b2 = self.chunks, self.t1, self.b1, self.b2
+        for key, chunk in zip(keys, chunks, strict=True):
+            resident[key] = chunk
+            t1[key] = chunk
+            if b1:
+                b1.pop(key, None)
+            if b2:
+                b2.pop(key, None)
+
     def remove(self, key: OffloadKey) -> None:
+        del self.chunks[key]
         if self.t1.pop(key, None) is None:
             del self.t2[key]
 
@@ -72,7 +78,9 @@ class ARCCachePolicy(CachePolicy):
                             insertion_only_keys: set[OffloadKey],
                             reused_keys: set[OffloadKey], req_context: ReqContext) -> None:
         t1, t2 = self.t1, self.t2
-        for key in reversed(order_request_keys(key_groups, req_context)):
+        keys = (key_groups[0] if len(key_groups) == 1  # one group arrives ordered already
+                else order_request_keys(key_groups, req_context))
+        for key in reversed(keys):
             if key in insertion_only_keys:
                 if key in t1:
                     t1.move_to_end(key)
@@ -85,6 +93,7 @@ class ARCCachePolicy(CachePolicy):
                     t2.move_to_end(key)
 
     def clear(self) -> None:
+        self.chunks.clear()
         self.t1.clear()
         self.t2.clear()
         self.b1.clear()
@@ -123,7 +132,9 @@ class ARCCachePolicy(CachePolicy):
             if pick[2]:
                 t1_size -= 1
             chosen.append(pick)
+        resident = self.chunks
         for key, _, in_t1 in chosen:
+            del resident[key]
             if in_t1:
                 del self.t1[key]
                 self.b1[key] = None

@@ -15,13 +15,9 @@ def order_request_keys(key_groups: Sequence[Sequence[OffloadKey]], req_context: 
     """The keys of all groups in one head-to-tail order: by end-token position when every key
     has one (stable), else group by group as given."""
     keys = [key for group in key_groups for key in group]
-    positions = {}
-    for key in keys:
-        position = req_context.get_offload_key_position(key)
-        if position is None:
-            return keys
-        positions[key] = position
-    keys.sort(key=positions.__getitem__)
+    positions = req_context.offload_key_positions
+    if all(key in positions for key in keys):
+        keys.sort(key=positions.__getitem__)
     return keys
 
 
@@ -50,18 +46,26 @@ class CachePolicy(ABC):
 
     def __init__(self, cache_capacity: int) -> None:
         self.cache_capacity = cache_capacity
+        #: Every resident key's chunk; a policy keeps it exact (the manager reads it).
+        self.chunks: dict[OffloadKey, ChunkStatus] = {}
 
-    @abstractmethod
     def get(self, key: OffloadKey) -> ChunkStatus | None:
         """The chunk of ``key``, None if not resident."""
+        return self.chunks.get(key)
 
-    @abstractmethod
     def resident(self) -> Iterable[tuple[OffloadKey, ChunkStatus]]:
         """Every resident (key, chunk), in no particular order."""
+        return self.chunks.items()
 
     @abstractmethod
     def insert(self, key: OffloadKey, chunk: ChunkStatus, req_context: ReqContext) -> None:
         """Add a newly allocated chunk (``key`` not resident)."""
+
+    def insert_all(self, keys: Sequence[OffloadKey], chunks: Sequence[ChunkStatus],
+                   req_context: ReqContext) -> None:
+        """``insert`` each key with its chunk, in order (one call per store)."""
+        for key, chunk in zip(keys, chunks, strict=True):
+            self.insert(key, chunk, req_context)
 
     @abstractmethod
     def remove(self, key: OffloadKey) -> None:

@@ -72,6 +72,15 @@ class _Bucket:
                 yield key
 
 
+def _ordered(key_groups: Sequence[Sequence[OffloadKey]], req_context: ReqContext
+             ) -> Sequence[OffloadKey]:
+    """``order_request_keys``; one group arrives ordered already (the manager sorts each
+    group the same way)."""
+    if len(key_groups) == 1:
+        return key_groups[0]
+    return order_request_keys(key_groups, req_context)
+
+
 @dataclass(slots=True)
 class _RequestRank:
     owner: object
@@ -84,7 +93,6 @@ class LRUCachePolicy(CachePolicy):
 
     def __init__(self, cache_capacity: int) -> None:
         super().__init__(cache_capacity)
-        self.chunks: dict[OffloadKey, ChunkStatus] = {}
         self._rank: dict[OffloadKey, int] = {}  # committed keys -> first rank component
         self._bucket_of: dict[OffloadKey, _Bucket] = {}  # provisionally ranked keys
         self._order: OrderedDict[OffloadKey | _Bucket, None] = OrderedDict()
@@ -113,15 +121,6 @@ class LRUCachePolicy(CachePolicy):
         else:
             del self._bucket_of.pop(key).members[key]
 
-    def _commit(self, key: OffloadKey) -> None:
-        self._next_rank += 1
-        if key in self._rank:
-            self._order.move_to_end(key)
-        else:
-            del self._bucket_of.pop(key).members[key]
-            self._order[key] = None
-        self._rank[key] = self._next_rank
-
     def _join(self, key: OffloadKey, bucket: _Bucket, position: int) -> None:
         if not bucket.attached:
             self._reattach(bucket)
@@ -147,12 +146,6 @@ class LRUCachePolicy(CachePolicy):
 
     # --- CachePolicy ---
 
-    def get(self, key: OffloadKey) -> ChunkStatus | None:
-        return self.chunks.get(key)
-
-    def resident(self) -> Iterable[tuple[OffloadKey, ChunkStatus]]:
-        return self.chunks.items()
-
     def insert(self, key: OffloadKey, chunk: ChunkStatus, req_context: ReqContext) -> None:
         self.chunks[key] = chunk
         position = req_context.get_offload_key_position(key)
@@ -163,33 +156,71 @@ class LRUCachePolicy(CachePolicy):
         else:
             self._join(key, self._request_bucket(req_context), position)
 
+    def insert_all(self, keys: Sequence[OffloadKey], chunks: Sequence[ChunkStatus],
+                   req_context: ReqContext) -> None:
+        positions = req_context.offload_key_positions
+        bucket: _Bucket | None = None
+        all_chunks, bucket_of = self.chunks, self._bucket_of
+        for key, chunk in zip(keys, chunks, strict=True):
+            all_chunks[key] = chunk
+            position = positions.get(key)
+            if position is None:
+                self._next_rank += 1
+                self._rank[key] = self._next_rank
+                self._order[key] = None
+                continue
+            if bucket is None:
+                bucket = self._request_bucket(req_context)
+                if not bucket.attached:
+                    self._reattach(bucket)
+            bucket.add(key, position)
+            bucket_of[key] = bucket
+
     def remove(self, key: OffloadKey) -> None:
         del self.chunks[key]
         self._detach(key)
 
     def on_request_access(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
         bucket = self._request_bucket(req_context)
+        positions = req_context.offload_key_positions
+        chunks, bucket_of, rank, order = self.chunks, self._bucket_of, self._rank, self._order
         for key in keys:
-            position = req_context.get_offload_key_position(key)
-            if position is None or key not in self.chunks:
+            position = positions.get(key)
+            if position is None or key not in chunks:
                 continue
-            current = self._bucket_of.get(key)
+            current = bucket_of.get(key)
             if current is None:
-                if self._rank[key] > bucket.rank:
+                if rank[key] > bucket.rank:
                     continue
+                del rank[key]
+                del order[key]
             elif current.rank > bucket.rank or (
                     current.rank == bucket.rank and current.members[key] <= position):
                 continue
-            self._detach(key)
-            self._join(key, bucket, position)
+            else:
+                del current.members[key]
+            if not bucket.attached:
+                self._reattach(bucket)
+            bucket.add(key, position)
+            bucket_of[key] = bucket
 
     def on_request_finished(self, key_groups: Sequence[Sequence[OffloadKey]],
                             insertion_only_keys: set[OffloadKey],
                             reused_keys: set[OffloadKey], req_context: ReqContext) -> None:
-        chunks = self.chunks
-        for key in reversed(order_request_keys(key_groups, req_context)):
-            if key in chunks:
-                self._commit(key)
+        keys = _ordered(key_groups, req_context)
+        chunks, rank, order, bucket_of = self.chunks, self._rank, self._order, self._bucket_of
+        next_rank = self._next_rank
+        for key in reversed(keys):
+            if key not in chunks:
+                continue
+            next_rank += 1
+            if key in rank:
+                order.move_to_end(key)
+            else:
+                del bucket_of.pop(key).members[key]
+                order[key] = None
+            rank[key] = next_rank
+        self._next_rank = next_rank
 
     def clear(self) -> None:
         self.chunks.clear()
