@@ -57,7 +57,7 @@ class _RequestCacheAccess:
 
     owner: object
     generation: int
-    key_groups: dict[bytes, list[OffloadKey]] = field(default_factory=dict)
+    keys_in_order: list[OffloadKey] = field(default_factory=list)  # first uses, in order
     seen_keys: set[OffloadKey] = field(default_factory=set)
     inserted_keys: set[OffloadKey] = field(default_factory=set)
     reused_keys: set[OffloadKey] = field(default_factory=set)
@@ -88,13 +88,15 @@ class CPUOffloadingManager:
         self.medium = Medium.CPU
         self._num_chunks = num_chunks
         self._num_allocated_chunks = 0  # fresh ids handed out so far
-        self._free_list: list[int] = []
+        self._free_list: list[ChunkStatus] = []  # freed chunks (ids), reused objects
         self._quarantined: set[int] = set()  # chunk ids in flight at a reset, until flushed
         self._quarantined_ahead = 0  # of those, ids not yet passed by fresh allocation
         self._policy: CachePolicy = policy_cls(num_chunks)
         self._get = self._policy.chunks.get  # the residency map's own lookup (C speed)
         # Whether the policy learns from store misses (ARC); others skip building them.
         self._observes_misses = policy_cls.on_store_miss is not CachePolicy.on_store_miss
+        self._observes_access = (policy_cls.on_request_access
+                                 is not CachePolicy.on_request_access)
         self._num_evictable_cache_chunks = 0
         self._num_write_pending_chunks = 0
         self._num_stored_chunks = 0  # ready chunks (evictable or pinned)
@@ -154,7 +156,10 @@ class CPUOffloadingManager:
             chunks = [ChunkStatus(i) for i in range(start, start + fresh)]
             self._num_allocated_chunks += fresh
         free_list = self._free_list
-        chunks.extend(ChunkStatus(free_list.pop()) for _ in range(n - fresh))
+        for _ in range(n - fresh):
+            chunk = free_list.pop()
+            chunk.ref_cnt = -1
+            chunks.append(chunk)
         return chunks
 
     # --- request records ---
@@ -170,19 +175,16 @@ class CPUOffloadingManager:
                       reused_keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
         """Note the request's first use of each of ``keys`` (the policy sees new ones) and
         which it reused (ready chunks it did not insert itself)."""
-        seen, groups = state.seen_keys, state.key_groups
+        seen, in_order = state.seen_keys, state.keys_in_order
         new_keys = []
         for key in keys:
             if key not in seen:
-                group = groups.get(key[-4:])  # by the group index's bytes
-                if group is None:
-                    groups[key[-4:]] = [key]
-                else:
-                    group.append(key)
                 seen.add(key)
                 new_keys.append(key)
         if new_keys:
-            self._policy.on_request_access(new_keys, req_context)
+            in_order.extend(new_keys)
+            if self._observes_access:
+                self._policy.on_request_access(new_keys, req_context)
         inserted = state.inserted_keys
         if inserted:
             state.reused_keys.update(key for key in reused_keys if key not in inserted)
@@ -320,7 +322,7 @@ class CPUOffloadingManager:
             self._num_stored_chunks -= len(evicted)
             free_list = self._free_list
             for key, chunk in evicted:
-                free_list.append(chunk.chunk_id)
+                free_list.append(chunk)
                 evicted_keys.append(key)
             if self.events is not None:
                 self.events.append(OffloadingEvent(evicted_keys, self.medium, removed=True))
@@ -355,7 +357,7 @@ class CPUOffloadingManager:
         else:
             for key, chunk in zip(keys, chunks, strict=True):
                 policy.remove(key)
-                self._free_list.append(chunk.chunk_id)
+                self._free_list.append(chunk)
         if keys and self.events is not None:
             if success:
                 self.events.append(OffloadingEvent(keys, self.medium, removed=False,
@@ -373,7 +375,13 @@ class CPUOffloadingManager:
             return
         state.finished = True
         key_groups = []
-        groups = state.key_groups
+        groups: dict[bytes, list[OffloadKey]] = {}
+        for key in state.keys_in_order:  # by the group index's bytes (big endian)
+            group = groups.get(key[-4:])
+            if group is None:
+                groups[key[-4:]] = [key]
+            else:
+                group.append(key)
         for suffix in sorted(groups):  # big-endian group indices sort as bytes
             keys = groups[suffix]
             positions = req_context.offload_key_positions
@@ -408,7 +416,7 @@ class CPUOffloadingManager:
     def on_reset_flushed(self) -> None:
         """Workers finished every transfer in flight at the last reset: free their chunks."""
         passed = self._num_allocated_chunks
-        self._free_list.extend(i for i in sorted(self._quarantined) if i < passed)
+        self._free_list.extend(ChunkStatus(i) for i in sorted(self._quarantined) if i < passed)
         self._quarantined.clear()
         self._quarantined_ahead = 0
 
