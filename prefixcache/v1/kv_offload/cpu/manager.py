@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Collection, Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 
 from prefixcache.v1.kv_offload.base import (
@@ -175,14 +176,13 @@ class CPUOffloadingManager:
                       reused_keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
         """Note the request's first use of each of ``keys`` (the policy sees new ones) and
         which it reused (ready chunks it did not insert itself)."""
-        seen, in_order = state.seen_keys, state.keys_in_order
-        new_keys = []
-        for key in keys:
-            if key not in seen:
-                seen.add(key)
-                new_keys.append(key)
+        seen = state.seen_keys
+        new_keys = [key for key in keys if key not in seen]
         if new_keys:
-            in_order.extend(new_keys)
+            if len(new_keys) > 1:
+                new_keys = list(dict.fromkeys(new_keys))  # a load may name a key twice
+            seen.update(new_keys)
+            state.keys_in_order.extend(new_keys)
             if self._observes_access:
                 self._policy.on_request_access(new_keys, req_context)
         inserted = state.inserted_keys
@@ -283,21 +283,25 @@ class CPUOffloadingManager:
         if counts is not None:
             self._count_offer(keys, state.counted_keys)
             threshold, counted = self.store_threshold, state.counted_keys
-        keys_to_store: list[OffloadKey] = []
-        ready_existing: list[OffloadKey] = []
-        recorded: list[OffloadKey] = []  # to store or ready, in offer order
-        for key in keys:
-            chunk = get(key)
-            if chunk is None:
-                if counts is not None and counts.get(key, 0) < threshold:
-                    if key not in counted:
-                        self.stores_skipped_in_current_batch += 1
-                    continue
-                keys_to_store.append(key)
-                recorded.append(key)
-            elif chunk.ref_cnt >= 0:
-                ready_existing.append(key)
-                recorded.append(key)
+        found = list(map(get, keys))
+        keys_to_store: list[OffloadKey]
+        ready_existing: list[OffloadKey]
+        recorded: list[OffloadKey]  # to store or ready, in offer order
+        if counts is None and found.count(None) == len(keys):  # all new: the common offer
+            keys_to_store, ready_existing, recorded = keys, [], keys
+        else:
+            keys_to_store, ready_existing, recorded = [], [], []
+            for key, chunk in zip(keys, found, strict=True):
+                if chunk is None:
+                    if counts is not None and counts.get(key, 0) < threshold:
+                        if key not in counted:
+                            self.stores_skipped_in_current_batch += 1
+                        continue
+                    keys_to_store.append(key)
+                    recorded.append(key)
+                elif chunk.ref_cnt >= 0:
+                    ready_existing.append(key)
+                    recorded.append(key)
         if counts is not None:
             counted.update(keys)
         if self._observes_misses:
@@ -374,18 +378,19 @@ class CPUOffloadingManager:
                 or state.generation != self._cache_generation or state.finished):
             return
         state.finished = True
+        in_order = state.keys_in_order
+        suffixes = [key[-4:] for key in in_order]  # the group index's bytes (big endian)
+        if len(set(suffixes)) <= 1:
+            grouped = [in_order]
+        else:
+            groups: dict[bytes, list[OffloadKey]] = {}
+            for key, suffix in zip(in_order, suffixes, strict=True):
+                groups.setdefault(suffix, []).append(key)
+            grouped = [groups[suffix] for suffix in sorted(groups)]
+        positions = req_context.offload_key_positions
         key_groups = []
-        groups: dict[bytes, list[OffloadKey]] = {}
-        for key in state.keys_in_order:  # by the group index's bytes (big endian)
-            group = groups.get(key[-4:])
-            if group is None:
-                groups[key[-4:]] = [key]
-            else:
-                group.append(key)
-        for suffix in sorted(groups):  # big-endian group indices sort as bytes
-            keys = groups[suffix]
-            positions = req_context.offload_key_positions
-            if all(key in positions for key in keys):
+        for keys in grouped:
+            with suppress(KeyError):  # a key without a position: first-use order stays
                 keys = sorted(keys, key=positions.__getitem__)
             key_groups.append(tuple(keys))
         self._policy.on_request_finished(tuple(key_groups),

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from prefixcache.v1.kv_offload.base import OffloadKey, ReqContext
 from prefixcache.v1.kv_offload.cpu.policies.base import (
@@ -159,22 +160,26 @@ class LRUCachePolicy(CachePolicy):
     def insert_all(self, keys: Sequence[OffloadKey], chunks: Sequence[ChunkStatus],
                    req_context: ReqContext) -> None:
         positions = req_context.offload_key_positions
-        bucket: _Bucket | None = None
-        all_chunks, bucket_of = self.chunks, self._bucket_of
-        for key, chunk in zip(keys, chunks, strict=True):
-            all_chunks[key] = chunk
-            position = positions.get(key)
-            if position is None:
-                self._next_rank += 1
-                self._rank[key] = self._next_rank
-                self._order[key] = None
-                continue
-            if bucket is None:
-                bucket = self._request_bucket(req_context)
-                if not bucket.attached:
-                    self._reattach(bucket)
-            bucket.add(key, position)
-            bucket_of[key] = bucket
+        try:
+            ranked = [positions[key] for key in keys]
+        except KeyError:  # some key has no position: one at a time
+            for key, chunk in zip(keys, chunks, strict=True):
+                self.insert(key, chunk, req_context)
+            return
+        if not keys:
+            return
+        self.chunks.update(zip(keys, chunks, strict=True))
+        bucket = self._request_bucket(req_context)
+        if not bucket.attached:
+            self._reattach(bucket)
+        bucket.members.update(zip(keys, ranked, strict=True))
+        entries = [(-position, key) for position, key in zip(ranked, keys, strict=True)]
+        order = bucket.order
+        if bucket.sorted and ((order and entries[0] > order[-1])
+                              or any(a < b for a, b in pairwise(entries))):
+            bucket.sorted = False
+        order.extend(entries)
+        self._bucket_of.update(dict.fromkeys(keys, bucket))
 
     def remove(self, key: OffloadKey) -> None:
         del self.chunks[key]
