@@ -324,10 +324,8 @@ class CPUOffloadingManager:
                 return None
             self._num_evictable_cache_chunks -= len(evicted)
             self._num_stored_chunks -= len(evicted)
-            free_list = self._free_list
-            for key, chunk in evicted:
-                free_list.append(chunk)
-                evicted_keys.append(key)
+            self._free_list.extend([chunk for _, chunk in evicted])
+            evicted_keys = [key for key, _ in evicted]
             if self.events is not None:
                 self.events.append(OffloadingEvent(evicted_keys, self.medium, removed=True))
         chunks = self._allocate(len(keys_to_store))

@@ -104,44 +104,44 @@ class ARCCachePolicy(CachePolicy):
               ) -> list[tuple[OffloadKey, ChunkStatus]] | None:
         if n <= 0:
             return []
-
-        def candidates(entries: OrderedDict[OffloadKey, ChunkStatus]
-                       ) -> Iterator[tuple[OffloadKey, ChunkStatus]]:
-            for key, chunk in entries.items():
-                if chunk.ref_cnt == 0 and key not in protected:
-                    yield key, chunk
-
-        from_t1, from_t2 = candidates(self.t1), candidates(self.t2)
-        chosen: list[tuple[OffloadKey, ChunkStatus, bool]] = []
-        t1_size = len(self.t1)
-        for _ in range(n):
-            pick: tuple[OffloadKey, ChunkStatus, bool] | None = None
-            if t1_size >= int(self.target_t1_size):
-                entry = next(from_t1, None)
-                if entry is not None:
-                    pick = (*entry, True)
-            if pick is None:
-                entry = next(from_t2, None)
-                if entry is not None:
-                    pick = (*entry, False)
-            if pick is None:
-                entry = next(from_t1, None)
-                if entry is None:
-                    return None
-                pick = (*entry, True)
-            if pick[2]:
-                t1_size -= 1
-            chosen.append(pick)
-        resident = self.chunks
-        for key, _, in_t1 in chosen:
-            del resident[key]
-            if in_t1:
-                del self.t1[key]
-                self.b1[key] = None
-            else:
-                del self.t2[key]
-                self.b2[key] = None
-        for ghost in (self.b1, self.b2):
-            for _ in range(len(ghost) - self.cache_capacity):
+        # Pick by pick, T1 is preferred while |T1| minus the T1 picks so far is >= int(p): the
+        # first ``prefer_t1`` picks. Then T2, falling back to T1 when T2 has no candidate.
+        # Scans are monotonic (each list's iterator resumes where it stopped).
+        t1_items, t2_items = iter(self.t1.items()), iter(self.t2.items())
+        prefer_t1 = max(0, min(n, len(self.t1) - int(self.target_t1_size) + 1))
+        from_t1 = _take(t1_items, prefer_t1, protected)
+        from_t2 = _take(t2_items, n - len(from_t1), protected)
+        more_t1: list[tuple[OffloadKey, ChunkStatus]] = []
+        if len(from_t1) == prefer_t1 and len(from_t1) + len(from_t2) < n:
+            more_t1 = _take(t1_items, n - len(from_t1) - len(from_t2), protected)
+        if len(from_t1) + len(from_t2) + len(more_t1) < n:
+            return None
+        resident, t1, t2, b1, b2 = self.chunks, self.t1, self.t2, self.b1, self.b2
+        for key, _ in from_t1:
+            del resident[key], t1[key]
+            b1[key] = None
+        for key, _ in more_t1:
+            del resident[key], t1[key]
+            b1[key] = None
+        for key, _ in from_t2:
+            del resident[key], t2[key]
+            b2[key] = None
+        capacity = self.cache_capacity
+        for ghost in (b1, b2):
+            for _ in range(len(ghost) - capacity):
                 ghost.popitem(last=False)
-        return [(key, chunk) for key, chunk, _ in chosen]
+        return from_t1 + from_t2 + more_t1
+
+
+def _take(items: Iterator[tuple[OffloadKey, ChunkStatus]], k: int, protected: set[OffloadKey]
+          ) -> list[tuple[OffloadKey, ChunkStatus]]:
+    """Up to ``k`` evictable, unprotected entries from ``items``, consuming only what it scans."""
+    out: list[tuple[OffloadKey, ChunkStatus]] = []
+    if k <= 0:
+        return out
+    for key, chunk in items:
+        if chunk.ref_cnt == 0 and key not in protected:
+            out.append((key, chunk))
+            if len(out) == k:
+                break
+    return out
