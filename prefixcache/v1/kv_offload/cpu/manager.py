@@ -27,6 +27,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from prefixcache.v1.kv_offload.base import (
     LookupResult,
@@ -172,24 +173,30 @@ class CPUOffloadingManager:
             req_context.set_state(state)
         return state
 
-    def _record_state(self, state: _RequestCacheAccess, keys: Iterable[OffloadKey],
-                      reused_keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
+    def _record_state(self, state: _RequestCacheAccess, keys: Sequence[OffloadKey],
+                      reused_keys: Sequence[OffloadKey], req_context: ReqContext,
+                      resident_only: bool = False) -> None:
         """Note the request's first use of each of ``keys`` (the policy sees new ones) and
-        which it reused (ready chunks it did not insert itself)."""
+        which it reused (ready chunks it did not insert itself). ``resident_only``: of the new
+        keys only those in ``reused_keys`` are resident, the only ones a policy can rank."""
         seen = state.seen_keys
         new_keys = [key for key in keys if key not in seen]
         if new_keys:
-            if len(new_keys) > 1:
+            if not resident_only and len(new_keys) > 1:
                 new_keys = list(dict.fromkeys(new_keys))  # a load may name a key twice
             seen.update(new_keys)
             state.keys_in_order.extend(new_keys)
             if self._observes_access:
+                if resident_only:
+                    resident = set(reused_keys)
+                    new_keys = [key for key in new_keys if key in resident] if resident else []
                 self._policy.on_request_access(new_keys, req_context)
-        inserted = state.inserted_keys
-        if inserted:
-            state.reused_keys.update(key for key in reused_keys if key not in inserted)
-        else:
-            state.reused_keys.update(reused_keys)
+        if reused_keys:
+            inserted = state.inserted_keys
+            if inserted:
+                state.reused_keys.update(key for key in reused_keys if key not in inserted)
+            else:
+                state.reused_keys.update(reused_keys)
 
     def _count_offer(self, keys: Sequence[OffloadKey], counted: set[OffloadKey]) -> None:
         """Count an offer toward the threshold; tracked keys of the offer are not dropped."""
@@ -229,14 +236,13 @@ class CPUOffloadingManager:
     def prepare_load(self, keys: Collection[OffloadKey], req_context: ReqContext
                      ) -> CPULoadStoreSpec:
         """Pin ``keys`` (each must be ``HIT``) until ``complete_load``; their chunk ids."""
-        get = self._get
-        chunks = []
-        for key in keys:
-            chunk = get(key)
+        keys = list(keys)
+        found = list(map(self._get, keys))
+        for key, chunk in zip(keys, found, strict=True):
             if chunk is None or chunk.ref_cnt < 0:
                 raise KeyNotLoadableError(
                     f"{key!r} is {'not stored' if chunk is None else 'still being written'}")
-            chunks.append(chunk)
+        chunks = cast(list[ChunkStatus], found)
         state = self._access(req_context)
         if state.finished and not state.seen_keys.issuperset(keys):
             raise RequestFinishedError(f"request {req_context.req_id!r} finished; it cannot "
@@ -310,7 +316,7 @@ class CPUOffloadingManager:
             if new_misses:
                 self._policy.on_store_miss(new_misses, req_context)
                 seen_misses.update(new_misses)
-        self._record_state(state, recorded, ready_existing, req_context)
+        self._record_state(state, recorded, ready_existing, req_context, resident_only=True)
         if not keys_to_store:
             return PrepareStoreOutput([], CPULoadStoreSpec(()), [])
 
