@@ -42,7 +42,9 @@ class Side:
     replica: set[Any] = field(default_factory=set)  # served keys rebuilt from events
 
     def __post_init__(self) -> None:
-        self.keys = [self.types.make_offload_key(bytes([i + 1]) * 8, 0) for i in range(NUM_KEYS)]
+        # Keys 6.. belong to a second KV-cache group (positions still order them all).
+        self.keys = [self.types.make_offload_key(bytes([i + 1]) * 8, int(i >= 6))
+                     for i in range(NUM_KEYS)]
 
     def context(self, req: int, positions: bool) -> Any:
         if req not in self.contexts:
@@ -97,7 +99,6 @@ class Pair:
     loads: list[Job] = field(default_factory=list)
     finished: set[int] = field(default_factory=set)
     positions: dict[int, bool] = field(default_factory=dict)
-    compare_events_after_reset: bool = True
     trace: list[str] = field(default_factory=list)
 
 
