@@ -157,11 +157,15 @@ class CPUOffloadingManager:
             start = self._num_allocated_chunks
             chunks = [ChunkStatus(i) for i in range(start, start + fresh)]
             self._num_allocated_chunks += fresh
-        free_list = self._free_list
-        for _ in range(n - fresh):
-            chunk = free_list.pop()
-            chunk.ref_cnt = -1
-            chunks.append(chunk)
+        reused = n - fresh
+        if reused:
+            free_list = self._free_list
+            tail = free_list[-reused:]
+            del free_list[-reused:]
+            tail.reverse()  # most recently freed first
+            for chunk in tail:
+                chunk.ref_cnt = -1
+            chunks += tail
         return chunks
 
     # --- request records ---
@@ -338,8 +342,8 @@ class CPUOffloadingManager:
         self._policy.insert_all(keys_to_store, chunks, req_context)
         self._num_write_pending_chunks += len(keys_to_store)
         state.inserted_keys.update(keys_to_store)
-        return PrepareStoreOutput(keys_to_store, CPULoadStoreSpec(c.chunk_id for c in chunks),
-                                  evicted_keys)
+        return PrepareStoreOutput(keys_to_store,
+                                  CPULoadStoreSpec([c.chunk_id for c in chunks]), evicted_keys)
 
     def complete_store(self, keys: Collection[OffloadKey], req_context: ReqContext,
                        success: bool = True) -> None:
@@ -349,13 +353,11 @@ class CPUOffloadingManager:
         keys = list(keys)
         if len(set(keys)) != len(keys):
             raise OffloadArgumentError(f"complete_store names a key twice: {keys!r}")
-        get = self._get
-        chunks = []
-        for key in keys:
-            chunk = get(key)
+        found = list(map(self._get, keys))
+        for key, chunk in zip(keys, found, strict=True):
             if chunk is None or chunk.ref_cnt >= 0:
                 raise StoreNotPendingError(f"{key!r} has no pending write to complete")
-            chunks.append(chunk)
+        chunks = cast(list[ChunkStatus], found)
         self._num_write_pending_chunks -= len(keys)
         if success:
             for chunk in chunks:
