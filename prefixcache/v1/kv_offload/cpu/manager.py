@@ -262,15 +262,27 @@ class CPUOffloadingManager:
 
     def complete_load(self, keys: Collection[OffloadKey], req_context: ReqContext) -> None:
         """Release one load of each of ``keys``."""
-        get = self._get
-        needed = Counter(keys)
-        chunks = []
+        keys = list(keys)
+        found = list(map(self._get, keys))
+        if len(set(keys)) == len(keys):
+            for key, chunk in zip(keys, found, strict=True):
+                if chunk is None or chunk.ref_cnt < 1:
+                    raise LoadNotPreparedError(f"{key!r} has no load in flight to complete")
+            released = 0
+            for chunk in cast(list[ChunkStatus], found):
+                chunk.ref_cnt -= 1
+                if not chunk.ref_cnt:
+                    released += 1
+            self._num_evictable_cache_chunks += released
+            return
+        needed = Counter(keys)  # a key loaded twice is released twice
+        pairs = []
         for key, times in needed.items():
-            chunk = get(key)
+            chunk = self._get(key)
             if chunk is None or chunk.ref_cnt < times:
                 raise LoadNotPreparedError(f"{key!r} has no load in flight to complete")
-            chunks.append((chunk, times))
-        for chunk, times in chunks:
+            pairs.append((chunk, times))
+        for chunk, times in pairs:
             chunk.ref_cnt -= times
             if chunk.ref_cnt == 0:
                 self._num_evictable_cache_chunks += 1

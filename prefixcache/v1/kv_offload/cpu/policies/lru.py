@@ -27,7 +27,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import islice
+from operator import lt
 
 from prefixcache.v1.kv_offload.base import OffloadKey, ReqContext
 from prefixcache.v1.kv_offload.cpu.policies.base import (
@@ -175,8 +176,10 @@ class LRUCachePolicy(CachePolicy):
         bucket.members.update(zip(keys, ranked, strict=True))
         entries = [(-position, key) for position, key in zip(ranked, keys, strict=True)]
         order = bucket.order
+        # Head-first positions (strictly increasing) keep the order sorted; anything else is
+        # sorted when an eviction first walks the bucket.
         if bucket.sorted and ((order and entries[0] > order[-1])
-                              or any(a < b for a, b in pairwise(entries))):
+                              or not all(map(lt, ranked, islice(ranked, 1, None)))):
             bucket.sorted = False
         order.extend(entries)
         self._bucket_of.update(dict.fromkeys(keys, bucket))
