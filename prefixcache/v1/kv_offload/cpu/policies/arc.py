@@ -46,14 +46,12 @@ class ARCCachePolicy(CachePolicy):
 
     def insert_all(self, keys: Sequence[OffloadKey], chunks: Sequence[ChunkStatus],
                    req_context: ReqContext) -> None:
-        resident, t1, b1, b2 = self.chunks, self.t1, self.b1, self.b2
-        for key, chunk in zip(keys, chunks, strict=True):
-            resident[key] = chunk
-            t1[key] = chunk
-            if b1:
-                b1.pop(key, None)
-            if b2:
-                b2.pop(key, None)
+        self.chunks.update(zip(keys, chunks, strict=True))
+        self.t1.update(zip(keys, chunks, strict=True))  # new keys: appended in order
+        for ghost in (self.b1, self.b2):
+            if ghost:
+                for key in keys:
+                    ghost.pop(key, None)
 
     def remove(self, key: OffloadKey) -> None:
         del self.chunks[key]
@@ -71,8 +69,9 @@ class ARCCachePolicy(CachePolicy):
             self.b2.move_to_end(key)
 
     def on_store_miss(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
-        for key in reversed(list(keys)):
-            self._ghost_hit(key)
+        if self.b1 or self.b2:
+            for key in reversed(list(keys)):
+                self._ghost_hit(key)
 
     def on_request_finished(self, key_groups: Sequence[Sequence[OffloadKey]],
                             insertion_only_keys: set[OffloadKey],
