@@ -11,7 +11,9 @@ most stores evict. The trace is generated once by driving the bundled manager (c
 untimed) and recorded as calls; an untimed pass replays it on each upstream manager and checks
 every lookup result and store outcome against the recording (the two must agree for the
 timing to compare like with like); then each replay is timed as a whole (``perf_counter_ns``,
-gc off), best of ``--repeat`` rounds, on fresh managers and contexts built outside the clock.
+gc off) on fresh managers and contexts built outside the clock, for ``--repeat`` rounds. A
+round times both managers back to back; the ratio reported is the median of the rounds'
+ratios (robust to load on a shared machine), the seconds the best round of each.
 Without the wheel only the bundled manager is timed.
 """
 
@@ -21,6 +23,7 @@ import argparse
 import gc
 import hashlib
 import random
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -167,22 +170,32 @@ def verify(manager: Any, contexts: Sequence[Any], calls: Sequence[Call]) -> int:
 
 def _time(contenders: Sequence[tuple[Callable[[], Any], Any]],
           positions: Sequence[dict[bytes, int]], calls: Sequence[Call], repeat: int
-          ) -> list[float]:
-    """Best replay time (seconds) of each (build, types) contender; rounds interleave the
-    contenders so a load spike on the machine hits both alike."""
+          ) -> tuple[list[float], list[float]]:
+    """(best replay seconds of each (build, types) contender, per-round ratios of each
+    contender's time to the first's). A round times every contender back to back (order
+    alternating between rounds), so its ratio compares runs under the same machine load."""
     best = [float("inf")] * len(contenders)
-    for _ in range(repeat):
-        for i, (build, types) in enumerate(contenders):
+    ratios: list[list[float]] = [[] for _ in contenders]
+    for round_no in range(repeat):
+        order = list(range(len(contenders)))
+        if round_no % 2:
+            order.reverse()
+        times = [0.0] * len(contenders)
+        for i in order:
+            build, types = contenders[i]
             manager, contexts = build(), _contexts(types, positions)
             gc.collect()
             gc.disable()
             try:
                 start = time.perf_counter_ns()
                 replay(manager, contexts, calls)
-                best[i] = min(best[i], (time.perf_counter_ns() - start) / 1e9)
+                times[i] = (time.perf_counter_ns() - start) / 1e9
             finally:
                 gc.enable()
-    return best
+        for i, seconds in enumerate(times):
+            best[i] = min(best[i], seconds)
+            ratios[i].append(seconds / times[0])
+    return best, [statistics.median(r) for r in ratios]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -202,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UpstreamError as exc:
         mods = None
         print(f"upstream not timed: {exc}")
-    print(f"{'manager':<24}{'seconds':>9}{'us/call':>9}{'upstream/bundled':>18}")
+    print(f"{'manager':<24}{'best s':>9}{'us/call':>9}{'upstream/bundled':>18}")
     for policy in ("lru", "arc"):
         calls, positions, chunks = generate(args.seed, args.requests, args.chunks,
                                             args.concurrency, args.batch, args.prompts, policy)
@@ -224,11 +237,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             bad = verify(theirs(), _contexts(mods.types, positions), calls)
             print(f"  {mods.version} {policy}: outcomes differing from the recording: {bad}")
             contenders.append((theirs, mods.types))
-        times = _time(contenders, positions, calls, args.repeat)
+        times, ratios = _time(contenders, positions, calls, args.repeat)
         print(f"{'bundled ' + policy:<24}{times[0]:>9.3f}{times[0] / len(calls) * 1e6:>9.2f}")
         if mods is not None:
             print(f"{mods.version + ' ' + policy:<24}{times[1]:>9.3f}"
-                  f"{times[1] / len(calls) * 1e6:>9.2f}{times[1] / times[0]:>17.2f}x")
+                  f"{times[1] / len(calls) * 1e6:>9.2f}{ratios[1]:>17.2f}x")
     return 0
 
 
