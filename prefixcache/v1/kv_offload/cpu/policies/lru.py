@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from operator import lt
+from typing import cast
 
 from prefixcache.v1.kv_offload.base import OffloadKey, ReqContext
 from prefixcache.v1.kv_offload.cpu.policies.base import (
@@ -247,28 +248,37 @@ class LRUCachePolicy(CachePolicy):
         cold_empty: list[_Bucket] = []  # empty buckets at the cold end, dropped on success
         at_cold_end = True
         for entry in self._order:
-            if isinstance(entry, _Bucket):
-                if not entry.members:
+            if entry.__class__ is _Bucket:
+                bucket = entry
+                if not bucket.members:
                     if at_cold_end:
-                        cold_empty.append(entry)
+                        cold_empty.append(bucket)
                     continue
-                keys: Iterable[OffloadKey] = entry.victims()
+                at_cold_end = False
+                for key in bucket.victims():
+                    chunk = chunks[key]
+                    if chunk.ref_cnt == 0 and key not in protected and key not in selected:
+                        selected[key] = chunk
+                        if len(selected) == n:
+                            break
             else:
-                keys = (entry,)
-            at_cold_end = False
-            for key in keys:
+                at_cold_end = False
+                key = cast(OffloadKey, entry)
                 chunk = chunks[key]
-                if chunk.ref_cnt == 0 and key not in protected and key not in selected:
+                if chunk.ref_cnt == 0 and key not in protected:
                     selected[key] = chunk
-                    if len(selected) == n:
-                        break
             if len(selected) == n:
                 break
         if len(selected) < n:
             return None
+        rank, order, bucket_of = self._rank, self._order, self._bucket_of
         for key in selected:
             del chunks[key]
-            self._detach(key)
+            holder = bucket_of.pop(key, None)
+            if holder is None:
+                del rank[key], order[key]
+            else:
+                del holder.members[key]
         for bucket in cold_empty:
             del self._order[bucket]
             bucket.attached = False
