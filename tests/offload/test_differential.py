@@ -81,3 +81,25 @@ def _run(version: str, policy: str, cfg: tuple[int, int, int],
 def test_bundled_agrees_with_upstream(version: str, policy: str, cfg: tuple[int, int, int],
                                       ops: list[tuple[Any, ...]]) -> None:
     _run(version, policy, cfg, ops)
+
+
+def _broken_commit(policy: Any, *args: Any) -> None:
+    """A broken LRU: finishing a request commits nothing."""
+
+
+@pytest.mark.parametrize("breakage", ["no-commit", "offer-not-protected"])
+def test_differential_catches_a_broken_manager(breakage: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefixcache.v1.kv_offload.cpu.policies import lru
+
+    if breakage == "no-commit":
+        monkeypatch.setattr(lru.LRUCachePolicy, "on_request_finished", _broken_commit)
+        ops = [("store_now", 0, [0]), ("store_now", 1, [1]), ("finish", 0),
+               ("store_now", 2, [2])]
+    else:
+        evict = lru.LRUCachePolicy.evict
+        monkeypatch.setattr(lru.LRUCachePolicy, "evict",
+                            lambda self, n, protected: evict(self, n, set()))
+        ops = [("store_now", 0, [0]), ("store_now", 0, [1]), ("store_now", 1, [1, 2])]
+    with pytest.raises(AssertionError):
+        _run("0.34.0", "lru", (2, 1, 64_000), ops)
