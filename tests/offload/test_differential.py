@@ -100,6 +100,9 @@ def test_differential_catches_a_broken_manager(breakage: str,
         evict = lru.LRUCachePolicy.evict
         monkeypatch.setattr(lru.LRUCachePolicy, "evict",
                             lambda self, n, protected: evict(self, n, set()))
-        ops = [("store_now", 0, [0]), ("store_now", 0, [1]), ("store_now", 1, [1, 2])]
+        # Key 1 is the LRU; the offer naming it comes from a request without positions, so
+        # the access does not refresh it: only the offer's protection keeps it.
+        ops = [("store_now", 0, [1]), ("finish", 0), ("store_now", 2, [0]), ("finish", 2),
+               ("new", 3, False), ("store_now", 3, [1, 2])]
     with pytest.raises(AssertionError):
         _run("0.34.0", "lru", (2, 1, 64_000), ops)
