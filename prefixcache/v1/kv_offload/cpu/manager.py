@@ -23,7 +23,7 @@ Departures from upstream 0.34.0 (each keeps an engine from reading or announcing
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -261,31 +261,21 @@ class CPUOffloadingManager:
         return CPULoadStoreSpec([chunk.chunk_id for chunk in chunks])
 
     def complete_load(self, keys: Collection[OffloadKey], req_context: ReqContext) -> None:
-        """Release one load of each of ``keys``."""
-        keys = list(keys)
-        found = list(map(self._get, keys))
-        if len(set(keys)) == len(keys):
-            for key, chunk in zip(keys, found, strict=True):
-                if chunk is None or chunk.ref_cnt < 1:
-                    raise LoadNotPreparedError(f"{key!r} has no load in flight to complete")
-            released = 0
-            for chunk in cast(list[ChunkStatus], found):
-                chunk.ref_cnt -= 1
-                if not chunk.ref_cnt:
-                    released += 1
-            self._num_evictable_cache_chunks += released
-            return
-        needed = Counter(keys)  # a key loaded twice is released twice
-        pairs = []
-        for key, times in needed.items():
-            chunk = self._get(key)
-            if chunk is None or chunk.ref_cnt < times:
+        """Release one load of each of ``keys`` (a key named twice is released twice)."""
+        get = self._get
+        done: list[ChunkStatus] = []
+        released = 0
+        for key in keys:
+            chunk = get(key)
+            if chunk is None or chunk.ref_cnt < 1:
+                for undo in done:  # failure-atomic: restore what this call released
+                    undo.ref_cnt += 1
                 raise LoadNotPreparedError(f"{key!r} has no load in flight to complete")
-            pairs.append((chunk, times))
-        for chunk, times in pairs:
-            chunk.ref_cnt -= times
-            if chunk.ref_cnt == 0:
-                self._num_evictable_cache_chunks += 1
+            chunk.ref_cnt -= 1
+            if not chunk.ref_cnt:
+                released += 1
+            done.append(chunk)
+        self._num_evictable_cache_chunks += released
 
     def prepare_store(self, keys: Collection[OffloadKey], req_context: ReqContext
                       ) -> PrepareStoreOutput | None:

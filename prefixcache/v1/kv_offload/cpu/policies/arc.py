@@ -69,8 +69,11 @@ class ARCCachePolicy(CachePolicy):
             self.b2.move_to_end(key)
 
     def on_store_miss(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
-        if self.b1 or self.b2:
-            for key in reversed(list(keys)):
+        b1, b2 = self.b1, self.b2
+        if not b1 and not b2:
+            return
+        for key in reversed(list(keys)):
+            if key in b1 or key in b2:
                 self._ghost_hit(key)
 
     def on_request_finished(self, key_groups: Sequence[Sequence[OffloadKey]],
