@@ -27,6 +27,8 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
+from itertools import islice, repeat
+from operator import le
 from typing import cast
 
 from prefixcache.v1.kv_offload.base import (
@@ -387,19 +389,21 @@ class CPUOffloadingManager:
             return
         state.finished = True
         in_order = state.keys_in_order
-        suffixes = [key[-4:] for key in in_order]  # the group index's bytes (big endian)
-        if len(set(suffixes)) <= 1:
+        # Groups by the group index's bytes (big endian, so they sort as bytes).
+        if not in_order or all(map(bytes.endswith, in_order, repeat(in_order[0][-4:]))):
             grouped = [in_order]
         else:
             groups: dict[bytes, list[OffloadKey]] = {}
-            for key, suffix in zip(in_order, suffixes, strict=True):
-                groups.setdefault(suffix, []).append(key)
+            for key in in_order:
+                groups.setdefault(key[-4:], []).append(key)
             grouped = [groups[suffix] for suffix in sorted(groups)]
         positions = req_context.offload_key_positions
         key_groups = []
         for keys in grouped:
             with suppress(KeyError):  # a key without a position: first-use order stays
-                keys = sorted(keys, key=positions.__getitem__)
+                ranks = list(map(positions.__getitem__, keys))
+                if not all(map(le, ranks, islice(ranks, 1, None))):  # not yet head first
+                    keys = sorted(keys, key=positions.__getitem__)
             key_groups.append(tuple(keys))
         self._policy.on_request_finished(tuple(key_groups),
                                          state.inserted_keys - state.reused_keys,
