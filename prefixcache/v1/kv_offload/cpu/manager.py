@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
-from contextlib import suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field, replace
 from itertools import islice, repeat
 from operator import le
@@ -410,6 +410,19 @@ class CPUOffloadingManager:
                                          state.reused_keys, req_context)
 
     def on_schedule_end(self, context: ScheduleEndContext) -> None:
+        """Nothing is deferred across a step."""
+        return
+
+    @property
+    def lock(self) -> AbstractContextManager[None]:
+        """Single-threaded: callers may enter it; it excludes nothing."""
+        return nullcontext()
+
+    def has_pending_work(self) -> bool:
+        """Never: the tier does no work between scheduler calls."""
+        return False
+
+    def shutdown(self) -> None:
         return
 
     def reset_cache(self) -> None:
