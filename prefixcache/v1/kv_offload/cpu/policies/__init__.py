@@ -1,0 +1,1 @@
+"""Cache policies of the CPU tier: which chunk to evict (``lru``, ``arc``)."""
