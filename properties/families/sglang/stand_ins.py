@@ -3,7 +3,8 @@
 The loader (:mod:`properties.families.sglang.upstream`) executes ``sglang/srt/mem_cache/**``
 (but ``memory_pool.py``), ``sglang/srt/environ.py``, ``sglang/srt/rust_extensions/**`` and
 ``sglang/srt/session/streaming_session.py`` (the unified cache calls it on every match) from the
-wheel under their upstream names. Everything else those modules import at module level is served from here:
+wheel under their upstream names. Everything else those modules import at module level is served
+from here:
 ``sglang`` and ``sglang.srt`` themselves are bare packages (the real ``sglang/__init__.py`` pulls
 in the whole engine), and each other name is one of two kinds.
 
