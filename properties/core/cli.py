@@ -73,6 +73,9 @@ def parser() -> argparse.ArgumentParser:
                    help="write the deviations found (and --xfails-file's entries) to FILE")
     p.add_argument("--all", dest="explore_all", action="store_true",
                    help="keep exploring after a deviation; list every distinct one")
+    p.add_argument("--strict-robustness", action="store_true",
+                   help="robustness findings (misuse the target accepted silently) fail the "
+                        "check too")
     p.add_argument("--disable-feature", action="append", default=[], metavar="NAME")
     p.add_argument("--max-examples", type=int, default=None)
     p.add_argument("--max-steps", type=int, default=None)
@@ -132,15 +135,19 @@ def check(argv: Sequence[str]) -> int:
     seconds = time.monotonic() - started
     target_line = plugin._target_line()
     deviations = plugin.session_deviations()
+    robust = plugin.session_robustness()
     failed = [t for t, r in collector.results.items() if r == "failed"]
-    conforming = not failed and not collector.errors and not deviations
+    conforming = not failed and not collector.errors and not deviations \
+        and not (args.strict_robustness and robust)
     status = exit_status(code, target_line, conforming)
     if status == EXIT_ERROR:
         return not_run(args, f"no verdict (pytest exit status {int(code)}); target: "
                              f"{target_line}", collector)
     verdicts = family_verdicts(deviations, collector.expected)
-    sys.stdout.write(render_terminal(deviations, collector, verdicts, conforming, seconds))
-    write_reports(args.report_dir, collector, deviations, target_line, conforming, seconds)
+    sys.stdout.write(render_terminal(deviations, collector, verdicts, conforming, seconds,
+                                     robust))
+    write_reports(args.report_dir, collector, deviations, target_line, conforming, seconds,
+                  robust)
     print(f"report: {args.report_dir / 'conformance.md'} and "
           f"{args.report_dir / 'conformance.json'}")
     if args.write_xfails and Path(args.write_xfails).is_file():

@@ -79,7 +79,7 @@ from hypothesis.errors import Unsatisfiable
 
 import properties.core.profiles  # noqa: F401  (registers the profiles)
 from models.core.invariants import Invariant, Invariants, InvariantSet, Violation
-from properties.core import baseline, selection
+from properties.core import baseline, robustness, selection
 from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
 from properties.core.family import FamilyError
@@ -273,6 +273,15 @@ def expected_entries(config: pytest.Config) -> list[ExpectedFailure]:
 def exploring(config: pytest.Config) -> bool:
     """Whether ``--all`` is on: deviations are absorbed by signature and collected."""
     return bool(config.getoption("explore_all", False))
+
+
+#: The session's robustness findings (misuse a target accepted), merged from the reports.
+_robust: dict[str, robustness.Finding] = {}
+
+
+def session_robustness() -> list[robustness.Finding]:
+    """The session's robustness findings, first met first (:mod:`properties.core.robustness`)."""
+    return list(_robust.values())
 
 
 def session_deviations() -> list[baseline.Deviation]:
@@ -476,6 +485,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_EXPECTED] = entries
     _known.clear()
     _session.clear()
+    _robust.clear()
+    robustness.take()
     PROGRESS.reset()
     config.stash[_ORIGINAL_DO] = _install_wrapper()
     selection.tolerate(tolerated_by(entries))
@@ -568,6 +579,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
                 _hits[entry_id] = _hits.get(entry_id, 0) + 1
         elif name == "prefixcache_deviations" and isinstance(value, list):
             baseline.merge(_session, [baseline.Deviation.from_json(d) for d in value])
+        elif name == "prefixcache_robustness" and isinstance(value, list):
+            robustness.merge(_robust, [robustness.Finding.from_json(f) for f in value])
         elif name == "prefixcache_repeats" and isinstance(value, dict):
             for key, n in value.items():
                 dev = _session.get(key)
@@ -620,6 +633,9 @@ def pytest_runtest_makereport(item: pytest.Item,
         report.user_properties.append(("prefixcache_deviations", [d.to_json() for d in news]))
     if repeats:
         report.user_properties.append(("prefixcache_repeats", repeats))
+    met = robustness.take()
+    if met:
+        report.user_properties.append(("prefixcache_robustness", [f.to_json() for f in met]))
     if getattr(report, "wasxfail", ""):
         return
     if call.excinfo is not None and call.excinfo.errisinstance(Unsatisfiable) and (
@@ -662,6 +678,10 @@ def _explored(news: Sequence[baseline.Deviation], repeats: dict[str, int]) -> st
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if _robust:
+        terminalreporter.section("prefixcache robustness findings (misuse accepted)")
+        for finding in _robust.values():
+            terminalreporter.write_line(str(finding))
     entries = config.stash.get(_EXPECTED, [])
     if entries:
         terminalreporter.section("prefixcache expected failures")

@@ -14,6 +14,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,7 +23,7 @@ import pytest
 
 from models.core.invariants import Violation
 from properties.core import family as families
-from properties.core import plugin, selection
+from properties.core import plugin, robustness, selection
 from properties.core.baseline import Deviation
 
 #: Redraw the progress line at most this often (seconds), on a terminal only.
@@ -209,8 +210,10 @@ def _where(dev: Deviation) -> str:
 
 
 def render_terminal(deviations: list[Deviation], collector: Collector, verdicts: dict[str, str],
-                    conforming: bool, seconds: float) -> str:
-    """The part printed after the run: verdicts, distinct deviations, errors."""
+                    conforming: bool, seconds: float,
+                    robust: Sequence[robustness.Finding] = ()) -> str:
+    """The part printed after the run: verdicts, distinct deviations, robustness findings,
+    errors."""
     described = _invariants()
     lines = ["", f"{'invariant':<10}{'verdict':<22}promise"]
     lines += [f"{name:<10}{v:<22}{described.get(name, '')}"
@@ -232,6 +235,7 @@ def render_terminal(deviations: list[Deviation], collector: Collector, verdicts:
     hit = sorted({f.message.rsplit("(expected: ", 1)[-1].rstrip(")") for f in collector.expected})
     if hit:
         lines += ["", f"expected failures met: {len(hit)} entries ({', '.join(hit)})"]
+    lines += _robustness_lines(robust)
     for error in collector.errors:
         lines += ["", f"error: {error}"]
     verdict = "CONFORMS" if conforming else "DOES NOT CONFORM"
@@ -240,8 +244,23 @@ def render_terminal(deviations: list[Deviation], collector: Collector, verdicts:
     return "\n".join(lines) + "\n"
 
 
+def _robustness_lines(robust: Sequence[robustness.Finding]) -> list[str]:
+    """The robustness section: misuse the target accepted, each with its replay."""
+    if not robust:
+        return []
+    lines = ["", f"{len(robust)} robustness finding(s) (misuse the target accepted; not "
+                 "contract violations, they fail the check only with --strict-robustness):"]
+    for n, finding in enumerate(robust, 1):
+        lines += ["", f"{n}. [{finding.kind}] {finding.detail}"]
+        if finding.script:
+            lines += ["", "   replay:", ""]
+            lines += [f"   {line}".rstrip() for line in _body(finding.script).splitlines()]
+    return lines
+
+
 def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
-                  target_line: str, conforming: bool, seconds: float) -> dict[str, str]:
+                  target_line: str, conforming: bool, seconds: float,
+                  robust: Sequence[robustness.Finding] = ()) -> dict[str, str]:
     """Write ``conformance.md`` and ``conformance.json``; returns the family verdicts."""
     out.mkdir(parents=True, exist_ok=True)
     verdicts = family_verdicts(deviations, collector.expected)
@@ -259,6 +278,7 @@ def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
         "families": verdicts,
         "tests": collector.results,
         "findings": findings,
+        "robustness": [f.to_json() for f in robust],
         "errors": collector.errors,
     }
     (out / "conformance.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
@@ -279,6 +299,11 @@ def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
     for finding in collector.expected:
         lines += ["", f"## Expected failure: {finding.family} in `{finding.test}`", "", "```",
                   finding.message, "```"]
+    for n, robust_finding in enumerate(robust, 1):
+        lines += ["", f"## Robustness finding {n}: {robust_finding.kind}", "",
+                  robust_finding.detail]
+        if robust_finding.script:
+            lines += ["", "```python", _body(robust_finding.script), "```"]
     for error in collector.errors:
         lines += ["", "## Error", "", "```", error, "```"]
     (out / "conformance.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

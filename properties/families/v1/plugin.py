@@ -28,7 +28,6 @@ from properties.core.plugin import ExpectedFailure
 from properties.core.targets import TargetError
 from properties.families.v1 import targets, upstream
 from properties.families.v1.family import FAMILY, pool_of
-from properties.families.v1.machine import FINDINGS
 from properties.families.v1.xfails import applies
 
 V1_DIR = Path(__file__).resolve().parent
@@ -142,10 +141,3 @@ def pool_xfails(pytestconfig: pytest.Config, pool_raw_xfails: list[dict[str, Any
     """The core's entries for this target's version (a v1 run only)."""
     ids = {e["id"] for e in pool_raw_xfails}
     return [e for e in plugin.expected_entries(pytestconfig) if e.id in ids]
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    if FINDINGS:
-        terminalreporter.section("prefixcache v1 robustness findings (misuse probes)")
-        for finding in FINDINGS.values():
-            terminalreporter.write_line(str(finding))

@@ -119,9 +119,10 @@ def call_lines(config: PoolConfig, program: Sequence[ops.Op],
         if isinstance(op, ops.Req):
             lines.append(_req_line(reqs, op))
             reqs += 1
-        elif isinstance(op, ops.GetNew):
-            lines.append(f"print('get_new_blocks', [b.block_id for b in "
-                         f"pool.get_new_blocks({op.n})])")
+        elif isinstance(op, ops.GetNew):  # refused (ValueError) past the free count
+            lines += ["try:", f"    print('get_new_blocks', [b.block_id for b in "
+                      f"pool.get_new_blocks({op.n})])",
+                      "except ValueError as exc:", "    print('get_new_blocks refused:', exc)"]
         elif isinstance(op, ops.Touch):
             blocks = f"[B[i] for i in {list(op.ids)}]"
             lines.append(f"pool.touch(({blocks},))" if touch_per_group
@@ -174,3 +175,33 @@ def config_of(data: Mapping[str, Any]) -> PoolConfig:
     c = dict(data)
     c["group_block_sizes"] = tuple(c["group_block_sizes"])
     return PoolConfig(**c)
+
+
+def probe_lines(config: PoolConfig, kind: str, arg: int) -> list[str]:
+    """The misuse probe ``kind`` (:meth:`~properties.families.v1.executor.Executor.probe`)
+    as calls on ``pool``, between two prints of what it may change."""
+    show = ["print('ref_cnt', [b.ref_cnt for b in B])",
+            "print('num_free', pool.get_num_free_blocks())"]
+    calls = {
+        "double_free": ["free = [b.block_id for b in pool.free_block_queue.get_all_free_blocks()]",
+                        f"pool.free_blocks([B[free[{arg} % len(free)]]])  # a free block, again"],
+        "negative_count": [f"print(pool.get_new_blocks({-1 - arg % 2}))  # a negative count"],
+        "evict_out_of_range": [f"pool.evict_blocks({{{config.num_blocks + arg}}})  "
+                               "# an id past the pool"],
+        "evict_negative": [f"pool.evict_blocks({{{-1 - arg % 2}}})  # a negative id"],
+    }
+    misuse = calls.get(kind, [f"# misuse probe {kind} (arg {arg}): see "
+                                "properties/families/v1/executor.py, Executor.probe"])
+    return ["# the misuse", *show, "try:", *[f"    {line}" for line in misuse],
+            "except Exception as exc:", "    print('raised', repr(exc))", *show]
+
+
+def robustness_script(target: PoolTarget, config: PoolConfig, program: Sequence[ops.Op],
+                      kind: str, arg: int) -> str:
+    """A script that builds the state ``program`` leaves, then makes the misuse and prints
+    what it changed."""
+    lines = ['"""Robustness finding of prefixcache: misuse the pool accepts, changing it."""',
+             *script_prelude(target, config),
+             *call_lines(config, program, target.caps.touch_per_group),
+             *probe_lines(config, kind, arg)]
+    return "\n".join(lines) + "\n"
