@@ -9,9 +9,11 @@ batch ran) holds no KV at all, yet vLLM moves the block onto it (reviving it com
 sequence's next steps attend to slots nobody wrote for every earlier token of the block. Here
 the prompt [5, 6] is allocated and freed before any mark; a mutable block decodes 5 (the step
 runs: mark), then 6: the block moves onto id 0, whose KV was never written, and its own id 1
-with the computed KV of token 5 is released. The bundled allocator drops the unwritten cache
-entry instead and caches the content under the block's own id (issue 18, the abort-before-mark
-class; docs/CONTRACT.md).
+with the computed KV of token 5 is released. Only the mark between the two appends makes this a
+deviation: a block that was empty and takes all its tokens in the append that fills it has no KV
+anywhere yet (the batch writes it into whichever id the table shows after the append), so that
+move conforms. The bundled allocator drops the unwritten cache entry instead and caches the
+content under the block's own id (issue 18, the abort-before-mark class; docs/CONTRACT.md).
 
 Run from anywhere: python conformance/vllm-0.8/promotion-onto-unwritten.py
 """
