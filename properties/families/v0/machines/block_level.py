@@ -365,6 +365,9 @@ class BlockLevelMachine(V0Machine):
                 self.do(ops.Free(h))
         if when == "before" and draw(data, st.booleans(), label="batch ran without them"):
             self.do(ops.MarkComputed())
+        if bs > 1 and draw(data, st.integers(0, 3), label="decode it again") == 0:
+            self._decode_prompt(chunks, extra, data)
+            return
         questions = self._computed_questions()
         again = self._made(ops.AllocateImmutableChain(None, chunks, Dev.GPU, extra))
         if not again or not questions:
@@ -374,6 +377,29 @@ class BlockLevelMachine(V0Machine):
         if draw(data, st.booleans(), label="prefill ran"):
             self.do(ops.MarkComputed())
             self._ask_computed(draw(data, st.sampled_from(questions), label="ask"), blocks, data)
+
+    def _decode_prompt(self, chunks: tuple[tuple[int, ...], ...], extra: ops.Extra,
+                       data: st.DataObject) -> None:
+        """The prompt again, its last block decoded across a batch: the head as a chain, a
+        mutable block, the last chunk's first tokens, the mark, then the rest. The block fills
+        with content whose cached id may hold no KV (its request was freed before any mark);
+        moving onto that id leaves the computed KV of its first tokens behind
+        (``promotion-onto-unwritten``, CONTENT), staying on its own id or a move without
+        computed KV in it conforms."""
+        prev: int | None = None
+        if len(chunks) > 1:
+            head = self._made(ops.AllocateImmutableChain(None, chunks[:-1], Dev.GPU, extra))
+            if not head:
+                return
+            prev = head[-1]
+        made = self._made(ops.AllocateMutable(prev, Dev.GPU, extra))
+        if not made:
+            return
+        last = chunks[-1]
+        split = draw(data, st.integers(1, len(last) - 1), label="decoded before the mark")
+        self.do(ops.Append(made[0], last[:split]))
+        self.do(ops.MarkComputed())
+        self.do(ops.Append(made[0], last[split:]))
 
     # ------------------------------------------------------------------ writes
 
