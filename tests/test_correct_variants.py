@@ -20,20 +20,22 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from models.core.invariants import Violation
 from models.families.v1.pool_model import PoolConfig
 from properties.core.determinism import fixed_constants
+from properties.core.replay import run_program
 from properties.core.targets import load_target
 from properties.families.v0.adapter import FamilyAdapter
 from properties.families.v1.machine import FINDINGS, bind
-from tests.zoo.harness import Budget, run_check
+from tests.zoo.harness import Budget, first_failure
 from tests.zoo.patching import package
 from tests.zoo.v0 import correct_variants as v0
 from tests.zoo.v1 import correct_variants as v1
 from tests.zoo.v1.bundled_copy import patched_bundled_pool
 
 #: One seeded schedule, smaller than the mutant zoo's (these targets must pass, so every
-#: example runs to the end): about 1-2 s per machine on an idle core.
-BUDGET = Budget(max_examples=15, steps=30, seed=0)
+#: example runs to the end), run in this process: about 1.5 s of CPU per machine.
+BUDGET = Budget(max_examples=30, steps=30, seed=0)
 
 
 # --------------------------------------------------------------------------- v0: passing
@@ -41,11 +43,14 @@ BUDGET = Budget(max_examples=15, steps=30, seed=0)
 
 @pytest.mark.parametrize(("name", "check"), [(v.name, c) for v in v0.VARIANTS for c in v.checks])
 def test_v0_variant_passes(name: str, check: str, restore_target: None) -> None:
-    catch = run_check(check, load_target(v0.BY_NAME[name].spec), BUDGET)
-    assert catch is None, (f"false alarm on the correct variant {name} "
-                           f"({v0.BY_NAME[name].choice}), {check} machine:\n{catch.found}\n"
-                           f"shrunk to {catch.steps} steps: {list(catch.program)}\n"
-                           f"-> {catch.violation}")
+    target = load_target(v0.BY_NAME[name].spec)
+    found = first_failure(check, target, BUDGET)
+    if found is not None:
+        config, program = found
+        with pytest.raises(Violation) as violation:
+            run_program(target, config, program)
+        pytest.fail(f"false alarm on the correct variant {name} ({v0.BY_NAME[name].choice}), "
+                    f"{check} machine, on {config}:\n{violation.value}")
 
 
 # --------------------------------------------------------------------------- v0: different
@@ -153,7 +158,7 @@ def test_v0_variant_differs_observably(name: str) -> None:
 V1_SETTINGS = settings(stateful_step_count=50, derandomize=True, database=None, deadline=None,
                        suppress_health_check=list(HealthCheck),
                        phases=[Phase.explicit, Phase.generate], report_multiple_bugs=False,
-                       max_examples=30)
+                       max_examples=60)
 #: The v1 zoo's configuration (tests/v1/test_bundled_zoo.py): two groups, events on.
 V1_CONFIG = PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=(2, 6), events=True)
 
