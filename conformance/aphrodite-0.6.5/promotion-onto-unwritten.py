@@ -9,7 +9,10 @@ request freed before any mark (aborted before its batch ran) holds no KV at all,
 moves onto it: the sequence's next steps attend to slots nobody wrote for every earlier token of
 the block. Here the prompt [5, 6] is allocated and freed before any mark; a mutable block
 decodes 5 (the step runs: mark), then 6: the block moves onto id 0, whose KV was never written,
-and its own id 1 with the computed KV of token 5 is released.
+and its own id 1 with the computed KV of token 5 is released. Only the mark between the two
+appends makes this a deviation: a block that was empty and takes all its tokens in the append
+that fills it has no KV anywhere yet (the batch writes it into whichever id the table shows
+after the append), so that move conforms.
 
 Run from anywhere: python conformance/aphrodite-0.6.5/promotion-onto-unwritten.py
 """

@@ -9,9 +9,11 @@ batch ran) holds no KV at all, yet vLLM moves the block onto it (reviving it com
 sequence's next steps attend to slots nobody wrote for every earlier token of the block. Here
 the prompt [5, 6] is allocated and freed before any mark; a mutable block decodes 5 (the step
 runs: mark), then 6: the block moves onto id 0, whose KV was never written, and its own id 1
-with the computed KV of token 5 is released. The bundled allocator drops the unwritten cache
-entry instead and caches the content under the block's own id (the abort-before-mark class;
-docs/CONTRACT.md).
+with the computed KV of token 5 is released. Only the mark between the two appends makes this a
+deviation: a block that was empty and takes all its tokens in the append that fills it has no KV
+anywhere yet (the batch writes it into whichever id the table shows after the append), so that
+move conforms. The bundled allocator drops the unwritten cache entry instead and caches the
+content under the block's own id (the abort-before-mark class; docs/CONTRACT.md).
 
 Run from anywhere: python conformance/vllm-0.8/promotion-onto-unwritten.py
 """
@@ -50,7 +52,7 @@ if __name__ == "__main__":
     print('alloc._allocators[Device.GPU].block_is_computed(b1.block_id)', '=', alloc._allocators[Device.GPU].block_is_computed(b1.block_id))
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.families.v0.replay import check_program
+    from properties.core.replay import check_program
 
     program = [
         {'op': 'allocate_immutable', 'prev': None, 'tokens': [5, 6], 'device': 'gpu', 'extra_hash': None},

@@ -49,6 +49,19 @@ def test_explicit_ids_read_back_in_the_given_order(spec: str, allocator: str) ->
                               "free_after": [0]})]
 
 
+def test_mutable_allocations_may_hand_out_the_ids_in_any_order() -> None:
+    """Any free id may be handed out: the reverse of the order given conforms, an id of the
+    other device or a repeated one does not (LEAK)."""
+    construct = ops.Construct("prefix_caching", (7, 3), True, (1, 0, 40))
+    reads = {"total": [2, 3], "free": [2, 3], "all": [0, 1, 3, 7, 40],
+             "physical": [1, 0, 1, 0, 2], "free_after": [0, 0]}
+    assert _run([construct], tamper={**reads, "handed": [3, 7, 40, 0, 1]})
+    for handed in ([3, 1, 40, 0, 7], [3, 3, 40, 0, 1]):
+        with pytest.raises(Violation) as found:
+            _run([construct], tamper={**reads, "handed": handed})
+        assert found.value.family is F.LEAK
+
+
 @pytest.mark.parametrize("spec", [DEFAULT_SPEC, VLLM])
 def test_two_devices_over_explicit_ids(spec: str) -> None:
     """Each device ranks its own ids; ``all_block_ids`` is the union; an empty CPU is fine."""
@@ -70,7 +83,7 @@ GOOD = {"total": [3], "free": [3], "all": [1, 4, 6], "physical": [2, 0, 1],
     ("free", [0], F.FREE),
     ("all", [0, 1, 2], F.LEAK),
     ("physical", [6, 1, 4], F.SWAP),
-    ("handed", [1, 4, 6], F.LEAK),  # ascending instead of the order given
+    ("handed", [6, 6, 4], F.LEAK),  # an id handed out twice (any order is fine)
     ("free_after", [1], F.FREE),
 ])
 def test_each_wrong_read_out_is_flagged(key: str, wrong: list[int], family: Invariant) -> None:

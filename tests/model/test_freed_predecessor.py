@@ -43,9 +43,19 @@ def test_swapping_a_successor_of_a_freed_block_is_out_of_contract(form: str) -> 
         misuse_or_out(oracle.model, OUT)
 
 
+@pytest.mark.parametrize("form", list(PROGRAMS))
+def test_a_swap_by_hand_of_a_successor_of_a_freed_block_is_out_of_contract(form: str) -> None:
+    """``swap_out`` then ``swap_in`` on the device allocators re-allocates the block under its
+    ``prev_block`` just as ``swap`` does (vLLM 0.8 then refused a swap that fits: FREE)."""
+    oracle = _oracle_after(PROGRAMS[form])
+    with pytest.raises(OutOfContract, match="freed while block 1 lived"):
+        misuse_or_out(oracle.model, ops.DeviceSwap((1,), Dev.GPU, Dev.CPU))
+
+
 def test_a_live_chain_and_a_chain_freed_whole_stay_in_contract() -> None:
     oracle = _oracle_after([CHAIN])
     assert misuse_or_out(oracle.model, ops.Swap((0, 1), Dev.GPU, Dev.CPU)) is None
+    assert misuse_or_out(oracle.model, ops.DeviceSwap((0, 1), Dev.GPU, Dev.CPU)) is None
     assert misuse_or_out(oracle.model, OUT) is None  # its predecessor is live
     oracle = _oracle_after([CHAIN, ops.Free(1), ops.Free(0), ops.AllocateImmutableChain(
         None, ((1, 1), (2, 2)))])

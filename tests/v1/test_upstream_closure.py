@@ -412,8 +412,9 @@ def test_034_is_block_writable_is_checked_against_the_model() -> None:
     """Every snapshot of a 0.34 pool carries ``is_block_writable`` per block, which the model
     checks (one holder, no key); a pool answering it without the key is caught at the first
     cached block."""
-    from models.core.invariants import Family, Violation
+    from models.core.invariants import Violation
     from models.families.v1 import ops
+    from models.families.v1.invariants import Family
     from models.families.v1.pool_model import PoolConfig
     from properties.families.v1.executor import run_program
     from properties.families.v1.targets import patched_vllm_pool, vllm_v034_block_pool

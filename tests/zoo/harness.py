@@ -174,6 +174,17 @@ def run_check(check: str, target: Target, budget: Budget) -> Catch | None:
                          f"replay ({check}, {budget})")
 
 
+def first_failure(check: str, target: Target, budget: Budget
+                  ) -> tuple[Config, list[Op]] | None:
+    """The machine ``check`` on ``target`` under ``budget``, in this process: the first
+    failing program (config and operations), or None if it passed. No process isolation, so
+    it is for targets that must pass (the false-alarm zoo), where state left by an earlier
+    search could only hide a false alarm the other schedules still meet, never invent one;
+    ``target`` stays selected afterwards."""
+    found = _search(check, target.spec, target.allocator_type, budget)
+    return None if found is None else (found.config, found.program)
+
+
 def _searcher() -> ProcessPoolExecutor:
     """A fresh process per search, forked from a server that never ran one, so every search
     starts from the same state whatever ran before. This was added when a mutant caught on

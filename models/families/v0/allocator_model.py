@@ -206,18 +206,16 @@ class Model:
         if own is None:
             raise ModelError("promotion of a freed block")
         cached = pool.id_of.get(rec.content)
-        unwritten = cached if cached is not None and cached in pool.unwritten else None
-        if unwritten is not None:  # nobody wrote its KV: the entry gives way to this block's
-            pool.forget(unwritten)
+        if cached is not None and cached in pool.unwritten and final_hint != cached:
+            # Nobody wrote that id's KV: the entry may give way to this block's own id. A move
+            # onto it is just as permitted (revived uncomputed and touched, as a hit revives
+            # it); the shadow memory flags it only when KV already computed into the block's
+            # own id (its earlier tokens, before a mark) is left behind (CONTENT).
+            pool.forget(cached)
             cached = None
         if cached is None:
             pool.cache(own, rec.content)
-            if final_hint is not None and final_hint == unwritten:
-                self.c.flag(F.CONTENT, f"a block filled with content cached at id {unwritten}, "
-                            "whose KV was never written, was moved onto it: the KV of its "
-                            f"earlier tokens stays in id {own}", expected=own,
-                            observed=final_hint)
-            elif final_hint is not None and final_hint != own:
+            if final_hint is not None and final_hint != own:
                 fresh_ids.judge(self, pool, final_hint, rec.content)  # it kept another fresh id
             return
         pool.release(own)

@@ -13,9 +13,10 @@ found it active and touched (the batch that wrote it ran). A cached id released 
 (an abort before the mark) stays cached and evictable but *unwritten*: ``is_computed`` is
 false for it, and a hit revives it uncomputed and touched, so the mark after the hit (the
 re-request's prefill ran) makes it computed. Eviction or a cache reset forgets the flag. A
-mutable block that fills with the content of such an id is cached under its own id and the
-unwritten one becomes hashless: moving onto it would leave the KV of the block's earlier
-tokens behind.
+mutable block that fills with the content of such an id either is cached under its own id (the
+unwritten one becomes hashless) or moves onto it (revived as a hit revives it); the move is a
+deviation only when KV already computed into the block's own id (its earlier tokens, before a
+mark) is left behind, which the shadow memory judges (``models.core.shadow_memory``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """``Append``: tokens written into the last block of a chain.
 
 A shared block is copied first (copy-on-write: a fresh id, the pair recorded); a block that
-fills is promoted (prefix caching: it takes its content's cached id if one is active, the
-written id going back to the pool). Misuse: writing into a hashed (immutable) block, past the
-block size, or filling a freed block (which would need an id to be promoted).
+fills is promoted (prefix caching: it takes its content's cached id if one is cached with
+computed KV, the written id going back to the pool; an unwritten cached id it may take or
+retire, see ``models.families.v0.pool``). Misuse: writing into a hashed (immutable) block,
+past the block size, or filling a freed block (which would need an id to be promoted).
 """
 
 from __future__ import annotations

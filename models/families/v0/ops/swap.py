@@ -203,6 +203,8 @@ class DeviceSwap(Op):
         recs = common.distinct(m, self.blocks)
         if any(r.device is not self.src for r in recs):
             raise Out(f"a block not on {self.src.value}")
+        # swap_in re-allocates each block under its prev_block, as ``Swap`` does
+        common.prefix_intact(m, recs)
         if not self.fits(m):
             if not m.caps.atomic:
                 raise Out("a swap-in that does not fit may stop midway (no atomicity claim)")

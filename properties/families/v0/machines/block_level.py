@@ -14,6 +14,8 @@ it; the target must refuse it and change nothing).
 
 from __future__ import annotations
 
+import sys
+
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
@@ -113,6 +115,44 @@ class BlockLevelMachine(V0Machine):
                 self._probe_chained_hash(self.runner.log[-1].outcome.new_blocks)
             elif isinstance(op, ops.Append) and self.oracle.is_full(op.block):
                 self._probe_chained_hash((op.block,))
+
+    #: The decode probe's prompt: tokens the strategies never draw, so its content is new.
+    DECODE_PROBE_TOKENS = tuple(range(7_000_001, 7_000_017))
+
+    def teardown(self) -> None:
+        """Once per example that ended without an error, the decode probe
+        (:meth:`_probe_decode_onto_unwritten`). It draws nothing, so every schedule is
+        unchanged: the search finds what it found before, and the probe only adds catches."""
+        if sys.exc_info()[0] is None and getattr(self, "config", None) is not None:
+            self._probe_decode_onto_unwritten()
+        super().teardown()
+
+    def _probe_decode_onto_unwritten(self) -> None:
+        """A prompt block cached by a request freed before any mark (its KV never written),
+        then a new sequence decoding the same content: the first token, the batch (a mark),
+        the rest. Moving the filled block onto the unwritten id leaves the KV of its first
+        token behind (``promotion-onto-unwritten``, CONTENT); staying on its own id conforms.
+        Random programs almost never repeat a prompt's block across a mark this way."""
+        bs = self.config.block_size
+        if not self.caps.prefix_caching or bs < 2 or bs > len(self.DECODE_PROBE_TOKENS):
+            return
+        prompt = self.DECODE_PROBE_TOKENS[:bs]
+        first = ops.AllocateImmutable(None, prompt, Dev.GPU)
+        if self.oracle.would_fail_no_free(first):
+            return
+        made = self._made(first)
+        if not made:
+            return
+        self.do(ops.Free(made[0]))
+        second = ops.AllocateMutable(None, Dev.GPU)
+        if self.oracle.would_fail_no_free(second):
+            return
+        made = self._made(second)
+        if not made:
+            return
+        self.do(ops.Append(made[0], prompt[:1]))
+        self.do(ops.MarkComputed())
+        self.do(ops.Append(made[0], prompt[1:]))
 
     def _probe_chained_hash(self, made: tuple[int, ...]) -> None:
         """Once per example, on the first chain allocation that makes a block with a
