@@ -52,7 +52,7 @@ if __name__ == "__main__":
     print('alloc._allocators[Device.GPU].block_is_computed(b1.block_id)', '=', alloc._allocators[Device.GPU].block_is_computed(b1.block_id))
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'allocate_immutable', 'prev': None, 'tokens': [5, 6], 'device': 'gpu', 'extra_hash': None},

@@ -44,7 +44,7 @@ class XfailsFile:
     raw: dict[str, dict[str, Any]] = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "entries", load_expected(str(self.path)))
+        object.__setattr__(self, "entries", load_expected(str(self.path), Family))
         object.__setattr__(self, "raw", {e["id"]: e for e in json.loads(
             self.path.read_text("utf-8"))})
 
