@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Family
+from models.core.invariants import HIT_RATE_ERROR, Family, Measure
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Arg, ArgSpec, Op, Out
 from models.families.v0.ops.common import pairs
@@ -217,7 +217,10 @@ class HitRate(Op):
         if not isinstance(got, int | float) or (
                 abs(float(got) - want) > 1e-9 if not m.pc
                 else not m.pools[self.device].rate_shown(float(got), m.caps.tolerated)):
-            m.c.flag(F.HIT, f"hit rate on {self.device.value}", expected=want, observed=got)
+            error = (Measure(HIT_RATE_ERROR, round(abs(float(got) - want), 9))
+                     if isinstance(got, int | float) else None)
+            m.c.flag(F.HIT, f"hit rate on {self.device.value}", expected=want, observed=got,
+                     measure=error)
 
 
 @dataclass(frozen=True, slots=True)
