@@ -189,12 +189,13 @@ _MECHANISMS: dict[tuple[str, Mechanism], Mechanism] = {}
 
 
 def mechanism_of(target: Target, config: Any, program: Sequence[Any],
-                 violation: Violation) -> Mechanism:
+                 violation: Violation, shrink: bool = True) -> Mechanism:
     """The mechanism of ``violation``, raised by ``program`` (run on a pool of ``config``, up to
     and including the failing operation, or further): the kinds before the failing operation of
     the shortest program with its signature (``properties.core.shrink``, as ``--all`` shrinks
     a new deviation). A program too long to shrink, or one that does not replay, is its own
-    mechanism. Cached per process by signature and kinds."""
+    mechanism, and so is any program when ``shrink`` is False (a family whose programs are
+    shrunk by Hypothesis only). Cached per process by signature and kinds."""
     from properties.core.shrink import MAX_SHRUNK_STEPS, shrink_with_pools
 
     stop = len(program) if violation.step is None else min(len(program), violation.step + 1)
@@ -206,7 +207,7 @@ def mechanism_of(target: Target, config: Any, program: Sequence[Any],
     if known is not None:
         return known
     mechanism = kinds
-    if 1 < len(ran) <= MAX_SHRUNK_STEPS:
+    if shrink and 1 < len(ran) <= MAX_SHRUNK_STEPS:
         _, shorter, _ = shrink_with_pools(
             target, config, ran, violation,
             keep=lambda v: signature(v, target.allocator_type) == sig)
@@ -224,11 +225,13 @@ class Resolver:
     config: Any
     program: Sequence[Any]
     violation: Violation
+    shrink: bool = True
     _value: Mechanism | None = None
 
     def __call__(self) -> Mechanism:
         if self._value is None:
-            self._value = mechanism_of(self.target, self.config, self.program, self.violation)
+            self._value = mechanism_of(self.target, self.config, self.program, self.violation,
+                                       self.shrink)
         return self._value
 
 

@@ -345,29 +345,41 @@ def absorbed_mechanisms() -> dict[str, baseline.Absorbed]:
     return dict(_absorbed)
 
 
-def known(violation: Violation, allocator_type: str, history: Sequence[Op]) -> bool:
+def known(violation: Violation, allocator_type: str, history: Sequence[Op],
+          mechanism: Callable[[], Sequence[str]] | None = None) -> bool:
     """Whether ``violation``, raised after ``history`` (the failing operation last), is a
-    deviation this process already met under ``--all``: one of its signature whose mechanism
-    the history contains."""
-    return _covering(violation, allocator_type, history) is not None
+    deviation this process already met under ``--all``: one of its signature with its
+    ``mechanism`` (``baseline.mechanism_of``; None: unknown, then one whose mechanism the
+    history contains)."""
+    return _covering(violation, allocator_type, history, mechanism) is not None
 
 
-def _covering(violation: Violation, allocator_type: str,
-              history: Sequence[Op]) -> baseline.Deviation | None:
-    kinds = [op.kind for op in history[:-1]]
+def _covering(violation: Violation, allocator_type: str, history: Sequence[Op],
+              mechanism: Callable[[], Sequence[str]] | None = None
+              ) -> baseline.Deviation | None:
     reps = _known.get(signature(violation, allocator_type).key(), [])
+    if not reps:
+        return None
+    if mechanism is not None:
+        # Exactly the mechanism a written entry matches (``match.mechanism``): the adoption
+        # run counts as one deviation exactly what its entry will absorb.
+        mine = list(mechanism())
+        return next((dev for dev in reps if dev.steps_before == mine), None)
+    kinds = [op.kind for op in history[:-1]]
     return next((dev for dev in reps if dev.covers(kinds)), None)
 
 
 def absorb_new(violation: Violation, allocator_type: str, history: Sequence[Op],
-               count: int = 1, shrink: Callable[[], None] | None = None) -> None:
+               count: int = 1, shrink: Callable[[], None] | None = None,
+               mechanism: Callable[[], Sequence[str]] | None = None) -> None:
     """Under ``--all``: collect ``violation`` (``count`` times) as a deviation of the running
-    test. One already met (``known``) only adds to its count; for a new one ``shrink`` is
-    called first (it attaches the shortest program, ``properties.core.baseline.attach``)."""
+    test. One already met (``known``, by its ``mechanism`` when given) only adds to its count;
+    for a new one ``shrink`` is called first (it attaches the shortest program,
+    ``properties.core.baseline.attach``)."""
     PROGRESS.findings += count
     if _active is None:
         return
-    rep = _covering(violation, allocator_type, history)
+    rep = _covering(violation, allocator_type, history, mechanism)
     if rep is not None:
         if any(d is rep for d in _active.new):
             rep.count += count
@@ -455,7 +467,8 @@ def _install_wrapper() -> Any:
                 record(entry, violation, mechanism())
             elif call.explore:
                 absorb_new(violation, kind, history,
-                           shrink=functools.partial(_shrink_new, self, violation))
+                           shrink=functools.partial(_shrink_new, self, violation),
+                           mechanism=mechanism)
             else:
                 # Judged with its history and unexpected: report-time matching must not
                 # absorb it as some entry whose ``after`` it was never checked against.

@@ -62,11 +62,13 @@ def first_match(v: Violation, entries: Sequence[ExpectedFailure],
 
 def resolver(v: Violation, target: PoolTarget | None,
              config: PoolConfig | None) -> Resolver | None:
-    """The lazily computed mechanism of ``v`` (None without its program, target or config)."""
+    """The mechanism of ``v`` (None without its program, target or config): the kinds of its
+    program before the failing step, as Hypothesis shrank it (the core's program shrinking
+    follows block handles, which v1 programs do not have)."""
     program = getattr(v, PROGRAM_ATTR, None)
     if target is None or config is None or not program:
         return None
-    return Resolver(FAMILY.target_of(target), config, list(program), v)
+    return Resolver(FAMILY.target_of(target), config, list(program), v, shrink=False)
 
 
 def leaves(exc: BaseException) -> Iterator[BaseException]:
