@@ -247,7 +247,8 @@ class Absorbed:
     entry_id: str
     mechanisms: dict[Mechanism, int] = field(default_factory=dict)
     own: Mechanism | None = None
-    declared: Mechanism | None = None  # the entry's ``match.mechanism``, if any
+    #: The entry's ``match.mechanism(s)``: the triaged instances of its one defect (none: any).
+    declared: tuple[Mechanism, ...] = ()
 
     def add(self, mechanism: Sequence[str], count: int = 1) -> None:
         key = tuple(mechanism)
@@ -255,8 +256,8 @@ class Absorbed:
 
     @property
     def reference(self) -> Mechanism | None:
-        """The entry's own mechanism: declared, else its replay's."""
-        return self.declared if self.declared is not None else self.own
+        """The entry's own mechanism: its replay's, else the first declared."""
+        return self.own if self.own is not None else (self.declared or (None,))[0]
 
     @property
     def distinct(self) -> list[Mechanism]:
@@ -266,14 +267,24 @@ class Absorbed:
             out.insert(0, self.reference)
         return out
 
+    def unlike(self, mechanism: Mechanism) -> bool:
+        """Whether ``mechanism`` is not one the entry stands for (declared, else its own)."""
+        if self.declared:
+            return mechanism not in self.declared
+        return self.reference is not None and mechanism != self.reference
+
     @property
     def too_wide(self) -> bool:
-        """Absorbed more than one mechanism, or one unlike its own program's."""
+        """Absorbed more than one mechanism, or one unlike its own program's (an entry that
+        declares several, one defect's triaged instances, only one it does not declare)."""
+        if self.declared:
+            return any(self.unlike(m) for m in self.distinct)
         return len(self.distinct) > 1
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.entry_id, "too_wide": self.too_wide,
                 "own": None if self.reference is None else list(self.reference),
+                "declared": [list(m) for m in self.declared],
                 "mechanisms": [{"mechanism": list(m), "count": n}
                                for m, n in self.mechanisms.items()]}
 
@@ -290,12 +301,12 @@ def absorbed_from_key(key: str) -> Mechanism:
 def absorbed_by_entry(entries: Sequence[Any], absorbed: Mapping[str, Absorbed]
                       ) -> list[Absorbed]:
     """One :class:`Absorbed` per entry of ``entries`` (expected failures: ``id`` and
-    ``mechanism``), in their order, with what the run absorbed (``absorbed``, by id)."""
+    ``mechanisms``), in their order, with what the run absorbed (``absorbed``, by id)."""
     out = []
     for e in entries:
         got = absorbed.get(e.id)
         one = Absorbed(e.id, dict(got.mechanisms) if got else {}, got.own if got else None,
-                       e.mechanism)
+                       tuple(e.mechanisms))
         out.append(one)
     return out
 
@@ -312,8 +323,7 @@ def absorbed_lines(rows: Sequence[Absorbed]) -> list[str]:
         if row.reference is not None:
             lines.append(f"    own program: {mechanism_text(row.reference)}")
         for mechanism, count in row.mechanisms.items():
-            unlike = ("" if row.reference is None or mechanism == row.reference
-                      else " (unlike its own)")
+            unlike = " (unlike its own)" if row.unlike(mechanism) else ""
             lines.append(f"    absorbed x{count}: {mechanism_text(mechanism)}{unlike}")
     return lines
 

@@ -110,7 +110,9 @@ class ExpectedFailure:
     allocator_types: tuple[str, ...] = ()  # match only violations of these types
     flaky: bool = False  # its replay may pass (it did not reproduce in a fresh process)
     measures: tuple[Measure, ...] = ()  # the sizes adopted: a worse finding is not this one
-    mechanism: tuple[str, ...] | None = None  # match only this shrunk mechanism
+    # Match only these shrunk mechanisms (``match.mechanism``: one; ``match.mechanisms``: the
+    # triaged instances of one defect). Empty: any.
+    mechanisms: tuple[tuple[str, ...], ...] = ()
 
     def matches(self, violation: Violation, history: Sequence[Op] | None = None,
                 allocator_type: str | None = None,
@@ -119,7 +121,7 @@ class ExpectedFailure:
         including the failing operation (None: unknown, ``after`` and ``tokens`` unchecked),
         ``allocator_type`` the type of the allocator that raised it (None: unknown),
         ``mechanism`` computes its mechanism (``properties.core.baseline.mechanism_of``; None:
-        unknown, ``match.mechanism`` unchecked). A violation whose size is worse than a
+        unknown, ``match.mechanism(s)`` unchecked). A violation whose size is worse than a
         recorded ``measures`` value never matches (the ratchet: see :meth:`worse`)."""
         if not self.matches_but_size(violation, history, allocator_type, mechanism):
             return False
@@ -153,8 +155,8 @@ class ExpectedFailure:
             return False
         if self.tokens and not any(self.tokens & set(_tokens(op)) for op in history):
             return False
-        return (self.mechanism is None or mechanism is None
-                or tuple(mechanism()) == self.mechanism)
+        return (not self.mechanisms or mechanism is None
+                or tuple(mechanism()) in self.mechanisms)
 
 
 def _subsequence(wanted: Sequence[str], seen: Sequence[str]) -> bool:
@@ -193,8 +195,14 @@ def parse_expected(data: Sequence[dict[str, Any]]) -> list[ExpectedFailure]:
             str(e.get("allocator_type", "prefix_caching")),
             tuple(str(t) for t in match.get("allocator_types", ())), bool(e.get("flaky")),
             tuple(Measure.from_json(m) for m in e.get("measures", ())),
-            None if "mechanism" not in match else tuple(str(k) for k in match["mechanism"])))
+            _mechanisms(match)))
     return entries
+
+
+def _mechanisms(match: dict[str, Any]) -> tuple[tuple[str, ...], ...]:
+    listed = ([match["mechanism"]] if "mechanism" in match else []) + list(
+        match.get("mechanisms", ()))
+    return tuple(tuple(str(k) for k in m) for m in listed)
 
 
 def load_raw(path: str | None) -> list[dict[str, Any]]:

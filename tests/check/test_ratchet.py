@@ -147,7 +147,10 @@ def test_an_entry_absorbing_two_mechanisms_is_too_wide() -> None:
     assert unlike.too_wide and len(unlike.distinct) == 2
     two = Absorbed("e", {own: 1, ("table_allocate",): 1})
     assert two.too_wide
-    assert Absorbed("e", {}, None, own).distinct == [own]
+    assert Absorbed("e", {}, None, (own,)).distinct == [own]
+    listed = Absorbed("e", {own: 1, ("table_allocate",): 2}, own, (own, ("table_allocate",)))
+    assert not listed.too_wide and listed.distinct == [own, ("table_allocate",)]
+    assert Absorbed("e", {("fork",): 1}, own, (own,)).too_wide
 
 
 def test_a_mechanism_is_the_shrunk_programs_kinds() -> None:
