@@ -308,6 +308,9 @@ def absorbed_by_entry(entries: Sequence[Any], absorbed: Mapping[str, Absorbed]
         one = Absorbed(e.id, dict(got.mechanisms) if got else {}, got.own if got else None,
                        tuple(e.mechanisms))
         out.append(one)
+    listed = {e.id for e in entries}
+    # Entries of another file that recorded what they absorbed (the v1 manager's own file).
+    out += [Absorbed(i, dict(a.mechanisms), a.own) for i, a in absorbed.items() if i not in listed]
     return out
 
 
