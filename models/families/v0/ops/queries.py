@@ -74,11 +74,17 @@ class ComputedBlockIds(Op):
         considered = ids[:-1] if self.skip_last else ids
         gpu = m.pools[Dev.GPU]
         want = computed_prefix(gpu, considered) if m.pc else []
-        if m.c.outcome.value != want:
+        got = m.c.outcome.value
+        if got != want:
             why = gpu.why_uncomputed(considered[len(want)]) \
                 if len(considered) > len(want) else ""
-            m.c.flag(F.COMPUTED, f"get_computed_block_ids{why}", expected=want,
-                     observed=m.c.outcome.value)
+            # Two defects answer here: ids past the computed prefix (a hole before them), and
+            # ids of the prefix that are not computed at all.
+            hole = (isinstance(got, list) and len(got) <= len(considered)
+                    and got != considered[: len(got)])
+            m.c.flag(F.COMPUTED, f"get_computed_block_ids{why}"
+                     + (": not a prefix of the ids (past a hole)" if hole else ""),
+                     expected=want, observed=got)
 
 
 def _live_blocks(m: Model, blocks: tuple[int, ...]) -> None:
