@@ -42,6 +42,20 @@ matching entry wins, so list narrow entries before broad ones. Other keys (``obs
   run with it (a target without the deviation still passes); the entry's own replay runs without it,
   so it still fails.
 - The terminal summary lists, per entry, how many examples hit it.
+- Ratchet on size: a finding that has a size carries it (``Violation.measures``: a weak key's
+  spread in bits and colliding contents, a free-count error, a hit-rate error, ...). An entry
+  may record ``"measures": [{name, value, direction}]`` (``--write-xfails`` records the worst
+  the adoption run met); a violation whose value of a recorded name is worse (``direction``:
+  ``higher is worse`` or ``lower is worse``) does not match it, so the gate fails, and the
+  violation and the reports say "worse than the baseline".
+- Mechanisms: when an entry absorbs a violation (machines, corpus, its own replay), the run
+  computes the violation's mechanism, the operation kinds before the failing one of the shortest
+  program with its signature (``properties.core.baseline.mechanism_of``, as ``--all`` shrinks a
+  new deviation; cached per process), and reports per entry the distinct mechanisms it absorbed.
+  An entry that absorbed more than one, or one unlike its own program's, is *too wide*;
+  ``--strict-xfails`` fails the session on it. ``match.mechanism`` (one list of kinds, what
+  ``--write-xfails`` writes) or ``match.mechanisms`` (the triaged instances of one defect)
+  narrows an entry to exactly those mechanisms.
 
 While a state-machine test runs (any ``RuleBasedStateMachine``'s ``TestCase``), the collector's
 young-generation threshold is raised (``properties.core.collector``) and restored after it.
@@ -49,12 +63,14 @@ young-generation threshold is raised (``properties.core.collector``) and restore
 ``--all`` (``properties.core.signature``, ``properties.core.baseline``): every violation no entry
 covers is a deviation; the first of each signature (family, allocator type, operation kind, message
 template) is shrunk to the shortest program with that signature and collected, and from then on
-absorbed like an entry. Under ``--all`` every example that ends at a deviation (an entry's or not)
+absorbed like an entry (a later violation of that signature is the same deviation when its own
+mechanism is the same). Under ``--all`` every example that ends at a deviation (an entry's or not)
 is rejected, so it does not use the budget and `--all --xfails-file F` draws the examples of the run
 that wrote F. A test that met deviations fails once, listing the new ones; reports carry them
 (``user_properties``), so the xdist controller merges them by signature. ``--write-xfails FILE``
 writes the ``--xfails-file`` entries unchanged, then one entry per new deviation (``match``: its
-operation kind, allocator type and message template) and replays the new ones in a fresh process:
+operation kind, allocator type, message template and exact mechanism; ``measures``: the worst
+size met) and replays the new ones in a fresh process:
 one that does not reproduce there is marked ``flaky``, and its replay test skips, with that reason,
 when it passes.
 """
