@@ -249,6 +249,8 @@ class Absorbed:
     own: Mechanism | None = None
     #: The entry's ``match.mechanism(s)``: the triaged instances of its one defect (none: any).
     declared: tuple[Mechanism, ...] = ()
+    #: One violation absorbed per mechanism (family and first line), to tell them apart.
+    examples: dict[Mechanism, str] = field(default_factory=dict)
 
     def add(self, mechanism: Sequence[str], count: int = 1) -> None:
         key = tuple(mechanism)
@@ -285,7 +287,8 @@ class Absorbed:
         return {"id": self.entry_id, "too_wide": self.too_wide,
                 "own": None if self.reference is None else list(self.reference),
                 "declared": [list(m) for m in self.declared],
-                "mechanisms": [{"mechanism": list(m), "count": n}
+                "mechanisms": [{"mechanism": list(m), "count": n,
+                                "example": self.examples.get(m, "")}
                                for m, n in self.mechanisms.items()]}
 
 
@@ -306,11 +309,12 @@ def absorbed_by_entry(entries: Sequence[Any], absorbed: Mapping[str, Absorbed]
     for e in entries:
         got = absorbed.get(e.id)
         one = Absorbed(e.id, dict(got.mechanisms) if got else {}, got.own if got else None,
-                       tuple(e.mechanisms))
+                       tuple(e.mechanisms), dict(got.examples) if got else {})
         out.append(one)
     listed = {e.id for e in entries}
     # Entries of another file that recorded what they absorbed (the v1 manager's own file).
-    out += [Absorbed(i, dict(a.mechanisms), a.own) for i, a in absorbed.items() if i not in listed]
+    out += [Absorbed(i, dict(a.mechanisms), a.own, (), dict(a.examples))
+            for i, a in absorbed.items() if i not in listed]
     return out
 
 
@@ -328,6 +332,8 @@ def absorbed_lines(rows: Sequence[Absorbed]) -> list[str]:
         for mechanism, count in row.mechanisms.items():
             unlike = " (unlike its own)" if row.unlike(mechanism) else ""
             lines.append(f"    absorbed x{count}: {mechanism_text(mechanism)}{unlike}")
+            if unlike and mechanism in row.examples:
+                lines.append(f"        e.g. {row.examples[mechanism]}")
     return lines
 
 

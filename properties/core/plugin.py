@@ -288,6 +288,7 @@ class _Call:
     repeat_measures: dict[str, tuple[Measure, ...]] = field(default_factory=dict)
     mechanisms: dict[str, Counter[str]] = field(default_factory=dict)
     own: dict[str, str] = field(default_factory=dict)
+    examples: dict[str, dict[str, str]] = field(default_factory=dict)  # a violation per one
 
 
 @dataclass
@@ -345,6 +346,8 @@ def record(entry: ExpectedFailure, violation: Violation,
                 _active.own[entry.id] = key
             else:
                 _active.mechanisms.setdefault(entry.id, Counter())[key] += 1
+            _active.examples.setdefault(entry.id, {}).setdefault(
+                key, f"[{violation.family.value}] {violation.message}".splitlines()[0][:160])
 
 
 def note_worse(entries: Sequence[ExpectedFailure], violation: Violation,
@@ -691,6 +694,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             for entry_id, key in value.get("own", {}).items():
                 got = _absorbed.setdefault(entry_id, baseline.Absorbed(entry_id))
                 got.own = baseline.absorbed_from_key(key)
+            for entry_id, shown in value.get("examples", {}).items():
+                got = _absorbed.setdefault(entry_id, baseline.Absorbed(entry_id))
+                for key, text in shown.items():
+                    got.examples.setdefault(baseline.absorbed_from_key(key), text)
 
 
 def _violations(exc: BaseException) -> list[Violation] | None:
@@ -741,7 +748,8 @@ def pytest_runtest_makereport(item: pytest.Item,
                 key: [m.to_json() for m in ms] for key, ms in ran.repeat_measures.items()}))
     if ran is not None and (ran.mechanisms or ran.own):
         report.user_properties.append(("prefixcache_mechanisms", {
-            "absorbed": {i: dict(c) for i, c in ran.mechanisms.items()}, "own": ran.own}))
+            "absorbed": {i: dict(c) for i, c in ran.mechanisms.items()}, "own": ran.own,
+            "examples": ran.examples}))
     if getattr(report, "wasxfail", ""):
         return
     if call.excinfo is not None and call.excinfo.errisinstance(Unsatisfiable) and (
