@@ -17,7 +17,8 @@ import Family``); ``Family.RC`` reads like an enum member, ``for inv in Family``
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -112,8 +113,65 @@ class Invariants(metaclass=_InvariantsMeta):
 InvariantSet = type[Invariants]
 
 
+HIGHER_IS_WORSE = "higher is worse"
+LOWER_IS_WORSE = "lower is worse"
+
+# The measures the models and checks attach (names are what xfails entries record).
+FREE_COUNT_ERROR = "free count error (blocks)"
+HIT_RATE_ERROR = "hit rate error"
+FREE_QUEUE_ERROR = "ids missing from or extra in the free queue"
+KEY_SPREAD_BITS = "key spread (bits)"
+COLLIDING_CONTENTS = "colliding contents among the searched"
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    """The size of a finding: ``value`` of ``name`` (free-count error, hit-rate error, a key's
+    spread in bits), with which way is worse (:data:`HIGHER_IS_WORSE` or
+    :data:`LOWER_IS_WORSE`). An adopted expected failure records it and accepts only findings
+    no worse (the ratchet)."""
+
+    name: str
+    value: float
+    direction: str = HIGHER_IS_WORSE
+
+    def __post_init__(self) -> None:
+        if self.direction not in (HIGHER_IS_WORSE, LOWER_IS_WORSE):
+            raise ValueError(f"measure {self.name!r}: direction must be {HIGHER_IS_WORSE!r} "
+                             f"or {LOWER_IS_WORSE!r}, not {self.direction!r}")
+
+    def worse_than(self, other: Measure) -> bool:
+        """Whether this value is strictly worse than ``other``'s (same name)."""
+        if self.direction == HIGHER_IS_WORSE:
+            return self.value > other.value
+        return self.value < other.value
+
+    def worst(self, other: Measure) -> Measure:
+        return other if other.worse_than(self) else self
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.value:g} ({self.direction})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "direction": self.direction}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Measure:
+        return cls(str(data["name"]), float(data["value"]),
+                   str(data.get("direction", HIGHER_IS_WORSE)))
+
+
+def worst_of(old: Sequence[Measure], new: Sequence[Measure]) -> tuple[Measure, ...]:
+    """Per name, the worse of the two (names of either kept, in first-seen order)."""
+    out = {m.name: m for m in old}
+    for m in new:
+        out[m.name] = out[m.name].worst(m) if m.name in out else m
+    return tuple(out.values())
+
+
 class Violation(Exception):
-    """A target broke an invariant: which one, on which operation, expected vs observed."""
+    """A target broke an invariant: which one, on which operation, expected vs observed; its
+    size, when the finding has one (:class:`Measure`)."""
 
     def __init__(
         self,
@@ -124,6 +182,7 @@ class Violation(Exception):
         observed: object = None,
         op: object = None,
         step: int | None = None,
+        measure: Measure | Sequence[Measure] | None = None,
     ) -> None:
         self.family = family
         self.message = message
@@ -131,7 +190,16 @@ class Violation(Exception):
         self.observed = observed
         self.op = op
         self.step = step
+        #: The sizes of the finding (none: it has no size); see :class:`Measure`.
+        self.measures: tuple[Measure, ...] = (
+            () if measure is None else (measure,) if isinstance(measure, Measure)
+            else tuple(measure))
         super().__init__(str(self))
+
+    def measured(self, *measures: Measure) -> Violation:
+        """The same violation, carrying ``measures`` too (later ones replace same names)."""
+        self.measures = tuple({m.name: m for m in (*self.measures, *measures)}.values())
+        return self
 
     def at(self, op: object, step: int) -> Violation:
         """The same violation, located at ``op`` (step ``step`` of the program)."""

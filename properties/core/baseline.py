@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from models.core.invariants import Violation
+from models.core.invariants import Measure, Violation, worst_of
 from properties.core.signature import Signature, message_regex, signature
 
 if TYPE_CHECKING:
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 #: Set on a violation by the machines and the corpus replay: how to replay it.
 FOUND_ATTR = "prefixcache_found"
+#: Set on a violation an adopted entry matched but for its recorded size (the ratchet): how.
+WORSE_ATTR = "prefixcache_worse"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,10 @@ class Deviation:
     script: str
     count: int = 1
     tests: list[str] = field(default_factory=list)
+    #: The finding's sizes, the worst met (a written entry accepts no worse).
+    measures: tuple[Measure, ...] = ()
+    #: Set when an adopted entry matched but for its recorded size: how it is worse.
+    worse: str = ""
 
     @property
     def family(self) -> str:
@@ -126,26 +132,31 @@ class Deviation:
     def to_json(self) -> dict[str, Any]:
         return {"signature": self.signature.key(), "message": self.message, "text": self.text,
                 "config": self.config, "program": self.program, "script": self.script,
-                "count": self.count, "tests": list(self.tests)}
+                "count": self.count, "tests": list(self.tests),
+                "measures": [m.to_json() for m in self.measures], "worse": self.worse}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Deviation:
         return cls(Signature.from_key(data["signature"]), data["message"], data["text"],
                    dict(data["config"]),
                    list(data["program"]), data["script"], int(data["count"]),
-                   list(data["tests"]))
+                   list(data["tests"]),
+                   tuple(Measure.from_json(m) for m in data.get("measures", ())),
+                   str(data.get("worse", "")))
 
 
 def deviation(violation: Violation, test: str, allocator_type: str) -> Deviation:
     """The deviation ``violation`` shows (its attached program if any; ``allocator_type`` is
     the one the test ran when nothing is attached)."""
     found = found_of(violation)
+    worse = str(getattr(violation, WORSE_ATTR, ""))
     if found is None:
         return Deviation(signature(violation, allocator_type), str(violation),
-                         violation.message, {}, [], "", 1, [test])
+                         violation.message, {}, [], "", 1, [test], violation.measures, worse)
     shown = found.violation
     return Deviation(signature(shown, found.allocator_type), str(shown), shown.message,
-                     found.config, found.program, found.script, 1, [test])
+                     found.config, found.program, found.script, 1, [test],
+                     worst_of(violation.measures, shown.measures), worse)
 
 
 def merge(into: dict[str, Deviation], new: Iterable[Deviation]) -> None:
@@ -156,13 +167,174 @@ def merge(into: dict[str, Deviation], new: Iterable[Deviation]) -> None:
         old = into.get(key)
         if old is None:
             into[key] = Deviation(dev.signature, dev.message, dev.text, dev.config,
-                                  dev.program, dev.script, dev.count, list(dev.tests))
+                                  dev.program, dev.script, dev.count, list(dev.tests),
+                                  dev.measures, dev.worse)
             continue
         old.count += dev.count
         old.tests += [t for t in dev.tests if t not in old.tests]
+        old.measures = worst_of(old.measures, dev.measures)
+        old.worse = old.worse or dev.worse
         if dev.program and (not old.program or len(dev.program) < len(old.program)):
             old.message, old.text, old.config, old.program, old.script = (
                 dev.message, dev.text, dev.config, dev.program, dev.script)
+
+
+# --------------------------------------------------------------------------- mechanisms
+
+#: A deviation's mechanism: the operation kinds of its shrunk program before the failing one.
+Mechanism = tuple[str, ...]
+
+#: Programs already shrunk for their mechanism in this process: (signature, kinds) -> it.
+_MECHANISMS: dict[tuple[str, Mechanism], Mechanism] = {}
+
+
+def mechanism_of(target: Target, config: Any, program: Sequence[Any],
+                 violation: Violation, shrink: bool = True) -> Mechanism:
+    """The mechanism of ``violation``, raised by ``program`` (run on a pool of ``config``, up to
+    and including the failing operation, or further): the kinds before the failing operation of
+    the shortest program with its signature (``properties.core.shrink``, as ``--all`` shrinks
+    a new deviation). A program too long to shrink, or one that does not replay, is its own
+    mechanism, and so is any program when ``shrink`` is False (a family whose programs are
+    shrunk by Hypothesis only). Cached per process by signature and kinds."""
+    from properties.core.shrink import MAX_SHRUNK_STEPS, shrink_with_pools
+
+    stop = len(program) if violation.step is None else min(len(program), violation.step + 1)
+    ran = list(program[:stop])
+    kinds = tuple(str(op.kind) for op in ran[:-1])
+    sig = signature(violation, target.allocator_type)
+    key = (sig.key(), kinds)
+    known = _MECHANISMS.get(key)
+    if known is not None:
+        return known
+    mechanism = kinds
+    if shrink and 1 < len(ran) <= MAX_SHRUNK_STEPS:
+        _, shorter, _ = shrink_with_pools(
+            target, config, ran, violation,
+            keep=lambda v: signature(v, target.allocator_type) == sig)
+        mechanism = tuple(str(op.kind) for op in shorter[:-1])
+    _MECHANISMS[key] = mechanism
+    return mechanism
+
+
+@dataclass
+class Resolver:
+    """:func:`mechanism_of` a violation, computed on first call (entries that do not ask for
+    it cost nothing)."""
+
+    target: Target
+    config: Any
+    program: Sequence[Any]
+    violation: Violation
+    shrink: bool = True
+    _value: Mechanism | None = None
+
+    def __call__(self) -> Mechanism:
+        if self._value is None:
+            self._value = mechanism_of(self.target, self.config, self.program, self.violation,
+                                       self.shrink)
+        return self._value
+
+
+def mechanism_text(mechanism: Sequence[str]) -> str:
+    return ", ".join(mechanism) or "nothing before it"
+
+
+@dataclass
+class Absorbed:
+    """What one expected-failure entry absorbed in a run: each distinct mechanism and how often
+    (machines and corpus), and the mechanism of its own program (its replay), if replayed."""
+
+    entry_id: str
+    mechanisms: dict[Mechanism, int] = field(default_factory=dict)
+    own: Mechanism | None = None
+    #: The entry's ``match.mechanism(s)``: the triaged instances of its one defect (none: any).
+    declared: tuple[Mechanism, ...] = ()
+    #: One violation absorbed per mechanism (family and first line), to tell them apart.
+    examples: dict[Mechanism, str] = field(default_factory=dict)
+
+    def add(self, mechanism: Sequence[str], count: int = 1) -> None:
+        key = tuple(mechanism)
+        self.mechanisms[key] = self.mechanisms.get(key, 0) + count
+
+    @property
+    def reference(self) -> Mechanism | None:
+        """The entry's own mechanism: its replay's, else the first declared."""
+        return self.own if self.own is not None else (self.declared or (None,))[0]
+
+    @property
+    def distinct(self) -> list[Mechanism]:
+        """The distinct mechanisms it absorbed, its own program's included."""
+        out = list(self.mechanisms)
+        if self.reference is not None and self.reference not in out:
+            out.insert(0, self.reference)
+        return out
+
+    def unlike(self, mechanism: Mechanism) -> bool:
+        """Whether ``mechanism`` is not one the entry stands for (declared, else its own)."""
+        if self.declared:
+            return mechanism not in self.declared
+        return self.reference is not None and mechanism != self.reference
+
+    @property
+    def too_wide(self) -> bool:
+        """Absorbed more than one mechanism, or one unlike its own program's (an entry that
+        declares several, one defect's triaged instances, only one it does not declare)."""
+        if self.declared:
+            return any(self.unlike(m) for m in self.distinct)
+        return len(self.distinct) > 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.entry_id, "too_wide": self.too_wide,
+                "own": None if self.reference is None else list(self.reference),
+                "declared": [list(m) for m in self.declared],
+                "mechanisms": [{"mechanism": list(m), "count": n,
+                                "example": self.examples.get(m, "")}
+                               for m, n in self.mechanisms.items()]}
+
+
+def absorbed_key(mechanism: Sequence[str]) -> str:
+    """A mechanism as one string (JSON keys across xdist workers)."""
+    return json.dumps(list(mechanism))
+
+
+def absorbed_from_key(key: str) -> Mechanism:
+    return tuple(str(k) for k in json.loads(key))
+
+
+def absorbed_by_entry(entries: Sequence[Any], absorbed: Mapping[str, Absorbed]
+                      ) -> list[Absorbed]:
+    """One :class:`Absorbed` per entry of ``entries`` (expected failures: ``id`` and
+    ``mechanisms``), in their order, with what the run absorbed (``absorbed``, by id)."""
+    out = []
+    for e in entries:
+        got = absorbed.get(e.id)
+        one = Absorbed(e.id, dict(got.mechanisms) if got else {}, got.own if got else None,
+                       tuple(e.mechanisms), dict(got.examples) if got else {})
+        out.append(one)
+    listed = {e.id for e in entries}
+    # Entries of another file that recorded what they absorbed (the v1 manager's own file).
+    out += [Absorbed(i, dict(a.mechanisms), a.own, (), dict(a.examples))
+            for i, a in absorbed.items() if i not in listed]
+    return out
+
+
+def absorbed_lines(rows: Sequence[Absorbed]) -> list[str]:
+    """The per-entry lines of a report: each entry's distinct mechanisms absorbed (counts),
+    those that absorbed more than one (or one unlike its own program's) flagged too wide."""
+    lines: list[str] = []
+    for row in rows:
+        if not row.mechanisms and row.own is None:
+            continue
+        flag = "  TOO WIDE" if row.too_wide else ""
+        lines.append(f"{row.entry_id}: {len(row.distinct)} distinct mechanism(s){flag}")
+        if row.reference is not None:
+            lines.append(f"    own program: {mechanism_text(row.reference)}")
+        for mechanism, count in row.mechanisms.items():
+            unlike = " (unlike its own)" if row.unlike(mechanism) else ""
+            lines.append(f"    absorbed x{count}: {mechanism_text(mechanism)}{unlike}")
+            if unlike and mechanism in row.examples:
+                lines.append(f"        e.g. {row.examples[mechanism]}")
+    return lines
 
 
 # --------------------------------------------------------------------------- xfails files
@@ -181,7 +353,10 @@ def entry(dev: Deviation, entry_id: str) -> dict[str, Any]:
         match["ops"] = [sig.op]
     if dev.steps_before:
         match["after"] = [dev.steps_before]
-    return {
+    # Narrow by construction: only a violation whose own shrunk program has exactly these
+    # operation kinds before the failing one (its mechanism) is this deviation.
+    match["mechanism"] = dev.steps_before
+    written: dict[str, Any] = {
         "id": entry_id,
         "family": sig.family,
         "class": "found by prefixcache, not yet classified",
@@ -192,6 +367,9 @@ def entry(dev: Deviation, entry_id: str) -> dict[str, Any]:
         "program": dev.program,
         "match": match,
     }
+    if dev.measures:
+        written["measures"] = [m.to_json() for m in dev.measures]
+    return written
 
 
 def write_xfails(path: Path, deviations: Iterable[Deviation],

@@ -7,7 +7,9 @@ program that replays it; raw pytest output only with ``-v`` or ``--pytest-args``
 
 ``--all`` keeps exploring after a deviation (each distinct one, by signature, is absorbed and
 the machines run their whole budget); ``--write-xfails FILE`` writes the deviations found as an
-xfails file, which ``--xfails-file FILE`` then accepts: only new deviations fail the check.
+xfails file, which ``--xfails-file FILE`` then accepts: only new deviations fail the check (and
+findings worse than the size an entry recorded); ``--strict-xfails`` also fails on an entry that
+absorbed more than one mechanism.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ import pytest
 
 from properties.core import family as families
 from properties.core import plugin
+from properties.core.baseline import absorbed_by_entry
 from properties.core.report import (
     Collector,
     family_verdicts,
+    render_absorbed,
     render_terminal,
     write_not_run,
     write_reports,
@@ -71,6 +75,9 @@ def parser() -> argparse.ArgumentParser:
                    help="expected failures: listed deviations do not fail the check")
     p.add_argument("--write-xfails", default=None, metavar="FILE",
                    help="write the deviations found (and --xfails-file's entries) to FILE")
+    p.add_argument("--strict-xfails", action="store_true",
+                   help="fail when an expected failure is too wide (absorbed more than one "
+                        "mechanism, or one unlike its own program's)")
     p.add_argument("--all", dest="explore_all", action="store_true",
                    help="keep exploring after a deviation; list every distinct one")
     p.add_argument("--strict-robustness", action="store_true",
@@ -107,6 +114,8 @@ def pytest_arguments(args: argparse.Namespace) -> list[str]:
         out.append(f"--hypothesis-seed={args.seed}")
     if args.explore_all:
         out.append("--all")
+    if args.strict_xfails:
+        out.append("--strict-xfails")
     out += [f"--disable-feature={f}" for f in args.disable_feature]
     return out + shlex.split(args.pytest_args)
 
@@ -137,17 +146,21 @@ def check(argv: Sequence[str]) -> int:
     deviations = plugin.session_deviations()
     robust = plugin.session_robustness()
     failed = [t for t, r in collector.results.items() if r == "failed"]
-    conforming = not failed and not collector.errors and not deviations \
+    absorbed = absorbed_by_entry(plugin.load_expected(args.xfails_file),
+                                 plugin.absorbed_mechanisms())
+    wide = args.strict_xfails and any(row.too_wide for row in absorbed)
+    conforming = not failed and not collector.errors and not deviations and not wide \
         and not (args.strict_robustness and robust)
     status = exit_status(code, target_line, conforming)
     if status == EXIT_ERROR:
         return not_run(args, f"no verdict (pytest exit status {int(code)}); target: "
                              f"{target_line}", collector)
     verdicts = family_verdicts(deviations, collector.expected)
+    sys.stdout.write(render_absorbed(absorbed, args.strict_xfails))
     sys.stdout.write(render_terminal(deviations, collector, verdicts, conforming, seconds,
                                      robust))
     write_reports(args.report_dir, collector, deviations, target_line, conforming, seconds,
-                  robust)
+                  absorbed, robust)
     print(f"report: {args.report_dir / 'conformance.md'} and "
           f"{args.report_dir / 'conformance.json'}")
     if args.write_xfails and Path(args.write_xfails).is_file():

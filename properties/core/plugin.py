@@ -43,6 +43,20 @@ matching entry wins, so list narrow entries before broad ones. Other keys (``obs
   run with it (a target without the deviation still passes); the entry's own replay runs without it,
   so it still fails.
 - The terminal summary lists, per entry, how many examples hit it.
+- Ratchet on size: a finding that has a size carries it (``Violation.measures``: a weak key's
+  spread in bits and colliding contents, a free-count error, a hit-rate error, ...). An entry
+  may record ``"measures": [{name, value, direction}]`` (``--write-xfails`` records the worst
+  the adoption run met); a violation whose value of a recorded name is worse (``direction``:
+  ``higher is worse`` or ``lower is worse``) does not match it, so the gate fails, and the
+  violation and the reports say "worse than the baseline".
+- Mechanisms: when an entry absorbs a violation (machines, corpus, its own replay), the run
+  computes the violation's mechanism, the operation kinds before the failing one of the shortest
+  program with its signature (``properties.core.baseline.mechanism_of``, as ``--all`` shrinks a
+  new deviation; cached per process), and reports per entry the distinct mechanisms it absorbed.
+  An entry that absorbed more than one, or one unlike its own program's, is *too wide*;
+  ``--strict-xfails`` fails the session on it. ``match.mechanism`` (one list of kinds, what
+  ``--write-xfails`` writes) or ``match.mechanisms`` (the triaged instances of one defect)
+  narrows an entry to exactly those mechanisms.
 
 While a state-machine test runs (any ``RuleBasedStateMachine``'s ``TestCase``), the collector's
 young-generation threshold is raised (``properties.core.collector``) and restored after it.
@@ -50,12 +64,14 @@ young-generation threshold is raised (``properties.core.collector``) and restore
 ``--all`` (``properties.core.signature``, ``properties.core.baseline``): every violation no entry
 covers is a deviation; the first of each signature (family, allocator type, operation kind, message
 template) is shrunk to the shortest program with that signature and collected, and from then on
-absorbed like an entry. Under ``--all`` every example that ends at a deviation (an entry's or not)
+absorbed like an entry (a later violation of that signature is the same deviation when its own
+mechanism is the same). Under ``--all`` every example that ends at a deviation (an entry's or not)
 is rejected, so it does not use the budget and `--all --xfails-file F` draws the examples of the run
 that wrote F. A test that met deviations fails once, listing the new ones; reports carry them
 (``user_properties``), so the xdist controller merges them by signature. ``--write-xfails FILE``
 writes the ``--xfails-file`` entries unchanged, then one entry per new deviation (``match``: its
-operation kind, allocator type and message template) and replays the new ones in a fresh process:
+operation kind, allocator type, message template and exact mechanism; ``measures``: the worst
+size met) and replays the new ones in a fresh process:
 one that does not reproduce there is marked ``flaky``, and its replay test skips, with that reason,
 when it passes.
 """
@@ -78,7 +94,7 @@ from hypothesis import reject, settings
 from hypothesis.errors import Unsatisfiable
 
 import properties.core.profiles  # noqa: F401  (registers the profiles)
-from models.core.invariants import Invariant, Invariants, InvariantSet, Violation
+from models.core.invariants import Invariant, Invariants, InvariantSet, Measure, Violation, worst_of
 from properties.core import baseline, robustness, selection
 from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
@@ -111,12 +127,36 @@ class ExpectedFailure:
     allocator_type: str = ""  # the type it was found with, replayed with ("": the default)
     allocator_types: tuple[str, ...] = ()  # match only violations of these types
     flaky: bool = False  # its replay may pass (it did not reproduce in a fresh process)
+    measures: tuple[Measure, ...] = ()  # the sizes adopted: a worse finding is not this one
+    # Match only these shrunk mechanisms (``match.mechanism``: one; ``match.mechanisms``: the
+    # triaged instances of one defect). Empty: any.
+    mechanisms: tuple[tuple[str, ...], ...] = ()
 
     def matches(self, violation: Violation, history: Sequence[Op] | None = None,
-                allocator_type: str | None = None) -> bool:
+                allocator_type: str | None = None,
+                mechanism: Callable[[], Sequence[str]] | None = None) -> bool:
         """Whether ``violation`` is this deviation; ``history`` is the program up to and
         including the failing operation (None: unknown, ``after`` and ``tokens`` unchecked),
-        ``allocator_type`` the type of the allocator that raised it (None: unknown)."""
+        ``allocator_type`` the type of the allocator that raised it (None: unknown),
+        ``mechanism`` computes its mechanism (``properties.core.baseline.mechanism_of``; None:
+        unknown, ``match.mechanism(s)`` unchecked). A violation whose size is worse than a
+        recorded ``measures`` value never matches (the ratchet: see :meth:`worse`)."""
+        if not self.matches_but_size(violation, history, allocator_type, mechanism):
+            return False
+        return not self.worse(violation)
+
+    def worse(self, violation: Violation) -> str:
+        """How ``violation``'s sizes are worse than the recorded ones ("" when none is)."""
+        recorded = {m.name: m for m in self.measures}
+        return "; ".join(f"{m.name} {m.value:g} is worse than the baseline's "
+                         f"{recorded[m.name].value:g} ({m.direction}; entry {self.id})"
+                         for m in violation.measures
+                         if m.name in recorded and m.worse_than(recorded[m.name]))
+
+    def matches_but_size(self, violation: Violation, history: Sequence[Op] | None = None,
+                         allocator_type: str | None = None,
+                         mechanism: Callable[[], Sequence[str]] | None = None) -> bool:
+        """:meth:`matches`, the recorded sizes aside."""
         if violation.family != self.family and violation.family not in self.families:
             return False
         if (self.allocator_types and allocator_type is not None
@@ -131,7 +171,10 @@ class ExpectedFailure:
         kinds = [op.kind for op in history[:-1]]
         if self.after and not any(_subsequence(seq, kinds) for seq in self.after):
             return False
-        return not self.tokens or any(self.tokens & set(_tokens(op)) for op in history)
+        if self.tokens and not any(self.tokens & set(_tokens(op)) for op in history):
+            return False
+        return (not self.mechanisms or mechanism is None
+                or tuple(mechanism()) in self.mechanisms)
 
 
 def _subsequence(wanted: Sequence[str], seen: Sequence[str]) -> bool:
@@ -174,8 +217,16 @@ def parse_expected(data: Sequence[dict[str, Any]], invariants: InvariantSet | No
             frozenset(int(t) for t in match.get("tokens", ())),
             frozenset(str(name) for name in e.get("tolerate", ())),
             str(e.get("allocator_type", "")),
-            tuple(str(t) for t in match.get("allocator_types", ())), bool(e.get("flaky"))))
+            tuple(str(t) for t in match.get("allocator_types", ())), bool(e.get("flaky")),
+            tuple(Measure.from_json(m) for m in e.get("measures", ())),
+            _mechanisms(match)))
     return entries
+
+
+def _mechanisms(match: dict[str, Any]) -> tuple[tuple[str, ...], ...]:
+    listed = ([match["mechanism"]] if "mechanism" in match else []) + list(
+        match.get("mechanisms", ()))
+    return tuple(tuple(str(k) for k in m) for m in listed)
 
 
 def load_raw(path: str | None) -> list[dict[str, Any]]:
@@ -204,9 +255,10 @@ def matching(entries: list[ExpectedFailure], exc: BaseException) -> list[Expecte
         if not isinstance(leaf, Violation):
             return None
         history = getattr(leaf, "prefixcache_history", None)
+        mechanism = getattr(leaf, "prefixcache_mechanism", None)
         replay = baseline.found_of(leaf)
         kind = replay.allocator_type if replay is not None else None
-        entry = next((e for e in entries if e.matches(leaf, history, kind)), None)
+        entry = next((e for e in entries if e.matches(leaf, history, kind, mechanism)), None)
         if entry is None:
             return None
         found.append(entry)
@@ -239,6 +291,12 @@ class _Call:
     explore: bool = False
     new: list[baseline.Deviation] = field(default_factory=list)
     repeats: Counter[str] = field(default_factory=Counter)
+    # The worst sizes of the repeats (by key), and per entry id the mechanisms it absorbed
+    # (``baseline.absorbed_key``) and its own program's (met by its replay).
+    repeat_measures: dict[str, tuple[Measure, ...]] = field(default_factory=dict)
+    mechanisms: dict[str, Counter[str]] = field(default_factory=dict)
+    own: dict[str, str] = field(default_factory=dict)
+    examples: dict[str, dict[str, str]] = field(default_factory=dict)  # a violation per one
 
 
 @dataclass
@@ -263,6 +321,8 @@ _active: _Call | None = None
 _known: dict[str, list[baseline.Deviation]] = {}
 # The session's deviations, merged from the reports (on the xdist controller: all workers').
 _session: dict[str, baseline.Deviation] = {}
+# Per entry id, the mechanisms the expected failures absorbed (merged from the reports too).
+_absorbed: dict[str, baseline.Absorbed] = {}
 
 
 def expected_entries(config: pytest.Config) -> list[ExpectedFailure]:
@@ -289,46 +349,95 @@ def session_deviations() -> list[baseline.Deviation]:
     return list(_session.values())
 
 
-def record(entry: ExpectedFailure, violation: Violation) -> None:
-    """Note that the running test observed ``entry`` (used by the replay test too)."""
+def record(entry: ExpectedFailure, violation: Violation,
+           mechanism: Sequence[str] | None = None, *, own: bool = False) -> None:
+    """Note that the running test observed ``entry`` (used by the replay test too);
+    ``mechanism``: the one it absorbed (``baseline.mechanism_of``), ``own``: met by replaying
+    the entry's own program."""
     PROGRESS.findings += 1
     if _active is not None:
         _active.hits.append((entry, violation))
+        if mechanism is not None:
+            key = baseline.absorbed_key(mechanism)
+            if own:
+                _active.own[entry.id] = key
+            else:
+                _active.mechanisms.setdefault(entry.id, Counter())[key] += 1
+            _active.examples.setdefault(entry.id, {}).setdefault(
+                key, f"[{violation.family.value}] {violation.message}".splitlines()[0][:160])
 
 
-def known(violation: Violation, allocator_type: str, history: Sequence[Op]) -> bool:
+def note_worse(entries: Sequence[ExpectedFailure], violation: Violation,
+               history: Sequence[Op] | None, allocator_type: str | None,
+               mechanism: Callable[[], Sequence[str]] | None = None) -> str:
+    """When an entry matches ``violation`` but for its recorded size (the ratchet refused it),
+    say so on the violation (a note, and ``baseline.WORSE_ATTR`` for the reports); returns how
+    it is worse ("" when no entry matches that way)."""
+    for entry in entries:
+        if entry.matches_but_size(violation, history, allocator_type, mechanism):
+            how = entry.worse(violation)
+            if how:
+                setattr(violation, baseline.WORSE_ATTR, how)
+                violation.add_note(f"worse than the baseline: {how}")
+                return how
+    return ""
+
+
+def absorbed_mechanisms() -> dict[str, baseline.Absorbed]:
+    """Per entry id, the mechanisms the session's expected failures absorbed (merged from the
+    reports, so on the xdist controller: all workers')."""
+    return dict(_absorbed)
+
+
+def known(violation: Violation, allocator_type: str, history: Sequence[Op],
+          mechanism: Callable[[], Sequence[str]] | None = None) -> bool:
     """Whether ``violation``, raised after ``history`` (the failing operation last), is a
-    deviation this process already met under ``--all``: one of its signature whose mechanism
-    the history contains."""
-    return _covering(violation, allocator_type, history) is not None
+    deviation this process already met under ``--all``: one of its signature with its
+    ``mechanism`` (``baseline.mechanism_of``; None: unknown, then one whose mechanism the
+    history contains)."""
+    return _covering(violation, allocator_type, history, mechanism) is not None
 
 
-def _covering(violation: Violation, allocator_type: str,
-              history: Sequence[Op]) -> baseline.Deviation | None:
-    kinds = [op.kind for op in history[:-1]]
+def _covering(violation: Violation, allocator_type: str, history: Sequence[Op],
+              mechanism: Callable[[], Sequence[str]] | None = None
+              ) -> baseline.Deviation | None:
     reps = _known.get(signature(violation, allocator_type).key(), [])
+    if not reps:
+        return None
+    if mechanism is not None:
+        # Exactly the mechanism a written entry matches (``match.mechanism``): the adoption
+        # run counts as one deviation exactly what its entry will absorb.
+        mine = list(mechanism())
+        return next((dev for dev in reps if dev.steps_before == mine), None)
+    kinds = [op.kind for op in history[:-1]]
     return next((dev for dev in reps if dev.covers(kinds)), None)
 
 
 def absorb_new(violation: Violation, allocator_type: str, history: Sequence[Op],
-               count: int = 1, shrink: Callable[[], None] | None = None) -> None:
+               count: int = 1, shrink: Callable[[], None] | None = None,
+               mechanism: Callable[[], Sequence[str]] | None = None) -> None:
     """Under ``--all``: collect ``violation`` (``count`` times) as a deviation of the running
-    test. One already met (``known``) only adds to its count; for a new one ``shrink`` is
-    called first (it attaches the shortest program, ``properties.core.baseline.attach``)."""
+    test. One already met (``known``, by its ``mechanism`` when given) only adds to its count;
+    for a new one ``shrink`` is called first (it attaches the shortest program,
+    ``properties.core.baseline.attach``)."""
     PROGRESS.findings += count
     if _active is None:
         return
-    rep = _covering(violation, allocator_type, history)
+    rep = _covering(violation, allocator_type, history, mechanism)
     if rep is not None:
         if any(d is rep for d in _active.new):
             rep.count += count
+            rep.measures = worst_of(rep.measures, violation.measures)
         else:
             _active.repeats[rep.key] += count
+            _active.repeat_measures[rep.key] = worst_of(
+                _active.repeat_measures.get(rep.key, ()), violation.measures)
         return
     if shrink is not None:
         shrink()
     dev = baseline.deviation(violation, "", allocator_type)
     dev.count = count
+    dev.measures = worst_of(dev.measures, violation.measures)
     _known.setdefault(dev.signature.key(), []).append(dev)
     _active.new.append(dev)
 
@@ -395,16 +504,22 @@ def _install_wrapper() -> Any:
         except Violation as violation:
             history = [step.op for step in self.judge.log]
             kind = self.target.allocator_type
-            entry = next((e for e in call.entries if e.matches(violation, history, kind)), None)
+            mechanism = baseline.Resolver(self.target, self.config, history, violation)
+            entry = next((e for e in call.entries
+                          if e.matches(violation, history, kind, mechanism)), None)
+            if entry is None:
+                note_worse(call.entries, violation, history, kind, mechanism)
             if entry is not None:
-                record(entry, violation)
+                record(entry, violation, mechanism())
             elif call.explore:
                 absorb_new(violation, kind, history,
-                           shrink=functools.partial(_shrink_new, self, violation))
+                           shrink=functools.partial(_shrink_new, self, violation),
+                           mechanism=mechanism)
             else:
                 # Judged with its history and unexpected: report-time matching must not
                 # absorb it as some entry whose ``after`` it was never checked against.
                 violation.prefixcache_history = history  # type: ignore[attr-defined]
+                violation.prefixcache_mechanism = mechanism  # type: ignore[attr-defined]
                 raise
             self._prefixcache_absorbed = True  # type: ignore[attr-defined]
             if call.explore:
@@ -450,6 +565,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--write-xfails", default=None, metavar="FILE",
                     help="write the deviations found (and the --xfails-file entries) as an "
                          "xfails file")
+    group.addoption("--strict-xfails", action="store_true", default=False,
+                    help="fail the session when an expected failure is too wide: it absorbed "
+                         "more than one mechanism, or one unlike its own program's")
 
 
 _ORIGINAL_DO = pytest.StashKey[Any]()
@@ -487,6 +605,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _session.clear()
     _robust.clear()
     robustness.take()
+    _absorbed.clear()
     PROGRESS.reset()
     config.stash[_ORIGINAL_DO] = _install_wrapper()
     selection.tolerate(tolerated_by(entries))
@@ -588,6 +707,23 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
                     dev.count += n
                     if report.nodeid not in dev.tests:
                         dev.tests.append(report.nodeid)
+        elif name == "prefixcache_repeat_measures" and isinstance(value, dict):
+            for key, ms in value.items():
+                dev = _session.get(key)
+                if dev is not None:
+                    dev.measures = worst_of(dev.measures, [Measure.from_json(m) for m in ms])
+        elif name == "prefixcache_mechanisms" and isinstance(value, dict):
+            for entry_id, counts in value.get("absorbed", {}).items():
+                got = _absorbed.setdefault(entry_id, baseline.Absorbed(entry_id))
+                for key, n in counts.items():
+                    got.add(baseline.absorbed_from_key(key), n)
+            for entry_id, key in value.get("own", {}).items():
+                got = _absorbed.setdefault(entry_id, baseline.Absorbed(entry_id))
+                got.own = baseline.absorbed_from_key(key)
+            for entry_id, shown in value.get("examples", {}).items():
+                got = _absorbed.setdefault(entry_id, baseline.Absorbed(entry_id))
+                for key, text in shown.items():
+                    got.examples.setdefault(baseline.absorbed_from_key(key), text)
 
 
 def _violations(exc: BaseException) -> list[Violation] | None:
@@ -633,6 +769,13 @@ def pytest_runtest_makereport(item: pytest.Item,
         report.user_properties.append(("prefixcache_deviations", [d.to_json() for d in news]))
     if repeats:
         report.user_properties.append(("prefixcache_repeats", repeats))
+        if ran is not None and ran.repeat_measures:
+            report.user_properties.append(("prefixcache_repeat_measures", {
+                key: [m.to_json() for m in ms] for key, ms in ran.repeat_measures.items()}))
+    if ran is not None and (ran.mechanisms or ran.own):
+        report.user_properties.append(("prefixcache_mechanisms", {
+            "absorbed": {i: dict(c) for i, c in ran.mechanisms.items()}, "own": ran.own,
+            "examples": ran.examples}))
     met = robustness.take()
     if met:
         report.user_properties.append(("prefixcache_robustness", [f.to_json() for f in met]))
@@ -689,6 +832,18 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(f"{entry.id} ({entry.family.value}): "
                                         f"hit by {_hits.get(entry.id, 0)} test(s) or "
                                         f"example(s)")
+    wide = too_wide(config)
+    rows = baseline.absorbed_lines(baseline.absorbed_by_entry(entries, _absorbed))
+    if rows:
+        terminalreporter.section("prefixcache mechanisms absorbed per expected failure")
+        for line in rows:
+            terminalreporter.write_line(line)
+        if wide:
+            terminalreporter.write_line(
+                f"{len(wide)} entr(y/ies) too wide: {', '.join(wide)}"
+                + (" (--strict-xfails: the session fails)" if config.getoption(
+                    "strict_xfails", False) else " (split or narrow them; --strict-xfails "
+                   "fails on this)"))
     if _session:
         terminalreporter.section("prefixcache deviations (distinct, by signature)")
         for dev in _session.values():
@@ -700,6 +855,18 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(f"prefixcache: wrote {done[0]} entries to {path}"
                                     + (f" ({len(done[1])} flaky: {', '.join(done[1])})"
                                        if done[1] else ""))
+
+
+def too_wide(config: pytest.Config) -> list[str]:
+    """The ids of the session's expected failures that absorbed more than one mechanism, or
+    one unlike their own program's (``baseline.Absorbed.too_wide``)."""
+    return wide_entries(expected_entries(config))
+
+
+def wide_entries(entries: Sequence[ExpectedFailure]) -> list[str]:
+    """:func:`too_wide` of ``entries`` (by what this session absorbed)."""
+    return [row.entry_id for row in baseline.absorbed_by_entry(entries, _absorbed)
+            if row.too_wide]
 
 
 _WRITTEN = pytest.StashKey[int]()
@@ -717,8 +884,12 @@ def written(config: pytest.Config) -> tuple[int, list[str]] | None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """``--write-xfails``: on the controller (or a run without xdist), once."""
     config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    if config.getoption("strict_xfails", False) and too_wide(config):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     path = config.getoption("write_xfails", None)
-    if not path or hasattr(config, "workerinput"):
+    if not path:
         return
     kept = load_raw(config.getoption("xfails_file"))
     written = baseline.write_xfails(Path(path), _session.values(), kept)

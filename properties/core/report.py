@@ -24,7 +24,7 @@ import pytest
 from models.core.invariants import Violation
 from properties.core import family as families
 from properties.core import plugin, robustness, selection
-from properties.core.baseline import Deviation
+from properties.core.baseline import Absorbed, Deviation, absorbed_lines
 
 #: Redraw the progress line at most this often (seconds), on a terminal only.
 REDRAW = 0.25
@@ -227,6 +227,10 @@ def render_terminal(deviations: list[Deviation], collector: Collector, verdicts:
                   + (f"{sig.allocator_type} allocator; " if sig.allocator_type else "")
                   + "after "
                   f"{', '.join(dev.steps_before) or 'nothing'}", ""]
+        if dev.worse:
+            lines += [f"   worse than the baseline: {dev.worse}"]
+        if dev.measures:
+            lines += [f"   size: {measures_text(dev)}"]
         lines += [f"   {line}" for line in dev.message.splitlines()]
         if dev.program:
             lines += ["", f"   replay ({len(dev.program)} step(s), {_shape(dev.config)}):",
@@ -258,16 +262,46 @@ def _robustness_lines(robust: Sequence[robustness.Finding]) -> list[str]:
     return lines
 
 
+def measures_text(dev: Deviation) -> str:
+    """A deviation's sizes, the worst met, on one line."""
+    return "; ".join(str(m) for m in dev.measures)
+
+
+def render_absorbed(rows: list[Absorbed], strict: bool) -> str:
+    """Per expected failure, the distinct mechanisms the run absorbed, too-wide entries flagged
+    (printed after the verdicts; "" when no entry absorbed anything)."""
+    lines = absorbed_lines(rows)
+    if not lines:
+        return ""
+    wide = [row.entry_id for row in rows if row.too_wide]
+    out = ["", "mechanisms absorbed per expected failure:", *[f"  {line}" for line in lines]]
+    if wide:
+        out += ["", f"too wide: {', '.join(wide)} (each absorbed more than one mechanism, or one "
+                    "unlike its own program's: split or narrow it"
+                + ("; --strict-xfails fails the check)" if strict else
+                   "; --strict-xfails would fail the check)")]
+    return "\n".join(out) + "\n"
+
+
+def absorbed_json(rows: list[Absorbed]) -> list[dict[str, Any]]:
+    return [row.to_json() for row in rows if row.mechanisms or row.own is not None]
+
+
 def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
                   target_line: str, conforming: bool, seconds: float,
+                  absorbed: list[Absorbed] | None = None,
                   robust: Sequence[robustness.Finding] = ()) -> dict[str, str]:
-    """Write ``conformance.md`` and ``conformance.json``; returns the family verdicts."""
+    """Write ``conformance.md`` and ``conformance.json``; returns the family verdicts.
+    ``absorbed``: per expected failure, the mechanisms it absorbed (too-wide ones flagged);
+    ``robust``: the robustness findings."""
     out.mkdir(parents=True, exist_ok=True)
     verdicts = family_verdicts(deviations, collector.expected)
     findings = [{"test": d.tests[0] if d.tests else "", "family": d.family,
                  "message": d.message, "script": d.script, "expected": False,
                  "signature": d.signature.key(), "key": d.key, "count": d.count, "tests": d.tests,
-                 "config": d.config, "program": d.program} for d in deviations]
+                 "config": d.config, "program": d.program,
+                 "measures": [m.to_json() for m in d.measures], "worse": d.worse}
+                for d in deviations]
     findings += [f.__dict__ for f in collector.expected]
     data = {
         "verdict": "conforms" if conforming else "deviations",
@@ -280,6 +314,7 @@ def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
         "findings": findings,
         "robustness": [f.to_json() for f in robust],
         "errors": collector.errors,
+        "absorbed": absorbed_json(absorbed or []),
     }
     (out / "conformance.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
     lines = ["# Conformance report", "", *[f"- {h}" for h in collector.header],
@@ -292,8 +327,12 @@ def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
     lines += ["", "## Tests", "", *[f"- `{t}`: {r}" for t, r in collector.results.items()]]
     for n, dev in enumerate(deviations, 1):
         lines += ["", f"## Deviation {n}: [{dev.family}] {dev.explanation}", "",
-                  f"Signature `{dev.key}`; {_where(dev)}.", "", "```",
-                  dev.message, "```"]
+                  f"Signature `{dev.key}`; {_where(dev)}."]
+        if dev.worse:
+            lines += ["", f"**Worse than the baseline**: {dev.worse}."]
+        if dev.measures:
+            lines += ["", f"Size: {measures_text(dev)}."]
+        lines += ["", "```", dev.message, "```"]
         if dev.script:
             lines += ["", "```python", _body(dev.script), "```"]
     for finding in collector.expected:
@@ -306,6 +345,9 @@ def write_reports(out: Path, collector: Collector, deviations: list[Deviation],
             lines += ["", "```python", _body(robust_finding.script), "```"]
     for error in collector.errors:
         lines += ["", "## Error", "", "```", error, "```"]
+    rows = absorbed_lines(absorbed or [])
+    if rows:
+        lines += ["", "## Mechanisms absorbed per expected failure", "", "```", *rows, "```"]
     (out / "conformance.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return verdicts
 

@@ -15,9 +15,11 @@ A signature is ``(family, allocator type, operation kind, message template)``:
 One symptom can have several causes (a cache hit on other content after a hash collision, or
 after a swap that crossed the pools), so a deviation is a signature *and* a mechanism: the
 operation kinds of its shrunk program before the failing one (``properties.core.baseline``). A
-violation of a known signature is that deviation again when the operations before it contain
-the mechanism in order; otherwise it is shrunk and becomes a new one (its written entry
-matches with ``after: [mechanism]``).
+violation of a known signature is that deviation again when its own program shrinks to the same
+mechanism (``baseline.mechanism_of``); otherwise it is a new one, and its written entry matches
+that mechanism exactly (``match.mechanism``), so it absorbs one defect, not every violation
+whose history happens to contain those kinds. A deviation's size (``Violation.measures``) is not
+part of the signature: an adopted entry records it and refuses a worse one (the ratchet).
 
 :func:`message_regex` turns a message into the regex (for a ``match.message`` rule) that
 matches exactly the messages of the same template, so an entry written from a signature covers

@@ -89,7 +89,8 @@ def test_writing_keeps_adopted_entries_and_gives_unique_ids(tmp_path: Path) -> N
     assert "after" not in written[1]["match"]  # a one-step program: no mechanism before it
     assert written[1]["match"] == {"allocator_types": ["prefix_caching"],
                                    "message": r"^x\ -?\d+(?:\.\d+)?(?:, -?\d+(?:\.\d+)?)*"
-                                              r"(?:,(?=\)))?$", "ops": ["free"]}
+                                              r"(?:,(?=\)))?$", "ops": ["free"],
+                                   "mechanism": []}
 
 
 def test_a_deviation_without_a_program_is_not_written(tmp_path: Path) -> None:

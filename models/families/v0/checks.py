@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from models.core.invariants import FREE_COUNT_ERROR, Measure
 from models.families.v0.allocator_model import Model
 from models.families.v0.blocks import BlockRec
 from models.families.v0.context import Context
@@ -170,8 +171,9 @@ def _free(m: Model, c: Context) -> None:
         family = F.FREE
         if isinstance(got, int) and (not ev or abs(got - pool.free) != ev):
             family = F.LEAK  # not an evictor miscount: ids lost or duplicated
+        error = Measure(FREE_COUNT_ERROR, abs(got - pool.free)) if isinstance(got, int) else None
         c.flag(family, f"free count on {dev.value} (hashless {len(pool.hashless)} + "
-               f"evictable {ev})", expected=pool.free, observed=got)
+               f"evictable {ev})", expected=pool.free, observed=got, measure=error)
 
 
 def _check_id(m: Model, c: Context, rec: BlockRec, got: object, where: str,

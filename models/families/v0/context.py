@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from models.core.choice import Chooser
-from models.core.invariants import Invariant, Violation
+from models.core.invariants import Invariant, Measure, Violation
 from models.families.v0.ops.base import Op
 from models.families.v0.ops.values import Outcome, Snapshot
 
@@ -37,13 +37,14 @@ class Context:
             self.hint_ids.add(dst)
 
     def flag(self, family: Invariant, message: str, expected: object = None,
-             observed: object = None, *, root_cause: bool = False) -> None:
+             observed: object = None, *, root_cause: bool = False,
+             measure: Measure | None = None) -> None:
         """Record a violation; ``root_cause`` ones (an id handed to a second owner) outrank
-        the data-plane damage they cause."""
+        the data-plane damage they cause; ``measure``: the finding's size, if it has one."""
         fam = self.override or family
         if self.override is not None:
             message = f"failed operation changed state ({family.value}): {message}"
-        found = Violation(fam, message, expected=expected, observed=observed)
+        found = Violation(fam, message, expected=expected, observed=observed, measure=measure)
         found.root_cause = root_cause  # type: ignore[attr-defined]
         self.found.append(found)
 

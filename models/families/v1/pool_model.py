@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from models.core.invariants import Violation
+from models.core.invariants import FREE_COUNT_ERROR, FREE_QUEUE_ERROR, Measure, Violation
 from models.families.v1.invariants import Family
 
 Key = tuple[bytes, int]  # (block hash, kv cache group id)
@@ -204,14 +204,18 @@ class PoolModel:
                 raise Violation(Family.RC, f"block {b}: ref_cnt", expected=r,
                                 observed=observed.ref.get(b))
         if sorted(observed.free) != sorted(self.free) or len(observed.free) != len(self.free):
+            error = len(set(observed.free) ^ set(self.free)) + abs(
+                len(observed.free) - len(set(observed.free)))
             raise Violation(Family.LEAK, "free queue membership", expected=sorted(self.free),
-                            observed=observed.free)
+                            observed=observed.free, measure=Measure(FREE_QUEUE_ERROR, error))
         if observed.free != self.free:
             raise Violation(Family.LRU, "free queue order (head is evicted first)",
                             expected=self.free, observed=observed.free)
         if observed.num_free != self.num_free:
             raise Violation(Family.FREE, "get_num_free_blocks()", expected=self.num_free,
-                            observed=observed.num_free)
+                            observed=observed.num_free,
+                            measure=Measure(FREE_COUNT_ERROR,
+                                            abs(observed.num_free - self.num_free)))
         if abs(observed.usage - self.usage) > 1e-9:
             raise Violation(Family.FREE, "get_usage()", expected=self.usage,
                             observed=observed.usage)

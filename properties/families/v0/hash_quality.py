@@ -18,8 +18,10 @@ for thousands of contents at once:
 Contract: different contents (prefix, tokens) never share a key. A finding is a HASH
 :class:`~models.core.invariants.Violation` carrying a two-allocation program that replays it under
 the oracle (:func:`finding_program`); a key that is only narrow (no collision within the search cap)
-is reported with its spread and no program. Deterministic: every random choice comes from
-``random.Random(SEED)``.
+is reported with its spread and no program. A finding carries its size (:func:`measures`: the
+contents of the whole search that share a key with a different one, and the keys' spread in
+bits), so an adopted HASH entry accepts only a key no weaker than it was. Deterministic: every
+random choice comes from ``random.Random(SEED)``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from models.core.invariants import Violation
+from models.core.invariants import (
+    COLLIDING_CONTENTS,
+    KEY_SPREAD_BITS,
+    LOWER_IS_WORSE,
+    Measure,
+    Violation,
+)
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Capabilities, Config
 from models.families.v0.invariants import Family
@@ -171,6 +179,41 @@ def search(target: Target) -> Collision | Violation | None:
                      f"no collision among {len(contents)}", expected=MIN_BITS, observed=narrow)
 
 
+def _colliding(keys: Sequence[int | None], contents: Sequence[Content],
+               seen: dict[int, Content]) -> int:
+    """How many of ``contents`` share a key with a different content met before."""
+    count = 0
+    for key, content in zip(keys, contents, strict=True):
+        if key is not None and seen.setdefault(key, content) != content:
+            count += 1
+    return count
+
+
+def measures(target: Target) -> tuple[Measure, Measure]:
+    """The size of a weak key, for the ratchet: the contents of the whole search (every group,
+    and the birthday escalation when the keys are narrow) whose key a different content has
+    (higher is worse), and the spread of the distinct first blocks' keys in bits (lower is
+    worse). Deterministic (``SEED``)."""
+    keys_of = KeySource(target)
+    rng = random.Random(SEED)
+    seen: dict[int, Content] = {}
+    colliding = searched = 0
+    bits = MIN_BITS
+    for where, contents in _searched(rng):
+        keys = keys_of(contents)
+        colliding += _colliding(keys, contents, seen)
+        searched += len(contents)
+        if where == "distinct first blocks":
+            bits = spread_bits(keys)
+    if bits < MIN_BITS:
+        count = min(BIRTHDAY_CAP, 1 << (bits // 2 + 4))
+        contents = list(dict.fromkeys((None, _random_block(rng)) for _ in range(count)))
+        colliding += _colliding(keys_of(contents), contents, seen)
+        searched += len(contents)
+    return (Measure(COLLIDING_CONTENTS, colliding),
+            Measure(KEY_SPREAD_BITS, bits, LOWER_IS_WORSE))
+
+
 def finding_program(found: Collision, caps: Capabilities) -> tuple[Config, list[Op]]:
     """The pool and the two allocations that show ``found``: under the oracle the second
     must not share the first's key (HASH), nor its id (CONTENT, CACHE)."""
@@ -187,19 +230,21 @@ def finding_program(found: Collision, caps: Capabilities) -> tuple[Config, list[
 def check(target: Target) -> None:
     """Raise the HASH finding (see the module doc), or return when the keys pass. A raised
     violation carries ``prefixcache_history`` (its program, for expected-failure matching)
-    and ``prefixcache_program`` (config and program, to replay it)."""
+    and ``prefixcache_program`` (config and program, to replay it), and its :func:`measures`."""
     found = search(target)
     if found is None:
         return
+    size = measures(target)
     if isinstance(found, Violation):
-        raise found
+        raise found.measured(*size)
     config, program = finding_program(found, target.caps)
     try:
         run_program(target, config, program)
     except Violation as violation:
+        violation.measured(*size)
         violation.prefixcache_history = program  # type: ignore[attr-defined]
         violation.prefixcache_program = (config, program)  # type: ignore[attr-defined]
         raise
     raise Violation(Family.HASH, f"{found.where}: {found.first} and {found.second} share block "
                     f"key {found.key} in a large pool, yet the two-block program passes",
-                    observed=found.key)
+                    observed=found.key, measure=size)

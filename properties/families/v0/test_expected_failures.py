@@ -1,7 +1,8 @@
 """Each entry of ``--xfails-file`` replays its counterexample against the selected target built
 as the allocator type the entry was found with (``allocator_type``; the naive variant keeps the
 selected target's disabled features): it must still fail with a violation the entry matches
-(family, and its ``match`` narrowing if any), or the entry is stale and reported as a failure.
+(family, and its ``match`` narrowing if any, and no worse than its recorded ``measures``), or
+the entry is stale and reported as a failure.
 A violation the entry does not match fails the test. An entry marked ``flaky`` (written by
 ``--write-xfails`` when its program did not reproduce in a fresh process) that passes is
 skipped with that reason instead."""
@@ -13,7 +14,14 @@ import pytest
 from models.core.invariants import Violation
 from models.families.v0.capabilities import Config, tolerating
 from models.families.v0.operations import op_from_json
-from properties.core.plugin import ExpectedFailure, expected_entries, record, tolerated_by
+from properties.core.baseline import Resolver
+from properties.core.plugin import (
+    ExpectedFailure,
+    expected_entries,
+    note_worse,
+    record,
+    tolerated_by,
+)
 from properties.core.replay import run_program
 from properties.families.v0.machines.variants import of_type
 
@@ -30,9 +38,11 @@ def test_expected_failure(expected_failure: ExpectedFailure, request: pytest.Fix
         run_program(target, config, program)
     except Violation as violation:
         history = program[: (violation.step or 0) + 1]
-        if not expected_failure.matches(violation, history, target.allocator_type):
+        mechanism = Resolver(target, config, program, violation)
+        if not expected_failure.matches(violation, history, target.allocator_type, mechanism):
+            note_worse([expected_failure], violation, history, target.allocator_type, mechanism)
             raise
-        record(expected_failure, violation)
+        record(expected_failure, violation, mechanism(), own=True)
         pytest.xfail(f"{expected_failure.id}: {expected_failure.explanation}")
     if expected_failure.flaky:
         pytest.skip(f"{expected_failure.id} is marked flaky (it depends on per-process state) "

@@ -9,6 +9,7 @@ import pytest
 
 from models.core.invariants import Violation
 from properties.core import plugin
+from properties.core.baseline import attach_run
 from properties.core.reproducer import render_script
 from properties.core.selection import current_target
 from properties.families.v0 import hash_quality
@@ -24,11 +25,12 @@ def test_block_keys_resist_collisions(request: pytest.FixtureRequest) -> None:
         hash_quality.check(target)
     except Violation as violation:
         history = getattr(violation, "prefixcache_history", None)
-        entry = next((e for e in plugin.expected_entries(request.config)
-                      if e.matches(violation, history)), None)
+        entries = plugin.expected_entries(request.config)
+        entry = next((e for e in entries if e.matches(violation, history)), None)
         if entry is not None:
-            plugin.record(entry, violation)
+            plugin.record(entry, violation, [op.kind for op in (history or [])[:-1]])
             return
+        plugin.note_worse(entries, violation, history, None)
         shown = getattr(violation, "prefixcache_program", None)
         if shown is None:
             raise
@@ -36,6 +38,8 @@ def test_block_keys_resist_collisions(request: pytest.FixtureRequest) -> None:
         judge = V0Judge(target, config)
         for op in program:
             judge.runner.execute(op)
-        violation.add_note("Replay it as a plain Python script:\n\n" + render_script(
-            target, config, judge.log, judge=judge))
+        script = render_script(target, config, judge.log, judge=judge)
+        violation.add_note("Replay it as a plain Python script:\n\n" + script)
+        # Replayable, so --write-xfails writes it (with its sizes: the ratchet's baseline).
+        attach_run(violation, target, config, program, script)
         raise

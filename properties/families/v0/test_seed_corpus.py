@@ -16,6 +16,7 @@ from fuzz.families.v0.decoder import Level
 from models.core.invariants import Violation
 from models.families.v0.operations import Op
 from properties.core import plugin
+from properties.core.baseline import Resolver
 from properties.core.selection import current_target
 from properties.families.v0 import corpus_replay
 
@@ -31,16 +32,20 @@ def test_seed_corpus(level: Level, corpus: str, request: pytest.FixtureRequest) 
     plugin.PROGRESS.examples = len(paths)
 
     def absorb(violation: Violation, history: list[Op]) -> bool:
-        entry = next((e for e in entries if e.matches(violation, history, target.allocator_type)),
+        config = violation.prefixcache_config  # type: ignore[attr-defined]
+        mechanism = Resolver(target, config, history, violation)
+        kind = target.allocator_type
+        entry = next((e for e in entries if e.matches(violation, history, kind, mechanism)),
                      None)
         if entry is not None:
-            plugin.record(entry, violation)
+            plugin.record(entry, violation, mechanism())
             return True
+        plugin.note_worse(entries, violation, history, kind, mechanism)
         if not explore:
             return False
-        config = violation.prefixcache_config  # type: ignore[attr-defined]
-        plugin.absorb_new(violation, target.allocator_type, history, shrink=functools.partial(
-            corpus_replay.shrink_and_attach, target, config, history, violation))
+        plugin.absorb_new(violation, kind, history, shrink=functools.partial(
+            corpus_replay.shrink_and_attach, target, config, history, violation),
+            mechanism=mechanism)
         return True
 
     explore = plugin.exploring(request.config)

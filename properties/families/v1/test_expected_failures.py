@@ -14,10 +14,11 @@ import pytest
 
 from models.core.invariants import Violation
 from models.families.v1 import ops
-from properties.core.plugin import ExpectedFailure, record
+from properties.core.plugin import ExpectedFailure, note_worse, record
 from properties.families.v1.executor import run_program
 from properties.families.v1.reproducer import config_of
 from properties.families.v1.targets import PoolTarget
+from properties.families.v1.xfails import resolver
 
 __all__ = ["config_of", "test_expected_failure"]
 
@@ -28,11 +29,16 @@ def test_expected_failure(expected_failure: ExpectedFailure, pool_target: PoolTa
         pytest.skip(f"{expected_failure.id} is listed for other releases than "
                     f"{pool_target.version or 'this target'}")
     program = [ops.from_json(dict(r)) for r in expected_failure.program]
+    config = config_of(expected_failure.config)
     try:
-        run_program(pool_target, config_of(expected_failure.config), program)
+        run_program(pool_target, config, program)
     except Violation as violation:
-        if not expected_failure.matches(violation):
+        history = program[: (violation.step or 0) + 1]
+        mechanism = resolver(violation, pool_target, config)
+        if not expected_failure.matches(violation, history, None, mechanism):
+            note_worse([expected_failure], violation, history, None, mechanism)
             raise
-        record(expected_failure, violation)
+        record(expected_failure, violation, None if mechanism is None else mechanism(),
+               own=True)
         pytest.xfail(f"{expected_failure.id}: {expected_failure.explanation}")
     pytest.fail(f"expected failure {expected_failure.id!r} no longer fails: remove the entry")

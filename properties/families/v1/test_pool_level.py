@@ -16,10 +16,18 @@ from hypothesis.stateful import run_state_machine_as_test
 from models.core.invariants import Violation
 from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
-from properties.core.plugin import ExpectedFailure, record
+from properties.core.plugin import ExpectedFailure, note_worse, record
 from properties.families.v1.machine import bind
+from properties.families.v1.stepping import PROGRAM_ATTR
 from properties.families.v1.targets import PoolTarget
-from properties.families.v1.xfails import attach, avoided, first_match, leaves, matching_entry
+from properties.families.v1.xfails import (
+    attach,
+    avoided,
+    first_match,
+    leaves,
+    matching_entry,
+    resolver,
+)
 
 __all__ = ["TestPoolLevel", "matching_entry"]
 
@@ -35,13 +43,15 @@ class TestPoolLevel:
                 run_state_machine_as_test(machine, settings=settings())
             except (Violation, BaseExceptionGroup) as exc:
                 found = list(leaves(exc))
-                hits = [first_match(v, pool_xfails) if isinstance(v, Violation) else None
-                        for v in found]
+                hits = [first_match(v, pool_xfails, pool_target, machine.config)
+                        if isinstance(v, Violation) else None for v in found]
                 if any(hit is None for hit in hits):
                     for v in found:
                         if isinstance(v, Violation):
+                            note_worse(pool_xfails, v, getattr(v, PROGRAM_ATTR, None), None)
                             attach(v, pool_target, machine.config)
                     raise
                 for v, hit in zip(found, hits, strict=True):
                     if hit is not None and isinstance(v, Violation):
-                        record(hit, v)
+                        resolve = resolver(v, pool_target, machine.config)
+                        record(hit, v, None if resolve is None else resolve())

@@ -21,7 +21,7 @@ from typing import Any
 from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.pool_model import PoolConfig
-from properties.core.baseline import FOUND_ATTR, Found
+from properties.core.baseline import FOUND_ATTR, Found, Resolver
 from properties.core.plugin import ExpectedFailure, parse_expected
 from properties.core.reproducer import render_script
 from properties.families.v1.family import FAMILY, Step
@@ -50,8 +50,25 @@ def matching_entry(v: Violation, raw_entries: Sequence[dict[str, Any]]) -> dict[
     return None
 
 
-def first_match(v: Violation, entries: Sequence[ExpectedFailure]) -> ExpectedFailure | None:
-    return next((e for e in entries if e.matches(v)), None)
+def first_match(v: Violation, entries: Sequence[ExpectedFailure],
+                target: PoolTarget | None = None, config: PoolConfig | None = None
+                ) -> ExpectedFailure | None:
+    """The first entry covering ``v``; with ``target`` and ``config``, judged with the program
+    ``v`` carries (an entry's ``after`` and ``mechanism``, :func:`resolver`)."""
+    program = getattr(v, PROGRAM_ATTR, None) if target is not None else None
+    resolve = resolver(v, target, config)
+    return next((e for e in entries if e.matches(v, program, None, resolve)), None)
+
+
+def resolver(v: Violation, target: PoolTarget | None,
+             config: PoolConfig | None) -> Resolver | None:
+    """The mechanism of ``v`` (None without its program, target or config): the kinds of its
+    program before the failing step, as Hypothesis shrank it (the core's program shrinking
+    follows block handles, which v1 programs do not have)."""
+    program = getattr(v, PROGRAM_ATTR, None)
+    if target is None or config is None or not program:
+        return None
+    return Resolver(FAMILY.target_of(target), config, list(program), v, shrink=False)
 
 
 def leaves(exc: BaseException) -> Iterator[BaseException]:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from models.core.invariants import Invariant
+from models.core.invariants import HIT_RATE_ERROR, Invariant, Measure
 from models.families.v0.invariants import Family
 from models.families.v0.ops import common
 from models.families.v0.ops.base import Arg, ArgSpec, Op, Out
@@ -75,11 +75,17 @@ class ComputedBlockIds(Op):
         considered = ids[:-1] if self.skip_last else ids
         gpu = m.pools[Dev.GPU]
         want = computed_prefix(gpu, considered) if m.pc else []
-        if m.c.outcome.value != want:
+        got = m.c.outcome.value
+        if got != want:
             why = gpu.why_uncomputed(considered[len(want)]) \
                 if len(considered) > len(want) else ""
-            m.c.flag(F.COMPUTED, f"get_computed_block_ids{why}", expected=want,
-                     observed=m.c.outcome.value)
+            # Two defects answer here: ids past the computed prefix (a hole before them), and
+            # ids of the prefix that are not computed at all.
+            hole = (isinstance(got, list) and len(got) <= len(considered)
+                    and got != considered[: len(got)])
+            m.c.flag(F.COMPUTED, f"get_computed_block_ids{why}"
+                     + (": not a prefix of the ids (past a hole)" if hole else ""),
+                     expected=want, observed=got)
 
 
 def _live_blocks(m: Model, blocks: tuple[int, ...]) -> None:
@@ -218,7 +224,10 @@ class HitRate(Op):
         if not isinstance(got, int | float) or (
                 abs(float(got) - want) > 1e-9 if not m.pc
                 else not m.pools[self.device].rate_shown(float(got), m.caps.tolerated)):
-            m.c.flag(F.HIT, f"hit rate on {self.device.value}", expected=want, observed=got)
+            error = (Measure(HIT_RATE_ERROR, round(abs(float(got) - want), 9))
+                     if isinstance(got, int | float) else None)
+            m.c.flag(F.HIT, f"hit rate on {self.device.value}", expected=want, observed=got,
+                     measure=error)
 
 
 @dataclass(frozen=True, slots=True)

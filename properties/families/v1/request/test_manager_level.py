@@ -19,8 +19,10 @@ from hypothesis.stateful import run_state_machine_as_test
 from models.core.invariants import Violation
 from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
+from properties.core.plugin import parse_expected, record
 from properties.families.v1.request.machine import bind
 from properties.families.v1.request.target import CONFIGS, ManagerTarget
+from properties.families.v1.stepping import PROGRAM_ATTR
 from properties.families.v1.test_pool_level import matching_entry
 
 
@@ -36,4 +38,8 @@ def test_kv_cache_manager(manager_target: ManagerTarget, manager_xfails: list[di
             entry = matching_entry(v, manager_xfails)
             if entry is None:
                 raise
+            # The mechanism it absorbed (the program's kinds before the failing step, as
+            # Hypothesis shrank it), for the per-entry report and --strict-xfails.
+            program = getattr(v, PROGRAM_ATTR, [])
+            record(parse_expected([entry])[0], v, [op.kind for op in program[:-1]])
             pytest.xfail(f"{entry['id']} ({entry['class']}): {v.family.value} {v.message}")
