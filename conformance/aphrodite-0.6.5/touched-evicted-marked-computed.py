@@ -49,7 +49,7 @@ if __name__ == "__main__":
     print('alloc.get_computed_block_ids([], [b1.block_id], skip_last_block_id=False)', '=', alloc.get_computed_block_ids([], [b1.block_id], skip_last_block_id=False))
     # The same program under the suite's oracle: prints the violation it raises.
     from models.core.invariants import Violation
-    from properties.core.replay import check_program
+    from properties.families.v0.replay import check_program
 
     program = [
         {'op': 'allocate_immutable', 'prev': None, 'tokens': [1, 2], 'device': 'gpu', 'extra_hash': None},
