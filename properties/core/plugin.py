@@ -864,7 +864,7 @@ def too_wide(config: pytest.Config) -> list[str]:
 
 
 def wide_entries(entries: Sequence[ExpectedFailure]) -> list[str]:
-    """:func:`too_wide` of ``entries`` (by what this session absorbed)."""
+    """:func:`too_wide` of ``entries`` (by what the run absorbed)."""
     return [row.entry_id for row in baseline.absorbed_by_entry(entries, _absorbed)
             if row.too_wide]
 

@@ -78,10 +78,15 @@ def test_vllm_builds_its_own_classes_the_same_way() -> None:
 
 
 def test_ids_assumed_contiguous_fails() -> None:
+    """Ids 5, 1, 3 are not a range: the mutant hands out 2, which it was never given (the
+    order a constructed allocator hands its ids out in is open, so a permuted range would
+    not show it)."""
     target = load_target("tests.zoo.v0.broken:block_ids_assumed_contiguous")
-    result = _run(_permuted(target), target)
+    data = WITH_CPU + _entry(target) + bytes([CACHING]) + _ids(5, 1, 3) + bytes([NO, NO])
+    result = _run(data, target)
     assert result.violation is not None
-    assert (result.violation.family, result.violation.step) == (Family.LEAK, 0)
+    assert result.violation.step == 0, str(result.violation)
+    assert result.violation.family in (Family.LEAK, Family.ATOMIC), str(result.violation)
 
 
 @pytest.mark.parametrize(("argument", "mutant", "op"), [

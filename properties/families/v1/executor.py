@@ -19,6 +19,7 @@ from models.families.v1.events import Replay, external
 from models.families.v1.invariants import Family
 from models.families.v1.keys import check_keys
 from models.families.v1.pool_model import PoolConfig, PoolModel
+from properties.core import robustness
 from properties.families.v1.adapter import PoolAdapter
 from properties.families.v1.stepping import ProgramExecutor
 from properties.families.v1.targets import PoolTarget
@@ -239,8 +240,14 @@ class Executor(ProgramExecutor[ops.Op]):
         if after == before:
             return None
         how = "raised " + type(error).__name__ + " but" if error is not None else "silently"
-        return Finding(self.target.describe().split(" (")[0], kind,
-                       f"{how} changed the pool (arg {arg}): {_diff(before, after)}")
+        finding = Finding(self.target.describe().split(" (")[0], kind,
+                          f"{how} changed the pool (arg {arg}): {_diff(before, after)}")
+        if not robustness.known(finding.target, kind):  # the core's report, with a replay
+            from properties.families.v1.reproducer import robustness_script
+
+            script = robustness_script(self.target, self.config, self.program, kind, arg)
+            robustness.report(robustness.Finding(finding.target, kind, finding.detail, script))
+        return finding
 
     def _cache_beyond(self, pool: Any, arg: int) -> bool:
         """cache_full_blocks with num_full beyond the request's hashes (``False``: too few

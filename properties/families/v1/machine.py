@@ -8,8 +8,7 @@ null blocks; full blocks are cached (and, with finer hashing, partial ones first
 are freed in reverse order (the engine's) or forward, shared by another holder, evicted by a
 connector, reset, and events are taken and replayed. Each step checks the whole observable
 state (:class:`~properties.families.v1.executor.Executor`). Misuse is probed on copies of the pool
-(:meth:`~properties.families.v1.executor.Executor.probe`); findings go to :data:`FINDINGS` and
-to the core's robustness findings (:mod:`properties.core.robustness`), with a replay script.
+(:meth:`~properties.families.v1.executor.Executor.probe`); findings go to :data:`FINDINGS`.
 """
 
 from __future__ import annotations
@@ -24,10 +23,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.pool_model import PoolConfig
-from properties.core import robustness
 from properties.core.plugin import PROGRESS
 from properties.families.v1.executor import Executor, Finding
-from properties.families.v1.reproducer import robustness_script
 from properties.families.v1.targets import PoolTarget
 
 FINDINGS: dict[tuple[str, str], Finding] = {}
@@ -262,15 +259,9 @@ class PoolMachine(RuleBasedStateMachine):
             self.step(ops.GetNew(self.ex.model.num_free + 1 + arg % 2))
         elif action == "misuse":
             kind = MISUSE_KINDS[arg % len(MISUSE_KINDS)]
-            probe_arg = arg // len(MISUSE_KINDS)
-            finding = self.ex.probe(kind, probe_arg)
+            finding = self.ex.probe(kind, arg // len(MISUSE_KINDS))
             if finding is not None:
                 FINDINGS.setdefault((finding.target, kind), finding)
-                if not robustness.known(finding.target, kind):
-                    script = robustness_script(self.target, self.config, self.ex.program, kind,
-                                               probe_arg)
-                    robustness.report(robustness.Finding(finding.target, kind, finding.detail,
-                                                         script))
 
     @invariant()
     def no_pending_violation(self) -> None:
