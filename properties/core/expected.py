@@ -2,8 +2,9 @@
 program, run on the selected target (built as the entry's allocator type) under the judge with
 the other entries' tolerated deviations, must still raise a violation the entry matches.
 
-A family's machines folder holds ``def test_expected_failure(expected_failure):
-replay_expected(expected_failure)``; the plugin parametrizes it with the entries.
+A family's machines folder holds ``def test_expected_failure(expected_failure, request):
+replay_expected(expected_failure, request.config)``; the plugin parametrizes it with the
+entries.
 """
 
 from __future__ import annotations
@@ -12,19 +13,19 @@ import pytest
 
 from models.core.invariants import Violation
 from properties.core import selection
-from properties.core.plugin import ExpectedFailure, record, tolerated_by
+from properties.core.plugin import ExpectedFailure, expected_entries, record, tolerated_by
 from properties.core.replay import run_program
 from properties.core.targets import load_target
 
 
-def replay_expected(entry: ExpectedFailure) -> None:
+def replay_expected(entry: ExpectedFailure, config: pytest.Config) -> None:
     """xfail when the entry's program still fails as it says; fail when it no longer fails
-    (a stale entry: remove it) or fails otherwise; skip a ``flaky`` entry that passed."""
+    (a stale entry: remove it) or fails otherwise; skip a ``flaky`` entry that passed.
+    ``config``: the session's (its other entries' tolerated deviations apply)."""
     current = selection.current_target()
     target = current if entry.allocator_type in ("", current.allocator_type) else load_target(
         current.spec, family=current.family, allocator_type=entry.allocator_type)
-    entries = pytest.prefixcache_entries if hasattr(pytest, "prefixcache_entries") else []
-    target = selection.tolerating(target, tolerated_by(entries, entry))
+    target = selection.tolerating(target, tolerated_by(expected_entries(config), entry))
     vocabulary = target.family_object.vocabulary
     program = [vocabulary.op_from_json(op) for op in entry.program]
     try:

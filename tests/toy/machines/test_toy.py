@@ -4,6 +4,7 @@ run selects the bundled v0 allocator) it judges the bundled toy cache."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
@@ -65,5 +66,6 @@ class ToyMachine(OracleMachine):
 TestToy = ToyMachine.TestCase
 
 
-def test_expected_failure(expected_failure: ExpectedFailure) -> None:
-    replay_expected(expected_failure)
+def test_expected_failure(expected_failure: ExpectedFailure,
+                          request: pytest.FixtureRequest) -> None:
+    replay_expected(expected_failure, request.config)
