@@ -259,8 +259,10 @@ def _wheel_plan(source: Path) -> tuple[dict[str, bool], list[str], str | None]:
         if dotted.endswith(".__init__"):
             packages.append(dotted.removesuffix(".__init__"))
         modules[dotted] = dotted in _REQUIRED
-    for required in _REQUIRED:
-        modules.setdefault(required, True)
+    absent = [f"sglang/{rel.replace('.', '/')}.py" for rel in _REQUIRED if rel not in modules]
+    if absent:
+        raise UpstreamSourceInvalid(f"{source}: no {', '.join(absent)} (not an sglang release "
+                                    "with the radix caches)")
     return modules, packages, so
 
 
@@ -352,8 +354,8 @@ _LOADED: dict[tuple[str, str], SGLangModules] = {}
 
 def _load(source: Path) -> SGLangModules:
     started = time.perf_counter()
+    module_map, packages, so = _wheel_plan(source)  # a bad source is named first
     _check_third_party()
-    module_map, packages, so = _wheel_plan(source)
     read = read_modules(source, "sglang", module_map)
     version = read.version.split()[-1]
     entries = _plan(read.files, packages)
