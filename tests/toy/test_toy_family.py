@@ -27,6 +27,7 @@ BUDGET = ["--max-examples", "60", "--max-steps", "30"]
 def _check(tmp_path: Path, *extra: str) -> tuple[int, dict[str, object], str]:
     """``prefixcache check --family toy`` in a fresh process, the family declared by name."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), families.ENV_VAR: f"toy={REF}"}
+    tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / "report"
     proc = subprocess.run([sys.executable, "-m", "properties.core.cli", "check", "--family",
                            "toy", "--report-dir", str(out), *BUDGET, *extra], cwd=tmp_path,
@@ -66,3 +67,18 @@ def test_a_target_that_does_not_load_gets_no_verdict(tmp_path: Path) -> None:
     assert status == cli.EXIT_ERROR
     assert report["verdict"] == "not run" and report["families"] == {}
     assert "pass" not in out and "NoSuchCache" in out
+
+
+def test_adopt_then_ratchet_works_for_the_toy_family(tmp_path: Path) -> None:
+    """The core's --all, --write-xfails and --xfails-file, unchanged, on a family it does not
+    know: the mutant's deviations are adopted, then only they remain (exit 0)."""
+    xfails = tmp_path / "toy.xfails.json"
+    mutant = ("--allocator", "tests.toy.mutants:evict_keeps_key", "--all")
+    status, _, out = _check(tmp_path / "adopt", *mutant, "--write-xfails", str(xfails))
+    assert status == cli.EXIT_DEVIATIONS, out
+    written = json.loads(xfails.read_text(encoding="utf-8"))
+    assert written and {e["family"] for e in written} == {"CACHE"}
+    assert all("allocator_type" not in e and "allocator_types" not in e["match"]
+               for e in written), written  # the toy's targets come in one variant
+    status, _, out = _check(tmp_path / "ratchet", *mutant, "--xfails-file", str(xfails))
+    assert status == cli.EXIT_CONFORMS, out
