@@ -171,7 +171,7 @@ class ExpectedFailure:
         kinds = [op.kind for op in history[:-1]]
         if self.after and not any(_subsequence(seq, kinds) for seq in self.after):
             return False
-        if self.tokens and not any(self.tokens & set(_tokens(op)) for op in history):
+        if self.tokens and not _uses_tokens(self.tokens, history):
             return False
         return (not self.mechanisms or mechanism is None
                 or tuple(mechanism()) in self.mechanisms)
@@ -182,12 +182,14 @@ def _subsequence(wanted: Sequence[str], seen: Sequence[str]) -> bool:
     return all(kind in it for kind in wanted)
 
 
-def _tokens(op: Op) -> Iterator[int]:
-    """The ints an operation hands the target's hash (its family's
-    :class:`~properties.core.roles.TokenInputs`; none for a family without the role)."""
+def _uses_tokens(tokens: frozenset[int], history: Sequence[Op]) -> bool:
+    """Whether an operation of ``history`` hands the target's hash one of ``tokens`` (read by
+    its family's :class:`~properties.core.roles.TokenInputs`, looked up once per history; a
+    family without the role hands none)."""
     family = selection.chosen_family()
-    if isinstance(family, TokenInputs):
-        yield from family.tokens_of(op)
+    if not isinstance(family, TokenInputs):
+        return False
+    return any(tokens & set(family.tokens_of(op)) for op in history)
 
 
 def load_expected(path: str | None, invariants: InvariantSet | None = None
