@@ -8,13 +8,19 @@ and ``regress`` work for every family (its ``fuzz_levels``; seed corpus and dict
 ``fuzz/families/NAME/fuzz_LEVEL.py``); ``replay``, ``zoo``, ``corpus`` and ``traces`` are the
 v0 family's.
 
+Two routes from bytes to a program: a family's own decoder (its ``Fuzzing`` role: its levels
+above), or its Hypothesis machines themselves (``--route machine``, the only route of a family
+without a decoder: :mod:`fuzz.core.machine_harness`; levels are its machines, e.g. ``toy``,
+``block_level``), so the machines' generator is the fuzzer's too.
+
     python -m fuzz [--family NAME] run [NAME] [--allocator SPEC] [--time SECONDS] [--seed N]
                             [--corpus DIR] [--engine auto|builtin|atheris] [--runs N]
+                            [--route auto|decoder|machine]
                             [--artifacts DIR] [--weak-hash] [--stop-on-failure]
     python -m fuzz regress INPUT --name NAME [--harness NAME] [--allocator SPEC]
                             [--block-size N --gpu N --cpu N] [--out-dir DIR] [--minimize]
     python -m fuzz replay TRACE.jsonl [--allocator SPEC]
-    python -m fuzz zoo [--seconds 60] [--seed N] [--only NAME ...]
+    python -m fuzz zoo [--seconds 60] [--seed N] [--only NAME ...] [--route decoder|machine]
     python -m fuzz corpus | traces      (regenerate fuzz/families/v0/corpus, arc_corpus, *.dict |
     fuzz/families/v0/traces)
 """
@@ -39,6 +45,8 @@ from fuzz.core.harness import (
     quiet_target_logs,
 )
 from fuzz.core.instrumentation import atheris_module
+from fuzz.core.machine_harness import MachineHarness
+from fuzz.core.machine_harness import harness_for as machine_harness_for
 from fuzz.core.progress import Progress
 from fuzz.core.regress import Regression
 from properties.core import family as families
@@ -99,22 +107,29 @@ def read_dict(path: Path) -> list[bytes]:
 # --------------------------------------------------------------------------- run
 
 
-def _report_failure(harness: Harness, artifacts: Path, failure: Failure[Execution]) -> Path:
+def _report_failure(harness: Harness | MachineHarness, artifacts: Path,
+                    failure: Failure[Execution]) -> Path:
     path = harness.write_crash(failure.data, failure.result, artifacts)
     result = failure.result
+    sidecar = path.with_suffix(".json").name
+    follow = (f"regression test: python -m fuzz regress {path} --name <name>"
+              if isinstance(harness, Harness) else
+              f"replay: the program and pool shape are in {sidecar} "
+              f"(properties.core.replay.check)")
     print(f"\n[{harness.name}] VIOLATION after {failure.execs} executions "
           f"({failure.seconds:.1f}s)\n{result.violation}\n\n"
           f"{harness.listing(result)}\n\n"
-          f"crash input: {path}  (sidecar {path.with_suffix('.json').name})\n"
-          f"regression test: python -m fuzz regress {path} --name <name>\n", flush=True)
+          f"crash input: {path}  (sidecar {sidecar})\n{follow}\n", flush=True)
     return path
 
 
-def run_builtin(harness: Harness, *, seconds: float | None, runs: int | None, seed: int,
-                corpus: Path | None, artifacts: Path, stop_on_failure: bool,
+def run_builtin(harness: Harness | MachineHarness, *, seconds: float | None, runs: int | None,
+                seed: int, corpus: Path | None, artifacts: Path, stop_on_failure: bool,
                 progress: Progress | None) -> Engine[Execution]:
     family = harness.target.family
     seeds = read_corpus(corpus_dir(harness.name, family), *([corpus] if corpus else []))
+    if isinstance(harness, MachineHarness) and not seeds:
+        seeds = harness.seeds(seed)
     engine = Engine(harness.run, seeds, seed=seed,
                     dictionary=read_dict(dict_path(harness.name, family)),
                     corpus_dir=corpus,
@@ -150,14 +165,46 @@ def run_atheris(name: str, args: argparse.Namespace, artifacts: Path,
     return subprocess.call(cmd, env=env)
 
 
+def run_machine_atheris(harness: MachineHarness, args: argparse.Namespace,
+                        artifacts: Path) -> int:
+    """The machine route under libFuzzer, in a child process."""
+    work = Path(args.corpus) if args.corpus else Path(
+        tempfile.mkdtemp(prefix=f"fuzz-{harness.name}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "fuzz.core.machine_harness", "--family", str(harness.family),
+           "--level", harness.name, str(work), f"-seed={args.seed + 1}",
+           f"-artifact_prefix={artifacts}/", "-print_final_stats=1"]
+    if args.time:
+        cmd.append(f"-max_total_time={int(args.time)}")
+    if args.runs:
+        cmd.append(f"-runs={args.runs}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO_DIR), os.environ.get("PYTHONPATH", "")) if p))
+    env[ARTIFACTS_VAR] = str(artifacts)
+    if args.allocator:
+        env[ENV_VAR] = args.allocator
+    print(f"[{harness.name}] atheris: {' '.join(cmd)}", flush=True)
+    return subprocess.call(cmd, env=env)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     quiet_target_logs()
     family = chosen_family(args)
-    levels = family.fuzz_levels if isinstance(family, Fuzzing) else ()
-    name = args.name or (levels[0] if levels else "")
+    route = args.route
+    if route == "auto":
+        route = "decoder" if isinstance(family, Fuzzing) else "machine"
+    harness: Harness | MachineHarness
     try:
-        harness = harness_for(name, weak_hash=args.weak_hash, spec=args.allocator,
-                              family=family.name)
+        if route == "machine":
+            if args.weak_hash:
+                raise ValueError("the weak hash mode belongs to the decoder route")
+            harness = machine_harness_for(args.name, spec=args.allocator, family=family.name)
+        else:
+            levels = family.fuzz_levels if isinstance(family, Fuzzing) else ()
+            name = args.name or (levels[0] if levels else "")
+            harness = harness_for(name, weak_hash=args.weak_hash, spec=args.allocator,
+                                  family=family.name)
     except ValueError as why:
         print(f"python -m fuzz run: {why} (family {family.name})", file=sys.stderr)
         return 2
@@ -169,9 +216,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if atheris_module() is None:
             print("atheris is not installed (pip install 'prefixcache[fuzz]')", file=sys.stderr)
             return 2
+        if isinstance(harness, MachineHarness):
+            return run_machine_atheris(harness, args, artifacts)
         return run_atheris(harness.name, args, artifacts, family.name)
-    weak = " with the weak hash injected" if harness.weak_hash else ""
-    print(f"[{harness.name}] engine: built-in (seed {args.seed}); target: "
+    weak = " with the weak hash injected" if getattr(harness, "weak_hash", False) else ""
+    print(f"[{harness.name}] engine: built-in (seed {args.seed}, {route} route); target: "
           f"{harness.target.describe()}{weak}", flush=True)
     result = run_builtin(harness, seconds=args.time, runs=args.runs, seed=args.seed,
                          corpus=Path(args.corpus) if args.corpus else None,
@@ -286,7 +335,8 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     if (refused := v0_only("zoo", args)) is not None:
         return refused
     quiet_target_logs()
-    return run_zoo(seconds=args.seconds, seed=args.seed, only=args.only, harness=args.harness)
+    return run_zoo(seconds=args.seconds, seed=args.seed, only=args.only, harness=args.harness,
+                   route=args.route)
 
 
 def cmd_corpus(args: argparse.Namespace) -> int:
@@ -344,6 +394,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--weak-hash", action="store_true",
                      help="hashing harness only: inject a weak hash into the bundled allocator")
     run.add_argument("--stop-on-failure", action="store_true")
+    run.add_argument("--route", choices=("auto", "decoder", "machine"), default="auto",
+                     help="bytes to program by the family's decoder, or by its Hypothesis "
+                     "machines (auto: the decoder where the family has one)")
     run.add_argument("--report-every", type=float, default=5.0, help="seconds between lines")
     run.set_defaults(func=cmd_run)
 
@@ -374,6 +427,8 @@ def parser() -> argparse.ArgumentParser:
     zoo.add_argument("--harness", choices=("block_level", "sequence_level", "hashing"),
                      default="block_level")
     zoo.add_argument("--only", nargs="*", default=None)
+    zoo.add_argument("--route", choices=("decoder", "machine"), default="decoder",
+                     help="the family's decoder, or its Hypothesis machine of the same level")
     zoo.set_defaults(func=cmd_zoo)
 
     cor = sub.add_parser("corpus", help="regenerate seed corpora and dictionaries",

@@ -1,0 +1,319 @@
+"""Fuzzing a family through its own Hypothesis machines: one generator for both.
+
+A family's state machines (the ``Test*`` machine test cases of the modules in
+``family.machines``) are the generator the suite runs under Hypothesis. Here the same machines
+draw their programs from a fuzzer's bytes instead: each input goes to Hypothesis's
+``fuzz_one_input`` of the machine's test (``hypothesis.stateful.get_state_machine_test``), so
+every production the machines write (which rule, which arguments, in which state) is the
+fuzzer's too, and a family needs no decoder of its own to be fuzzed (the
+:class:`properties.core.roles.Fuzzing` role stays an option, for a faster hand-written decoder).
+
+Contract: :meth:`MachineHarness.run` never raises for anything the target does: a broken
+invariant comes back as ``Execution.violation`` (the machine's ``Violation``, its replayable
+script attached as a note), a program the model could not judge or an input that ran out of
+bytes as ``Execution.stopped``. The judge's log is the program (``Execution.program``). Exceptions
+that escape are bugs of the suite.
+
+Levels: one per machine test case, named from its test name (``TestToy`` -> ``toy``,
+``TestBlockLevel`` -> ``block_level``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import random
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test
+
+from fuzz.core.execution import Execution, size_rung
+from fuzz.core.harness import ARTIFACTS_VAR, quiet_target_logs, take_allocator
+from fuzz.core.instrumentation import atheris_module, instrumented
+from models.core.invariants import Violation
+from properties.core import family as families
+from properties.core import selection
+from properties.core.family import Family
+from properties.core.targets import ENV_VAR, Target, load_target
+
+#: Inputs the built-in engine starts from when a level has no seed corpus: seeded random
+#: bytes of a few lengths (a fuzzer grows them; a short input ends its program early).
+SEED_LENGTHS: tuple[int, ...] = (64, 128, 256, 512)
+
+
+@dataclass(frozen=True)
+class MachineLevel:
+    """One machine of a family: ``value`` is the level's name."""
+
+    value: str
+    machine: type[RuleBasedStateMachine]
+
+
+def level_name(test_name: str) -> str:
+    """``TestBlockLevel`` -> ``block_level``."""
+    stem = test_name.removeprefix("Test") or test_name
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", stem).lower()
+
+
+def _import(path: Path) -> ModuleType:
+    """The module at ``path``, by its dotted name where its package is importable (so its
+    classes are the ones pytest sees), else from the file."""
+    parts = [path.stem]
+    parent = path.parent
+    while (parent / "__init__.py").is_file():
+        parts.insert(0, parent.name)
+        parent = parent.parent
+    dotted = ".".join(parts)
+    try:
+        return importlib.import_module(dotted)
+    except ImportError:
+        spec = importlib.util.spec_from_file_location(f"_prefixcache_machines.{dotted}", path)
+        if spec is None or spec.loader is None:
+            raise
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+
+def machine_levels(family: Family) -> dict[str, MachineLevel]:
+    """The family's machines by level name, in file and definition order: every module-level
+    ``Test*`` name of ``family.machines/test_*.py`` that is a machine's test case."""
+    levels: dict[str, MachineLevel] = {}
+    for path in sorted(Path(family.machines).glob("test_*.py")):
+        module = _import(path)
+        for name, value in vars(module).items():
+            run_test = getattr(value, "runTest", None)
+            machine = getattr(run_test, "_hypothesis_state_machine_class", None)
+            if name.startswith("Test") and isinstance(machine, type) \
+                    and issubclass(machine, RuleBasedStateMachine):
+                levels.setdefault(level_name(name), MachineLevel(level_name(name), machine))
+    return levels
+
+
+def machine_level(family: Family, name: str | None) -> MachineLevel:
+    """The level ``name`` (None: the first) of ``family``; a ``ValueError`` naming the known
+    ones otherwise."""
+    levels = machine_levels(family)
+    if not levels:
+        raise ValueError(f"family {family.name!r} has no state machines in {family.machines}")
+    if name is None or name == "":
+        return next(iter(levels.values()))
+    if name not in levels:
+        raise ValueError(f"unknown machine {name!r} of family {family.name!r}; known: "
+                         f"{', '.join(levels)}")
+    return levels[name]
+
+
+def _outcome_class(outcome: Any) -> tuple[object, ...]:
+    """A coarse class of an outcome: its type, and its size rung when it has a length."""
+    try:
+        return (type(outcome).__name__, size_rung(len(outcome)))
+    except TypeError:
+        return (type(outcome).__name__,)
+
+
+@dataclass
+class MachineHarness:
+    """A family's machine driven by fuzz inputs (the interface of
+    :class:`fuzz.core.harness.Harness` that the engine and the CLI use)."""
+
+    level: MachineLevel
+    spec: str | None = None
+    family: str | None = None
+    steps: int = 50
+    _target: Target | None = field(default=None, init=False, repr=False)
+    _made: list[RuleBasedStateMachine] = field(default_factory=list, init=False, repr=False)
+    _test: Any = field(default=None, init=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.level.value
+
+    @property
+    def target(self) -> Target:
+        """The target (loaded once): ``spec`` (its family named or detected), else the
+        environment's or the bundled target of ``family``, else the session's selection.
+        The machines read it from the session's selection, so it is selected too."""
+        if self._target is None:
+            if self.spec is not None or self.family is not None:
+                target = load_target(self.spec or os.environ.get(ENV_VAR), family=self.family)
+            else:
+                target = selection.current_target()
+            selection.use(target)
+            self._target = target
+        return self._target
+
+    def bind(self, target: Target) -> MachineHarness:
+        """Use ``target`` instead of the selected one (returns self)."""
+        self._target = target
+        selection.use(target)
+        return self
+
+    def _machine_test(self) -> Any:
+        if self._test is None:
+            self.target  # noqa: B018  (loads and selects it before a machine is built)
+            made = self._made
+
+            def factory() -> RuleBasedStateMachine:
+                machine = self.level.machine()
+                made.append(machine)
+                return machine
+
+            chosen = settings(database=None, deadline=None, stateful_step_count=self.steps,
+                              suppress_health_check=list(HealthCheck))
+            # a factory is what Hypothesis calls (its annotation says a class)
+            self._test = get_state_machine_test(factory,  # type: ignore[arg-type]
+                                                settings=chosen)
+        return self._test
+
+    def seeds(self, seed: int) -> list[bytes]:
+        """Seeded random inputs (:data:`SEED_LENGTHS`)."""
+        rng = random.Random(seed)
+        return [rng.randbytes(n) for n in SEED_LENGTHS]
+
+    def run(self, data: bytes) -> Execution:
+        test = self._machine_test()
+        self._made.clear()
+        result = Execution(self.level, None)
+        try:
+            if test.hypothesis.fuzz_one_input(data) is None:
+                result.stopped = "the input ended the program early (too short, or rejected)"
+        except Violation as violation:
+            result.violation = violation
+        machine = self._made[-1] if self._made else None
+        judge = getattr(machine, "judge", None)
+        result.config = getattr(machine, "config", None)
+        result.judge = judge
+        result.consumed = len(data)
+        if judge is None:
+            return result
+        log = list(judge.log)
+        result.program = [step.op for step in log]
+        result.outcomes = [step.outcome for step in log]
+        previous = "start"
+        for step in log:
+            kind = str(getattr(step.op, "kind", type(step.op).__name__))
+            result.features.add((previous, kind, *_outcome_class(step.outcome)))
+            previous = kind
+        if result.violation is not None:
+            result.features.add(("violation", result.violation.family.value, previous))
+        return result
+
+    def test_one_input(self, data: bytes) -> None:
+        """libFuzzer's entry: raise the violation, if any."""
+        result = self.run(data)
+        if result.violation is not None:
+            raise result.violation
+
+    def listing(self, result: Execution) -> str:
+        """``result``'s program as the family's plain script."""
+        if result.config is None:
+            return "(no program: the input did not reach the first operation)"
+        family = self.target.family_object
+        log = result.judge.log if result.judge is not None else []
+        return "\n".join(family.script(self.target, result.config, list(log),
+                                       result.judge).body)
+
+    def crash_record(self, data: bytes, result: Execution) -> dict[str, Any]:
+        """The crash file's JSON sidecar: the program, replayable without the input
+        (``python -m properties.core.replay``)."""
+        family = self.target.family_object
+        vocabulary = family.vocabulary
+        return {
+            "harness": self.name,
+            "route": "machine",
+            "family": family.name,
+            "target": self.target.spec,
+            "allocator_type": self.target.allocator_type,
+            "input_sha1": hashlib.sha1(data).hexdigest(),
+            "config": None if result.config is None else vocabulary.geometry(result.config),
+            "invariant": None if result.violation is None else result.violation.family.value,
+            "violation": None if result.violation is None else str(result.violation),
+            "program": [vocabulary.op_to_json(op) for op in result.program],
+        }
+
+    def write_crash(self, data: bytes, result: Execution, directory: Path) -> Path:
+        """``crash-<level>-<sha1>`` (the raw input) and the same name ``.json``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"crash-{self.name}-{hashlib.sha1(data).hexdigest()[:16]}"
+        path.write_bytes(data)
+        path.with_suffix(".json").write_text(
+            json.dumps(self.crash_record(data, result), indent=1) + "\n", encoding="utf-8")
+        return path
+
+    def libfuzzer_entry(self, artifacts: Path) -> Callable[[bytes], None]:
+        """``test_one_input`` with progress on stderr and, on a violation, the program
+        printed and a crash record written before libFuzzer saves its own artifact."""
+        started = time.monotonic()
+        state = {"execs": 0, "last": started}
+
+        def entry(data: bytes) -> None:
+            state["execs"] += 1
+            now = time.monotonic()
+            if now - state["last"] >= 5.0:
+                state["last"] = now
+                rate = state["execs"] / max(now - started, 1e-9)
+                sys.stderr.write(f"[{self.name}] {now - started:7.1f}s  "
+                                 f"execs={state['execs']}  exec/s={rate:.1f}\n")
+            result = self.run(data)
+            if result.violation is not None:
+                path = self.write_crash(data, result, artifacts)
+                sys.stderr.write(f"\n[{self.name}] VIOLATION\n{result.violation}\n\n"
+                                 f"{self.listing(result)}\n\ncrash input: {path}\n")
+                raise result.violation
+
+        return entry
+
+
+def harness_for(name: str | None, *, spec: str | None = None, family: str | None = None,
+                steps: int = 50) -> MachineHarness:
+    """The machine harness ``name`` (None: the first machine) of ``family``, else of the
+    family that accepts ``spec`` or ``$PREFIXCACHE_ALLOCATOR``."""
+    chosen = families.select(spec or os.environ.get(ENV_VAR), family)
+    return MachineHarness(machine_level(chosen, name), spec=spec, family=chosen.name,
+                          steps=steps)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Under atheris/libFuzzer: ``python -m fuzz.core.machine_harness --family NAME
+    [--level LEVEL] [--allocator SPEC] [libFuzzer flags and corpus dirs]``."""
+    args = list(sys.argv if argv is None else argv)
+    picked: dict[str, str] = {}
+    rest: list[str] = []
+    it = iter(args)
+    for arg in it:
+        key = arg.removeprefix("--")
+        if key in ("family", "level"):
+            picked[key] = next(it, "")
+        else:
+            rest.append(arg)
+    rest = take_allocator(rest)
+    quiet_target_logs()
+    atheris = atheris_module()
+    if atheris is None:
+        raise SystemExit("atheris is not installed: pip install 'prefixcache[fuzz]', or use "
+                         "the built-in engine: python -m fuzz run --route machine")
+    harness = harness_for(picked.get("level"), spec=os.environ.get(ENV_VAR),
+                          family=picked.get("family"))
+    spec = harness.spec or families.by_name(str(harness.family)).default_spec
+    with instrumented(True, [spec.partition(":")[0].split(".")[0]]):
+        target = harness.target
+    sys.stderr.write(f"[{harness.name}] target: {target.describe()} (machine route)\n")
+    atheris.Setup(rest, harness.libfuzzer_entry(Path(os.environ.get(ARTIFACTS_VAR, "."))))
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
