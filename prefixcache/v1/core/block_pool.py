@@ -1,4 +1,5 @@
-"""The v1 block pool (names and semantics of upstream's ``vllm.v1.core.block_pool``, 0.33.0).
+"""The v1 block pool (names and semantics of upstream's ``vllm.v1.core.block_pool``, 0.33.0, with
+0.34.0's ``free_blocks(..., evict_first)``).
 
 State and invariants, kept by every method (checked by ``tests/v1/allocator``):
 
@@ -849,16 +850,19 @@ class BlockPool:
         """Whether the block's sole holder may write it: not null, ``ref_cnt == 1``, keyless."""
         return not block.is_null and block.ref_cnt == 1 and block.block_hash is None
 
-    def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
+    def free_blocks(
+        self, ordered_blocks: Iterable[KVCacheBlock], evict_first: bool = False
+    ) -> None:
         """Drop one reference per entry, in eviction-priority order (first evicted first).
         Blocks reaching ``ref_cnt == 0`` re-enter the queue: keyless ones (or all, with caching
-        off) at the head, keyed ones at the tail, each group in the given order. The null block
-        is skipped; blocks of another ``BlockPool`` are freed there. A block listed more times
-        than it is held is a ``DoubleFreeError``."""
+        off or ``evict_first``: another tier holds their contents) at the head, keyed ones at
+        the tail, each group in the given order. The null block is skipped; blocks of another
+        ``BlockPool`` are freed there. A block listed more times than it is held is a
+        ``DoubleFreeError``."""
         listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
         members = self._members
         null = self.null_block
-        caching = self.enable_caching
+        caching = self.enable_caching and not evict_first
         evict_first: list[KVCacheBlock] = []
         evict_last: list[KVCacheBlock] = []
         # Fast path, one pass: decrement as we go; an entry that is refused (not this pool's
@@ -890,7 +894,7 @@ class BlockPool:
         if refused:
             # The refused entry is the last one the iterator handed out.
             self._undo_free(listed[: len(listed) - length_hint(entries) - 1])
-            self._free_checked(listed)  # raises, or frees other pools' blocks too
+            self._free_checked(listed, evict_first)  # raises, or frees other pools' blocks too
             return
         queue = self.free_block_queue
         if evict_first:
@@ -903,7 +907,7 @@ class BlockPool:
             if not block.is_null:
                 block.ref_cnt += 1
 
-    def _free_checked(self, listed: list[KVCacheBlock]) -> None:
+    def _free_checked(self, listed: list[KVCacheBlock], evict_first: bool = False) -> None:
         """``free_blocks`` with every entry checked first, other pools' blocks routed there."""
         own: list[KVCacheBlock] = []
         others: dict[int, tuple[BlockPool, list[KVCacheBlock]]] = {}
@@ -915,14 +919,14 @@ class BlockPool:
                 own.append(block)
         released = self._check_release(own, "free")
         checked = [(pool, pool._check_release(blocks, "free")) for pool, blocks in others.values()]
-        self._release(released)
+        self._release(released, evict_first)
         for pool, blocks in checked:
-            pool._release(blocks)
+            pool._release(blocks, evict_first)
 
-    def _release(self, blocks: list[KVCacheBlock]) -> None:
+    def _release(self, blocks: list[KVCacheBlock], evict_first: bool = False) -> None:
         """Drop one reference per entry of ``blocks`` (checked by ``_check_release``, so the
         fast path of :meth:`free_blocks` takes them all) and queue those reaching zero."""
-        self.free_blocks(blocks)
+        self.free_blocks(blocks, evict_first)
 
     def evict_blocks(self, block_ids: Iterable[int]) -> None:
         """Drop the keys of the blocks ``block_ids`` (held blocks stay held, free ones stay
