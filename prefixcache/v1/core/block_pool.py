@@ -783,42 +783,48 @@ class BlockPool:
     def touch(self, blocks: Sequence[KVCacheBlock]) -> None:
         """Add a reference to each entry (a cache hit); a free block leaves the queue. The null
         block is skipped. Every entry must be this pool's."""
-        listed = blocks if type(blocks) is list else list(blocks)
+        listed: list[KVCacheBlock] = blocks if type(blocks) is list else list(blocks)
         if self.metrics_collector is not None:
             self._touch_observed(listed)
             return
         members = self._members
-        null = self.null_block
-        queued: list[KVCacheBlock] = []
+        queued: list[KVCacheBlock] | None = None
         # One pass: count the reference as we go and leave queue changes for after it; an
         # entry that is not this pool's ends it, and the prefix already counted is undone below.
-        entries = iter(listed)
+        # (The fixed cost per call is kept low: hit lists are short.)
         try:
-            for block in entries:
+            for block in listed:
                 if members[block.block_id] is not block:
-                    if block is null:
+                    if block is self.null_block:
                         continue
                     break
                 ref = block.ref_cnt
                 if ref == 0:
-                    queued.append(block)
+                    if queued is None:
+                        queued = [block]
+                    else:
+                        queued.append(block)
                 block.ref_cnt = ref + 1
             else:
-                queue = self.free_block_queue
-                for block in queued:  # ``FreeKVCacheBlockQueue._unlink``, inlined
-                    prev_block = block.prev_free_block
-                    next_block = block.next_free_block
-                    if prev_block is None or next_block is None:  # pragma: no cover - invariant
-                        raise FreeQueueError(f"block {block.block_id} is not in the free queue")
-                    prev_block.next_free_block = next_block
-                    next_block.prev_free_block = prev_block
-                    block.prev_free_block = block.next_free_block = None
-                    queue.num_free_blocks -= 1
+                if queued is not None:
+                    queue = self.free_block_queue
+                    for block in queued:  # ``FreeKVCacheBlockQueue._unlink``, inlined
+                        prev_block = block.prev_free_block
+                        next_block = block.next_free_block
+                        if prev_block is None or next_block is None:  # pragma: no cover
+                            raise FreeQueueError(f"block {block.block_id} is not in the free queue")
+                        prev_block.next_free_block = next_block
+                        next_block.prev_free_block = prev_block
+                        block.prev_free_block = block.next_free_block = None
+                    queue.num_free_blocks -= len(queued)
                 return
         except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
             pass
-        # The refused entry is the last one the iterator handed out.
-        for counted in listed[: len(listed) - length_hint(entries) - 1]:
+        # The refused entry is the first one (by identity) that is the loop's last ``block``;
+        # every entry before it was counted (the null block excepted).
+        refused = next(i for i, entry in enumerate(listed) if entry is block)
+        null = self.null_block
+        for counted in listed[:refused]:
             if counted is not null:
                 counted.ref_cnt -= 1
         raise ForeignBlockError(f"{block!r} is not a block of this pool")
@@ -863,8 +869,8 @@ class BlockPool:
         members = self._members
         null = self.null_block
         caching = self.enable_caching and not evict_first
-        evict_first: list[KVCacheBlock] = []
-        evict_last: list[KVCacheBlock] = []
+        to_head: list[KVCacheBlock] = []
+        to_tail: list[KVCacheBlock] = []
         # Fast path, one pass: decrement as we go; an entry that is refused (not this pool's
         # block, or not held) ends it, and the prefix already decremented is undone below.
         # Blocks reaching zero go to the head (keyless, or caching off) or the tail.
@@ -884,9 +890,9 @@ class BlockPool:
                     break
                 block.ref_cnt = 0
                 if block._block_hash is None or not caching:
-                    evict_first.append(block)
+                    to_head.append(block)
                 else:
-                    evict_last.append(block)
+                    to_tail.append(block)
             else:
                 refused = False
         except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
@@ -897,10 +903,10 @@ class BlockPool:
             self._free_checked(listed, evict_first)  # raises, or frees other pools' blocks too
             return
         queue = self.free_block_queue
-        if evict_first:
-            queue._prepend_unchecked(evict_first)
-        if evict_last:
-            queue._append_unchecked(evict_last)
+        if to_head:
+            queue._prepend_unchecked(to_head)
+        if to_tail:
+            queue._append_unchecked(to_tail)
 
     def _undo_free(self, blocks: list[KVCacheBlock]) -> None:
         for block in blocks:
