@@ -230,6 +230,7 @@ class Executor(ProgramExecutor[ops.Op]):
         reused = len(self.adapter.reused)
         before = tuple(self._state(p) for p in pools)
         blocks = pool.blocks
+        foreign = [] if other is None else other.blocks
         free_ids = self.model.free
         calls: dict[str, Any] = {
             "double_free": lambda: pool.free_blocks([blocks[free_ids[arg % len(free_ids)]]])
@@ -242,9 +243,9 @@ class Executor(ProgramExecutor[ops.Op]):
             "unpin_null": lambda: pool.unpin_blocks([pool.null_block], self.adapter.on_reuse),
             "move_onto_keyed": lambda: self._move_onto(pool, arg, keyed=True),
             "move_onto_null": lambda: self._move_onto(pool, arg, keyed=False),
-            "touch_foreign": lambda: self._touch(pool, [other.blocks[1 + arg % (
+            "touch_foreign": lambda: self._touch(pool, [foreign[1 + arg % (
                 self.config.num_blocks - 1)]]) if self.config.num_blocks > 1 else False,
-            "free_foreign": lambda: pool.free_blocks([other.blocks[1 + arg % (
+            "free_foreign": lambda: pool.free_blocks([foreign[1 + arg % (
                 self.config.num_blocks - 1)]]) if self.config.num_blocks > 1 else False,
         }
         if kind not in calls:

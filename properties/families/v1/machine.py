@@ -11,9 +11,10 @@ re-announced (``emit_cached_block_events``), a table's tail pages are unpinned t
 sparse-attention coordinator releasing pages it still reads), a keyed block's keys move to a
 fresh copy (copy-on-write of a block its request keeps writing), and tables whose contents
 another tier holds are freed ``evict_first``. With caching off (``PoolConfig.caching``) no
-rule keys a block or takes a hit, as the engine's manager does. Each step checks the whole observable
-state (:class:`~properties.families.v1.executor.Executor`). Misuse is probed on copies of the pool
-(:meth:`~properties.families.v1.executor.Executor.probe`); findings go to :data:`FINDINGS`.
+rule keys a block or takes a hit, as the engine's manager does. Each step checks the whole
+observable state (:class:`~properties.families.v1.executor.Executor`). Misuse is probed on
+copies of the pool (:meth:`~properties.families.v1.executor.Executor.probe`); findings go to
+:data:`FINDINGS`.
 """
 
 from __future__ import annotations
