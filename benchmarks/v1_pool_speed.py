@@ -1,5 +1,5 @@
-"""``python -m benchmarks.v1_pool_speed``: the bundled v1 ``BlockPool`` against vLLM 0.33.0's on
-one engine-like trace, as per-operation time ratios (upstream / ours) in one process.
+"""``python -m benchmarks.v1_pool_speed``: the bundled v1 ``BlockPool`` against vLLM 0.34.0's
+(``--against 0.33.0``: that release's) on one engine-like trace, as per-operation time ratios (upstream / ours) in one process.
 
 The trace (prefix hits over shared system prompts, chunked prefill, decode, frees in reverse,
 eviction under memory pressure) is generated once by driving the bundled pool, recorded as calls
@@ -9,9 +9,9 @@ kind (``time.perf_counter_ns`` around each call, the same overhead for both), be
 towards 1): ``total, net of loop`` subtracts the same loop's time on a pool whose methods return
 at once, and ``trace (one clock)`` times each whole replay under one clock (noisier on a loaded
 machine: one preemption lands in it).
-Request hashing happens during generation and is not timed. Upstream's pool
-is loaded from the vllm 0.33.0 wheel (``$PREFIXCACHE_VLLM_V1_WHEEL``) by the differential tests'
-loader; without the wheel only the bundled pool is timed.
+Request hashing happens during generation and is not timed. Upstream's pool is loaded from the
+cached wheel without torch (:func:`properties.families.v1.upstream.load_vllm_v1`); without the
+wheel only the bundled pool is timed.
 """
 
 from __future__ import annotations
@@ -176,17 +176,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--against", default="0.34.0", help="the vLLM release to compare with")
     options = parser.parse_args(argv)
     calls, _ = generate(num_requests=options.requests)
     num_blocks, block_size = 1024, 16
     makers: dict[str, Callable[[], Any]] = {
         "bundled": lambda: BlockPool(num_blocks, True, block_size),
     }
-    loader = importlib.import_module("tests.v1.allocator._upstream_v1")
-    wheel = loader.find_wheel()
+    loader = importlib.import_module("properties.families.v1.upstream")
+    wheel = loader.cached_wheel(options.against)
     if wheel is not None:
-        upstream = loader.load(wheel)
-        makers["vllm 0.33.0"] = lambda: upstream.block_pool.BlockPool(num_blocks, True, block_size)
+        upstream = loader.load_vllm_v1(version=options.against)
+        makers[f"vllm {options.against}"] = lambda: upstream.block_pool.BlockPool(
+            num_blocks, True, block_size)
     best: dict[str, dict[str, int]] = {}
     whole: dict[str, int] = {}
     floor: dict[str, int] = {}
@@ -218,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     row = f"{'trace (one clock)':<20}{len(calls):>8}" + "".join(f"{ns:>14.0f}" for ns in per)
     print(row + (f"{per[1] / per[0]:>8.2f}" if len(per) == 2 else ""))
     if wheel is None:
-        print("vllm 0.33.0 wheel not found: set PREFIXCACHE_VLLM_V1_WHEEL to compare")
+        print(f"vllm {options.against} wheel not cached: `{loader.FETCH_COMMAND} --version "
+              f"{options.against}` to compare")
     return 0
 
 

@@ -86,8 +86,11 @@ def test_vllm_034_without_xfails_lists_known_deviations_with_reproducers_then_ra
     file knows, each with a reproducer, and (``--write-xfails``, which changes nothing else
     in the run) writes them as an xfails file, which a second run then accepts."""
     written = tmp_path / "adopted.xfails.json"
+    # 30 examples of the machine with the transfer and copy rules find no deviation of 0.34;
+    # 80 find two (25 s with the shrinking, measured on 2 shared cores).
+    finding_budget = ("--profile", "ci", "--max-examples", "80", "--max-steps", "20")
     code, out, data = check(tmp_path, "--allocator", UPSTREAM, "--write-xfails", str(written),
-                            *BUDGET)
+                            *finding_budget)
     assert code == 1, out
     assert "verdict: DOES NOT CONFORM" in out
     entries = json.loads(XFAILS.read_text(encoding="utf-8"))
@@ -110,7 +113,7 @@ def test_vllm_034_without_xfails_lists_known_deviations_with_reproducers_then_ra
     assert adopted and all(e["allocator_type"] == "block_pool" and not e.get("flaky")
                            for e in adopted), adopted
     code, out, _ = check(tmp_path, "--allocator", UPSTREAM, "--xfails-file", str(written),
-                         *BUDGET)
+                         *finding_budget)
     assert code == 0, out
     assert f"expected failures met: {len(adopted)} entries" in out
 

@@ -44,7 +44,20 @@ def test_the_entry_point_accepts_any_bytes() -> None:
         fuzz_pool.TestOneInput(data)
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
+#: Variants whose bug lies in an operation the fuzz decoder does not draw
+#: (``fuzz.families.v1.decoder.UNDRIVEN``, and ``free_blocks``' ``evict_first``): the block
+#: machine catches them (``tests/v1/test_bundled_zoo.py``).
+UNDRIVEN_VARIANTS = frozenset({"unpin_forgets_reader", "unpin_to_head", "move_keeps_source_key",
+                               "emit_cached_announces_miss", "evict_first_ignored"})
+FUZZED = [v for v in VARIANTS if v.name not in UNDRIVEN_VARIANTS]
+
+
+def test_undriven_variants_exist() -> None:
+    """The exclusion names real variants (a renamed one would silently rejoin or vanish)."""
+    assert {v.name for v in VARIANTS} >= UNDRIVEN_VARIANTS
+
+
+@pytest.mark.parametrize("variant", FUZZED, ids=[v.name for v in FUZZED])
 def test_engine_finds_each_zoo_variant(variant: Variant) -> None:
     target = patched_bundled_pool(variant.name, variant.patches)
     engine = Engine(lambda data: execute(data, target), [b"", bytes(range(64))], seed=0)

@@ -37,6 +37,10 @@ _MM = sorted(MM_LENGTHS)
 
 #: What one decision yields: an operation, answered with what the target returned.
 Draw = Generator[ops.Op, Any, None]
+#: Operations the block machine draws and this decoder does not yet (the API engines use around
+#: transfers and copies: ``unpin_blocks``, ``move_block_hashes``, ``emit_cached_block_events``;
+#: nor does it set ``free_blocks``' ``evict_first``).
+UNDRIVEN = frozenset({ops.Unpin.name, ops.MoveHashes.name, ops.EmitCached.name})
 
 
 class Level(enum.Enum):
@@ -80,7 +84,7 @@ class PoolDecoder:
         absent = {ops.Evict.name} if not caps.evict_blocks else set()
         if not caps.partial_blocks:
             absent.add(ops.CachePartial.name)
-        return frozenset(ops.OPS) - absent
+        return frozenset(ops.OPS) - absent - UNDRIVEN
 
     def next_op(self, judge: Any) -> ops.Op | None:
         """The next operation; ``judge`` (the family's) holds what the last one returned."""

@@ -66,10 +66,50 @@ class Touch(Op):
 
 @dataclass(frozen=True, slots=True)
 class Free(Op):
-    """``free_blocks(ids)`` in the given order (engines pass a request's blocks reversed)."""
+    """``free_blocks(ids)`` in the given order (engines pass a request's blocks reversed);
+    ``evict_first`` (0.34's flag, for blocks another tier already holds) queues keyed blocks
+    at the head too."""
 
     name: ClassVar[str] = "free_blocks"
     ids: tuple[int, ...]
+    evict_first: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out = Op.to_json(self)
+        if not self.evict_first:  # programs written before the flag read the same
+            del out["evict_first"]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Unpin(Op):
+    """``unpin_blocks(ids, on_reuse)``: one reference fewer per id; a block reaching 0 joins
+    the queue tail (keyed or not) and stays readable until ``on_reuse`` reports it handed out
+    again (or the cache reset). Engines unpin a table's pages tail first."""
+
+    name: ClassVar[str] = "unpin_blocks"
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MoveHashes(Op):
+    """``move_block_hashes(src, dst)``: every key of ``src`` now reaches the keyless ``dst``
+    (a private copy: copy-on-write of a block its request keeps writing)."""
+
+    name: ClassVar[str] = "move_block_hashes"
+    src: int
+    dst: int
+
+
+@dataclass(frozen=True, slots=True)
+class EmitCached(Op):
+    """``emit_cached_block_events(request, num_cached, block_size, group)``: re-announce the
+    request's first ``num_cached`` blocks (prefix hits) as ``BlockStored``; no state change."""
+
+    name: ClassVar[str] = "emit_cached_block_events"
+    req: int
+    num_cached: int
+    group: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +178,7 @@ class Probe(Op):
 OPS: dict[str, type[Op]] = {
     c.name: c
     for c in (Req, GetNew, Touch, Free, CacheFull, CachePartial, Lookup, Evict, Reset, TakeEvents,
-              Probe)
+              Probe, Unpin, MoveHashes, EmitCached)
 }
 
 
@@ -164,5 +204,6 @@ def program_json(program: list[Op]) -> list[dict[str, Any]]:
     return [op.to_json() for op in program]
 
 
-__all__ = ["OPS", "CacheFull", "CachePartial", "Evict", "Free", "GetNew", "Lookup", "Op",
-           "Probe", "Req", "Reset", "TakeEvents", "Touch", "asdict", "from_json", "program_json"]
+__all__ = ["OPS", "CacheFull", "CachePartial", "EmitCached", "Evict", "Free", "GetNew", "Lookup",
+           "MoveHashes", "Op", "Probe", "Req", "Reset", "TakeEvents", "Touch", "Unpin", "asdict",
+           "from_json", "program_json"]

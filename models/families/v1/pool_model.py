@@ -21,6 +21,18 @@ Contract (what an engine relies on; release differences are :class:`ModelCaps`):
 * ``reset_prefix_cache`` succeeds (True) only when no block but the null block is in use,
   and then drops every key; otherwise False and no change.
 * the free count is the queue length; usage is ``1 - free / (num_blocks - 1)``.
+* ``free_blocks(.., evict_first=True)`` (0.34) queues every released block at the head, keyed
+  or not (another tier holds its contents); with caching off (``enable_caching=False``) every
+  released block goes to the head.
+* ``unpin_blocks`` counts one fewer reference like ``free_blocks`` but queues a block reaching
+  0 at the tail, keyed or not (a last-resort eviction: its reader still reads it), and
+  registers the caller's ``on_reuse`` for it; ``on_reuse`` fires exactly once per registered
+  block, when ``get_new_blocks`` hands it out again or the cache is reset (a missed call leaves
+  a reader on overwritten KV).
+* ``move_block_hashes(src, dst)`` re-points every key of ``src`` to the keyless ``dst`` (its
+  private copy); the key set, and so the events, do not change; ``src`` ends keyless.
+* ``emit_cached_block_events`` changes no state; what it announces must be keys the map holds
+  (checked through the event replay).
 """
 
 from __future__ import annotations
@@ -53,6 +65,7 @@ class PoolConfig:
     hash_block_size: int = 2
     group_block_sizes: tuple[int, ...] = (2, 4)
     events: bool = True
+    caching: bool = True  # ``enable_caching``
 
     def scale(self, group: int) -> int:
         return self.group_block_sizes[group] // self.hash_block_size
@@ -69,6 +82,10 @@ class PoolModel:
     keys: dict[Key, list[int]] = field(init=False, default_factory=dict)
     primary: dict[int, tuple[Key, int]] = field(init=False, default_factory=dict)
     aliases: dict[int, set[Key]] = field(init=False, default_factory=dict)
+    #: blocks unpinned with an ``on_reuse`` still to fire (insertion ordered)
+    watchers: dict[int, None] = field(init=False, default_factory=dict)
+    #: the ``on_reuse`` calls due since the executor last compared them
+    fired: list[int] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         ids = range(1, self.config.num_blocks)
@@ -134,6 +151,9 @@ class PoolModel:
         for b in taken:
             self._drop_keys(b)
             self.ref[b] = 1
+            if b in self.watchers:
+                del self.watchers[b]
+                self.fired.append(b)
         return taken
 
     def touch(self, ids: Sequence[int]) -> None:
@@ -144,17 +164,39 @@ class PoolModel:
                 self.free.remove(b)
             self.ref[b] += 1
 
-    def free_blocks(self, ids: Sequence[int]) -> None:
+    def free_blocks(self, ids: Sequence[int], evict_first: bool = False) -> None:
         front: list[int] = []
         back: list[int] = []
+        first = evict_first or not self.config.caching
         for b in ids:
             if b == NULL:
                 continue
             self.ref[b] -= 1
             if self.ref[b] == 0:
-                unkeyed = b not in self.primary
-                (front if unkeyed and self.caps.unhashed_free_to_front else back).append(b)
+                to_front = first or b not in self.primary
+                (front if to_front and self.caps.unhashed_free_to_front else back).append(b)
         self.free = front + self.free + back
+
+    def unpin_blocks(self, ids: Sequence[int]) -> None:
+        """The caller never passes the null block or a block it does not hold."""
+        for b in ids:
+            self.ref[b] -= 1
+            self.watchers[b] = None
+            if self.ref[b] == 0:
+                self.free.append(b)
+
+    def move_block_hashes(self, src: int, dst: int) -> None:
+        """``dst`` is keyless and not ``src`` (the caller's precondition)."""
+        if src not in self.primary:
+            return
+        for key in self.keys_of(src):
+            holders = self.keys[key]
+            holders.remove(src)
+            holders.append(dst)
+        self.primary[dst] = self.primary.pop(src)
+        aliases = self.aliases.pop(src, None)
+        if aliases:
+            self.aliases[dst] = aliases
 
     def cache_full_blocks(self, hashes: Sequence[bytes], ids: Sequence[int], num_cached: int,
                           num_full: int, group: int,
@@ -194,6 +236,8 @@ class PoolModel:
         self.keys.clear()
         self.primary.clear()
         self.aliases.clear()
+        self.fired.extend(self.watchers)
+        self.watchers.clear()
         return True
 
     # ------------------------------------------------------------------ comparison

@@ -1,4 +1,5 @@
-"""The v1 block pool (names and semantics of upstream's ``vllm.v1.core.block_pool``, 0.33.0).
+"""The v1 block pool (names and semantics of upstream's ``vllm.v1.core.block_pool``, 0.33.0, with
+0.34.0's ``free_blocks(..., evict_first)``).
 
 State and invariants, kept by every method (checked by ``tests/v1/allocator``):
 
@@ -782,42 +783,48 @@ class BlockPool:
     def touch(self, blocks: Sequence[KVCacheBlock]) -> None:
         """Add a reference to each entry (a cache hit); a free block leaves the queue. The null
         block is skipped. Every entry must be this pool's."""
-        listed = blocks if type(blocks) is list else list(blocks)
+        listed: list[KVCacheBlock] = blocks if type(blocks) is list else list(blocks)
         if self.metrics_collector is not None:
             self._touch_observed(listed)
             return
         members = self._members
-        null = self.null_block
-        queued: list[KVCacheBlock] = []
+        queued: list[KVCacheBlock] | None = None
         # One pass: count the reference as we go and leave queue changes for after it; an
         # entry that is not this pool's ends it, and the prefix already counted is undone below.
-        entries = iter(listed)
+        # (The fixed cost per call is kept low: hit lists are short.)
         try:
-            for block in entries:
+            for block in listed:
                 if members[block.block_id] is not block:
-                    if block is null:
+                    if block is self.null_block:
                         continue
                     break
                 ref = block.ref_cnt
                 if ref == 0:
-                    queued.append(block)
+                    if queued is None:
+                        queued = [block]
+                    else:
+                        queued.append(block)
                 block.ref_cnt = ref + 1
             else:
-                queue = self.free_block_queue
-                for block in queued:  # ``FreeKVCacheBlockQueue._unlink``, inlined
-                    prev_block = block.prev_free_block
-                    next_block = block.next_free_block
-                    if prev_block is None or next_block is None:  # pragma: no cover - invariant
-                        raise FreeQueueError(f"block {block.block_id} is not in the free queue")
-                    prev_block.next_free_block = next_block
-                    next_block.prev_free_block = prev_block
-                    block.prev_free_block = block.next_free_block = None
-                    queue.num_free_blocks -= 1
+                if queued is not None:
+                    queue = self.free_block_queue
+                    for block in queued:  # ``FreeKVCacheBlockQueue._unlink``, inlined
+                        prev_block = block.prev_free_block
+                        next_block = block.next_free_block
+                        if prev_block is None or next_block is None:  # pragma: no cover
+                            raise FreeQueueError(f"block {block.block_id} is not in the free queue")
+                        prev_block.next_free_block = next_block
+                        next_block.prev_free_block = prev_block
+                        block.prev_free_block = block.next_free_block = None
+                    queue.num_free_blocks -= len(queued)
                 return
         except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
             pass
-        # The refused entry is the last one the iterator handed out.
-        for counted in listed[: len(listed) - length_hint(entries) - 1]:
+        # The refused entry is the first one (by identity) that is the loop's last ``block``;
+        # every entry before it was counted (the null block excepted).
+        refused = next(i for i, entry in enumerate(listed) if entry is block)
+        null = self.null_block
+        for counted in listed[:refused]:
             if counted is not null:
                 counted.ref_cnt -= 1
         raise ForeignBlockError(f"{block!r} is not a block of this pool")
@@ -849,18 +856,21 @@ class BlockPool:
         """Whether the block's sole holder may write it: not null, ``ref_cnt == 1``, keyless."""
         return not block.is_null and block.ref_cnt == 1 and block.block_hash is None
 
-    def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
+    def free_blocks(
+        self, ordered_blocks: Iterable[KVCacheBlock], evict_first: bool = False
+    ) -> None:
         """Drop one reference per entry, in eviction-priority order (first evicted first).
         Blocks reaching ``ref_cnt == 0`` re-enter the queue: keyless ones (or all, with caching
-        off) at the head, keyed ones at the tail, each group in the given order. The null block
-        is skipped; blocks of another ``BlockPool`` are freed there. A block listed more times
-        than it is held is a ``DoubleFreeError``."""
+        off or ``evict_first``: another tier holds their contents) at the head, keyed ones at
+        the tail, each group in the given order. The null block is skipped; blocks of another
+        ``BlockPool`` are freed there. A block listed more times than it is held is a
+        ``DoubleFreeError``."""
         listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
         members = self._members
         null = self.null_block
-        caching = self.enable_caching
-        evict_first: list[KVCacheBlock] = []
-        evict_last: list[KVCacheBlock] = []
+        caching = self.enable_caching and not evict_first
+        to_head: list[KVCacheBlock] = []
+        to_tail: list[KVCacheBlock] = []
         # Fast path, one pass: decrement as we go; an entry that is refused (not this pool's
         # block, or not held) ends it, and the prefix already decremented is undone below.
         # Blocks reaching zero go to the head (keyless, or caching off) or the tail.
@@ -880,9 +890,9 @@ class BlockPool:
                     break
                 block.ref_cnt = 0
                 if block._block_hash is None or not caching:
-                    evict_first.append(block)
+                    to_head.append(block)
                 else:
-                    evict_last.append(block)
+                    to_tail.append(block)
             else:
                 refused = False
         except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
@@ -890,20 +900,20 @@ class BlockPool:
         if refused:
             # The refused entry is the last one the iterator handed out.
             self._undo_free(listed[: len(listed) - length_hint(entries) - 1])
-            self._free_checked(listed)  # raises, or frees other pools' blocks too
+            self._free_checked(listed, evict_first)  # raises, or frees other pools' blocks too
             return
         queue = self.free_block_queue
-        if evict_first:
-            queue._prepend_unchecked(evict_first)
-        if evict_last:
-            queue._append_unchecked(evict_last)
+        if to_head:
+            queue._prepend_unchecked(to_head)
+        if to_tail:
+            queue._append_unchecked(to_tail)
 
     def _undo_free(self, blocks: list[KVCacheBlock]) -> None:
         for block in blocks:
             if not block.is_null:
                 block.ref_cnt += 1
 
-    def _free_checked(self, listed: list[KVCacheBlock]) -> None:
+    def _free_checked(self, listed: list[KVCacheBlock], evict_first: bool = False) -> None:
         """``free_blocks`` with every entry checked first, other pools' blocks routed there."""
         own: list[KVCacheBlock] = []
         others: dict[int, tuple[BlockPool, list[KVCacheBlock]]] = {}
@@ -915,14 +925,14 @@ class BlockPool:
                 own.append(block)
         released = self._check_release(own, "free")
         checked = [(pool, pool._check_release(blocks, "free")) for pool, blocks in others.values()]
-        self._release(released)
+        self._release(released, evict_first)
         for pool, blocks in checked:
-            pool._release(blocks)
+            pool._release(blocks, evict_first)
 
-    def _release(self, blocks: list[KVCacheBlock]) -> None:
+    def _release(self, blocks: list[KVCacheBlock], evict_first: bool = False) -> None:
         """Drop one reference per entry of ``blocks`` (checked by ``_check_release``, so the
         fast path of :meth:`free_blocks` takes them all) and queue those reaching zero."""
-        self.free_blocks(blocks)
+        self.free_blocks(blocks, evict_first)
 
     def evict_blocks(self, block_ids: Iterable[int]) -> None:
         """Drop the keys of the blocks ``block_ids`` (held blocks stay held, free ones stay

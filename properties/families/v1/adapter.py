@@ -38,6 +38,11 @@ class PoolAdapter:
         self.pool = target.create(config)
         self._hasher = target.hasher(config.hash_block_size)
         self.requests: list[StandInRequest] = []
+        #: block ids ``unpin_blocks``'s ``on_reuse`` reported, in call order (the executor
+        #: drains it); a plain closure, so a deep-copied pool shares it (probes restore it)
+        self.reused: list[int] = []
+        reused = self.reused
+        self.on_reuse = lambda block: reused.append(block.block_id)
 
     # -------------------------------------------------------------- requests
     def add_request(self, req: Req) -> list[bytes]:
@@ -70,8 +75,21 @@ class PoolAdapter:
         blocks = self._blocks(ids)
         self.pool.touch((blocks,) if self.target.caps.touch_per_group else blocks)
 
-    def free_blocks(self, ids: Sequence[int]) -> None:
-        self.pool.free_blocks(self._blocks(ids))
+    def free_blocks(self, ids: Sequence[int], evict_first: bool = False) -> None:
+        if evict_first:
+            self.pool.free_blocks(self._blocks(ids), evict_first=True)
+        else:
+            self.pool.free_blocks(self._blocks(ids))
+
+    def unpin_blocks(self, ids: Sequence[int]) -> None:
+        self.pool.unpin_blocks(self._blocks(ids), self.on_reuse)
+
+    def move_block_hashes(self, src: int, dst: int) -> None:
+        self.pool.move_block_hashes(self.pool.blocks[src], self.pool.blocks[dst])
+
+    def emit_cached_block_events(self, req: int, num_cached: int, group: int) -> None:
+        self.pool.emit_cached_block_events(self.requests[req], num_cached,
+                                           self.config.group_block_sizes[group], group)
 
     def cache_full_blocks(self, req: int, ids: Sequence[int], num_cached: int, num_full: int,
                           group: int, mask: Sequence[bool] | None = None) -> None:

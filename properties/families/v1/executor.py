@@ -88,8 +88,16 @@ class Executor(ProgramExecutor[ops.Op]):
             m.touch(op.ids)
             return self._call(a.touch, op.ids)
         if isinstance(op, ops.Free):
-            m.free_blocks(op.ids)
-            return self._call(a.free_blocks, op.ids)
+            m.free_blocks(op.ids, op.evict_first)
+            return self._call(a.free_blocks, op.ids, op.evict_first)
+        if isinstance(op, ops.Unpin):
+            m.unpin_blocks(op.ids)
+            return self._call(a.unpin_blocks, op.ids)
+        if isinstance(op, ops.MoveHashes):
+            m.move_block_hashes(op.src, op.dst)
+            return self._call(a.move_block_hashes, op.src, op.dst)
+        if isinstance(op, ops.EmitCached):
+            return self._call(a.emit_cached_block_events, op.req, op.num_cached, op.group)
         if isinstance(op, ops.CacheFull):
             scale = self.config.scale(op.group)
             for i in range(op.num_cached, op.num_full):
@@ -186,6 +194,14 @@ class Executor(ProgramExecutor[ops.Op]):
     # ---------------------------------------------------------------- state check
     def check(self) -> None:
         self.model.compare(self.adapter.snapshot())
+        fired, self.model.fired = self.model.fired, []
+        reported = self.adapter.reused[:]
+        self.adapter.reused.clear()
+        if sorted(reported) != sorted(fired):
+            raise Violation(Family.CONTENT, "unpin_blocks' on_reuse fires once per unpinned "
+                            "block handed out again (or at a reset), never otherwise: its "
+                            "reader must stop reading", expected=sorted(fired),
+                            observed=sorted(reported))
         groups = range(len(self.config.group_block_sizes))
         for hs in self.hashes:
             for h in hs:
@@ -199,32 +215,52 @@ class Executor(ProgramExecutor[ops.Op]):
         A target claiming typed errors must raise one of them (else a ``CRASH``
         :class:`Violation`); one claiming atomicity must not change (else ``ATOMIC``); any
         other target that changes its state on misuse, with or without raising, yields a
-        :class:`Finding`.
+        :class:`Finding`. The ``*_foreign`` kinds hand the copy a block of a second, fresh pool
+        of the same target (engines run one pool per KV cache group set): both pools' states
+        count.
         """
+        caps = self.target.caps
+        needs = {"evict": caps.evict_blocks, "unpin": caps.unpin_blocks,
+                 "move": caps.move_block_hashes}
+        if not needs.get(kind.split("_")[0], True):
+            return None
         pool = copy.deepcopy(self.adapter.pool)
-        before = self._state(pool)
+        other = self.target.create(self.config) if kind.endswith("_foreign") else None
+        pools = [pool] if other is None else [pool, other]
+        reused = len(self.adapter.reused)
+        before = tuple(self._state(p) for p in pools)
         blocks = pool.blocks
+        foreign = [] if other is None else other.blocks
         free_ids = self.model.free
         calls: dict[str, Any] = {
             "double_free": lambda: pool.free_blocks([blocks[free_ids[arg % len(free_ids)]]])
-            if free_ids else None,
+            if free_ids else False,
             "negative_count": lambda: pool.get_new_blocks(-1 - arg % 2),
             "evict_out_of_range": lambda: pool.evict_blocks({self.config.num_blocks + arg}),
             "evict_negative": lambda: pool.evict_blocks({-1 - arg % 2}),
             "cache_beyond_hashes": lambda: self._cache_beyond(pool, arg),
+            "unpin_unheld": lambda: self._unpin_unheld(pool, arg),
+            "unpin_null": lambda: pool.unpin_blocks([pool.null_block], self.adapter.on_reuse),
+            "move_onto_keyed": lambda: self._move_onto(pool, arg, keyed=True),
+            "move_onto_null": lambda: self._move_onto(pool, arg, keyed=False),
+            "touch_foreign": lambda: self._touch(pool, [foreign[1 + arg % (
+                self.config.num_blocks - 1)]]) if self.config.num_blocks > 1 else False,
+            "free_foreign": lambda: pool.free_blocks([foreign[1 + arg % (
+                self.config.num_blocks - 1)]]) if self.config.num_blocks > 1 else False,
         }
-        if kind not in calls or (kind.startswith("evict") and not self.target.caps.evict_blocks):
-            return None
-        if kind == "double_free" and not free_ids:
+        if kind not in calls:
             return None
         error: BaseException | None = None
         try:
             if calls[kind]() is False:
+                del self.adapter.reused[reused:]
                 return None  # nothing to misuse in this state
         except Exception as exc:
             error = exc
+        del self.adapter.reused[reused:]  # the copy's reuse reports are not the run's
+        after: Any
         try:
-            after = self._state(pool)
+            after = tuple(self._state(p) for p in pools)
         except Violation as v:
             after = f"corrupted: {v.message}"
         if error is not None and self.target.misuse_types and not isinstance(
@@ -248,6 +284,31 @@ class Executor(ProgramExecutor[ops.Op]):
             script = robustness_script(self.target, self.config, self.program, kind, arg)
             robustness.report(robustness.Finding(finding.target, kind, finding.detail, script))
         return finding
+
+    def _touch(self, pool: Any, blocks: list[Any]) -> None:
+        pool.touch((blocks,) if self.target.caps.touch_per_group else blocks)
+
+    def _unpin_unheld(self, pool: Any, arg: int) -> bool:
+        """unpin_blocks of a held block (when there is one) then a free one, which the pool must
+        refuse before dropping the first one's reference (``False``: no free block)."""
+        if not self.model.free:
+            return False
+        held = [b for b, r in self.model.ref.items() if r > 0]
+        listed = ([pool.blocks[held[arg % len(held)]]] if held else []) + [
+            pool.blocks[self.model.free[arg % len(self.model.free)]]]
+        pool.unpin_blocks(listed, self.adapter.on_reuse)
+        return True
+
+    def _move_onto(self, pool: Any, arg: int, keyed: bool) -> bool:
+        """move_block_hashes from a keyed block onto another keyed block (``keyed``) or onto
+        the null block (``False``: no such blocks)."""
+        holders = sorted(self.model.primary)
+        if len(holders) < (2 if keyed else 1):
+            return False
+        src = holders[arg % len(holders)]
+        dst = (pool.blocks[holders[(arg + 1) % len(holders)]] if keyed else pool.null_block)
+        pool.move_block_hashes(pool.blocks[src], dst)
+        return True
 
     def _cache_beyond(self, pool: Any, arg: int) -> bool:
         """cache_full_blocks with num_full beyond the request's hashes (``False``: too few
@@ -276,8 +337,14 @@ def stand_in_request(adapter: PoolAdapter, index: int) -> Any:
 
 
 def _diff(before: Any, after: Any) -> str:
+    """What differs between two states: one pool's (``_state``) or several pools' (a tuple of
+    them, the second pool's parts named so)."""
     if isinstance(after, str):
         return after
+    if before and isinstance(before[0], tuple):
+        parts = [_diff(b, a)[len("changed "):] + (" of the other pool" if i else "")
+                 for i, (b, a) in enumerate(zip(before, after, strict=True)) if b != a]
+        return "changed " + "; ".join(parts)
     names = ("ref_cnt", "free queue", "block_hash", "num_free")
     parts = [n for n, b, a in zip(names, before, after, strict=True) if b != a]
     return "changed " + ", ".join(parts)

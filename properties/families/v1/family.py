@@ -102,6 +102,7 @@ class PoolJudge:
                 and op.req >= len(self.executor.reqs):
             raise OutOfContract(f"{op.kind} names request {op.req}, the program made "
                                 f"{len(self.executor.reqs)}")
+        self._in_contract(op)
         index = len(self.log)
         try:
             outcome = self.executor.step(op)
@@ -114,6 +115,30 @@ class PoolJudge:
         except Violation as violation:
             raise violation.at(op, index) from None
         return outcome
+
+    def _in_contract(self, op: ops.Op) -> None:
+        """The callers' side of the contract the model assumes (a fuzz program or a stored one
+        may break it): unpin only held, non-null blocks; move keys onto a keyless, non-null
+        block other than the source; only operations the target has."""
+        model, caps = self.executor.model, self.executor.target.caps
+        if isinstance(op, ops.EmitCached) and op.req >= len(self.executor.reqs):
+            raise OutOfContract(f"{op.kind} names request {op.req}, the program made "
+                                f"{len(self.executor.reqs)}")
+        if isinstance(op, ops.Unpin):
+            counts: dict[int, int] = {}
+            for b in op.ids:
+                counts[b] = counts.get(b, 0) + 1
+                if b not in model.ref or counts[b] > model.ref[b]:
+                    raise OutOfContract(f"unpin_blocks of block {b}, not held that often")
+        if isinstance(op, ops.MoveHashes) and (
+                op.dst not in model.ref or op.src not in model.ref or op.src == op.dst
+                or model.keys_of(op.dst)):
+            raise OutOfContract("move_block_hashes onto a keyed, null or the same block")
+        needs = {ops.Unpin: caps.unpin_blocks, ops.MoveHashes: caps.move_block_hashes,
+                 ops.EmitCached: caps.emit_cached_events}
+        if not needs.get(type(op), True) or (isinstance(op, ops.Free) and op.evict_first
+                                             and not caps.free_evict_first):
+            raise OutOfContract(f"{op.kind} is not in {self.target.spec}'s API")
 
     def _check(self, snap: Observed) -> None:
         free = list(snap.free)

@@ -6,9 +6,15 @@ Engine-shaped rules drive the pool: a request's table per group takes its prefix
 (``get_cached_block`` then ``touch``) and new blocks, optionally behind a sliding window's
 null blocks; full blocks are cached (and, with finer hashing, partial ones first), tables
 are freed in reverse order (the engine's) or forward, shared by another holder, evicted by a
-connector, reset, and events are taken and replayed. Each step checks the whole observable
-state (:class:`~properties.families.v1.executor.Executor`). Misuse is probed on copies of the pool
-(:meth:`~properties.families.v1.executor.Executor.probe`); findings go to :data:`FINDINGS`.
+connector, reset, and events are taken and replayed. Where the release has them: prefix hits are
+re-announced (``emit_cached_block_events``), a table's tail pages are unpinned tail first (a
+sparse-attention coordinator releasing pages it still reads), a keyed block's keys move to a
+fresh copy (copy-on-write of a block its request keeps writing), and tables whose contents
+another tier holds are freed ``evict_first``. With caching off (``PoolConfig.caching``) no
+rule keys a block or takes a hit, as the engine's manager does. Each step checks the whole
+observable state (:class:`~properties.families.v1.executor.Executor`). Misuse is probed on
+copies of the pool (:meth:`~properties.families.v1.executor.Executor.probe`); findings go to
+:data:`FINDINGS`.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from properties.families.v1.targets import PoolTarget
 
 FINDINGS: dict[tuple[str, str], Finding] = {}
 MISUSE_KINDS = ("double_free", "negative_count", "evict_out_of_range", "evict_negative",
-                "cache_beyond_hashes")
+                "cache_beyond_hashes", "unpin_unheld", "unpin_null", "move_onto_keyed",
+                "move_onto_null", "touch_foreign", "free_foreign")
 MAX_REQUESTS = 6
 # An identifier names one item's content, so its placeholder length is fixed.
 MM_LENGTHS = {"img-a": 3, "img-b": 1}
@@ -148,7 +155,7 @@ class PoolMachine(RuleBasedStateMachine):
         # A request scheduled before another one cached the same prefix takes no hits:
         # that is how duplicates (several blocks under one key) arise.
         take_hits = "duplicates" in self.avoid or data.draw(st.integers(0, 2), label="hits?") > 0
-        if not nulls and take_hits:
+        if not nulls and take_hits and self.config.caching:
             for i in range(len(self.ex.hashes[r]) // scale):
                 got = self.step(ops.Lookup(r, (i + 1) * scale - 1, (g,)))
                 if got is None:
@@ -156,6 +163,9 @@ class PoolMachine(RuleBasedStateMachine):
                 hits.append(got[0])
             if hits:
                 self.step(ops.Touch(tuple(hits)))
+                # The manager re-announces every hit for the routers (events on).
+                if self.target.caps.emit_cached_events and self.config.events:
+                    self.step(ops.EmitCached(r, len(hits), g))
         n = max(0, min(need - len(hits) - nulls, self.ex.model.num_free))
         new = self.step(ops.GetNew(n)) if n or data.draw(st.booleans()) else []
         ids = [0] * nulls + hits + (new or [])
@@ -165,13 +175,16 @@ class PoolMachine(RuleBasedStateMachine):
             self.tables.append(table)
             # allocate_slots caches the blocks its tokens fill right away (most of the time).
             limit = self._cacheable(table)
-            if limit > table.num_cached and data.draw(st.integers(0, 2), label="cache?"):
+            if (limit > table.num_cached and self.config.caching
+                    and data.draw(st.integers(0, 2), label="cache?")):
                 self.step(ops.CacheFull(r, tuple(ids), table.num_cached, limit, g))
                 table.num_cached = limit
 
     def _cacheable(self, t: Table) -> int:
         """How far ``t`` can be cached (with ``duplicates`` avoided: up to the first block
-        whose key another block already holds)."""
+        whose key another block already holds; with caching off: nothing)."""
+        if not self.config.caching:
+            return 0
         scale = self.config.scale(t.group)
         limit = min(len(t.ids), len(self.ex.hashes[t.req]) // scale)
         if "duplicates" in self.avoid:
@@ -198,7 +211,7 @@ class PoolMachine(RuleBasedStateMachine):
     def _partial_units(self, t: Table) -> int:
         """How many hash units of ``t``'s first uncached block can take a partial key."""
         scale, i = self.config.scale(t.group), t.num_cached
-        if scale < 2 or i >= len(t.ids) or t.ids[i] == 0:
+        if scale < 2 or i >= len(t.ids) or t.ids[i] == 0 or not self.config.caching:
             return 0
         return min(scale - 1, len(self.ex.hashes[t.req]) - i * scale)
 
@@ -219,7 +232,44 @@ class PoolMachine(RuleBasedStateMachine):
     def free_table(self, data: st.DataObject, reverse: bool) -> None:
         t = data.draw(st.sampled_from(self.tables), label="table")
         self.tables.remove(t)
-        self.step(ops.Free(tuple(reversed(t.ids)) if reverse else tuple(t.ids)))
+        # An offloading connector frees blocks another tier holds to the eviction end.
+        first = (self.target.caps.free_evict_first
+                 and data.draw(st.integers(0, 3), label="evict_first?") == 0)
+        self.step(ops.Free(tuple(reversed(t.ids)) if reverse else tuple(t.ids), first))
+
+    @precondition(lambda self: self.target.caps.unpin_blocks and self.tables)
+    @rule(data=st.data())
+    def unpin_tail(self, data: st.DataObject) -> None:
+        """A sparse-attention coordinator unpins a table's last pages, tail first: they stay
+        readable (and the table keeps them as far as its reader goes) until reused."""
+        t = data.draw(st.sampled_from(self.tables), label="table")
+        k = data.draw(st.integers(1, len(t.ids)), label="pages")
+        tail, t.ids = t.ids[-k:], t.ids[:-k]
+        t.num_cached = min(t.num_cached, len(t.ids))
+        if not t.ids:
+            self.tables.remove(t)
+        pages = tuple(b for b in reversed(tail) if b != 0)  # the null block is never pinned
+        if pages:
+            self.step(ops.Unpin(pages))
+
+    def _keyed_positions(self, t: Table) -> list[int]:
+        return [i for i, b in enumerate(t.ids) if b in self.ex.model.primary]
+
+    @precondition(lambda self: self.target.caps.move_block_hashes and self.ex.model.num_free
+                  and any(self._keyed_positions(t) for t in self.tables))
+    @rule(data=st.data())
+    def copy_on_write(self, data: st.DataObject) -> None:
+        """A request keeps writing a keyed block: a fresh block takes a copy and the keys
+        (``move_block_hashes``); the copy is then freed to the cache or kept a while."""
+        ready = [t for t in self.tables if self._keyed_positions(t)]
+        t = data.draw(st.sampled_from(ready), label="table")
+        i = data.draw(st.sampled_from(self._keyed_positions(t)), label="position")
+        new = self.step(ops.GetNew(1))
+        self.step(ops.MoveHashes(t.ids[i], new[0]))
+        if data.draw(st.booleans(), label="free copy?"):
+            self.step(ops.Free((new[0],)))
+        else:
+            self.tables.append(Table(t.req, t.group, [new[0]], 1))
 
     @precondition(lambda self: self.tables)
     @rule(data=st.data())
@@ -249,9 +299,10 @@ class PoolMachine(RuleBasedStateMachine):
         if action == "events":
             self.step(ops.TakeEvents())
         elif action == "evict" and self.target.caps.evict_blocks:
-            ids = sorted({1 + arg % (self.config.num_blocks - 1), 1 + (arg // 4) % 3})
+            # the null block (id 0) too: the connector may report a window's null entry
+            ids = sorted({arg % self.config.num_blocks, 1 + (arg // 4) % 3})
             if "evict_held" in self.avoid:
-                ids = [i for i in ids if self.ex.model.ref[i] == 0]
+                ids = [i for i in ids if self.ex.model.ref.get(i, 0) == 0]
             self.step(ops.Evict(tuple(ids[: 1 + arg % 2])))
         elif action == "reset":
             self.step(ops.Reset())

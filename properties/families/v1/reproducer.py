@@ -42,9 +42,10 @@ def _names(program: Sequence[ops.Op]) -> list[str]:
 
 def _ctor(config: PoolConfig, hash_block_size: bool) -> str:
     if hash_block_size:
-        return (f"BlockPool({config.num_blocks}, True, {config.hash_block_size}, "
+        return (f"BlockPool({config.num_blocks}, {config.caching}, {config.hash_block_size}, "
                 f"enable_kv_cache_events={config.events})")
-    return f"BlockPool({config.num_blocks}, True, enable_kv_cache_events={config.events})"
+    return (f"BlockPool({config.num_blocks}, {config.caching}, "
+            f"enable_kv_cache_events={config.events})")
 
 
 def release_prelude(version: str, config: PoolConfig) -> list[str]:
@@ -128,7 +129,18 @@ def call_lines(config: PoolConfig, program: Sequence[ops.Op],
             lines.append(f"pool.touch(({blocks},))" if touch_per_group
                          else f"pool.touch({blocks})")
         elif isinstance(op, ops.Free):
-            lines.append(f"pool.free_blocks([B[i] for i in {list(op.ids)}])")
+            first = ", evict_first=True" if op.evict_first else ""
+            lines.append(f"pool.free_blocks([B[i] for i in {list(op.ids)}]{first})")
+        elif isinstance(op, ops.Unpin):
+            if "reused = []  # what on_reuse reports" not in lines:
+                lines.append("reused = []  # what on_reuse reports")
+            lines.append(f"pool.unpin_blocks([B[i] for i in {list(op.ids)}], "
+                         "lambda b: reused.append(b.block_id))")
+        elif isinstance(op, ops.MoveHashes):
+            lines.append(f"pool.move_block_hashes(B[{op.src}], B[{op.dst}])")
+        elif isinstance(op, ops.EmitCached):
+            lines.append(f"pool.emit_cached_block_events(r{op.req}, {op.num_cached}, "
+                         f"{sizes[op.group]}, {op.group})")
         elif isinstance(op, ops.CacheFull):
             mask = "" if op.mask is None else f", block_mask={list(op.mask)}"
             lines.append(f"pool.cache_full_blocks(r{op.req}, [B[i] for i in {list(op.ids)}], "
@@ -167,7 +179,8 @@ def check_lines(target: PoolTarget, config: PoolConfig, program: Sequence[ops.Op
 def config_json(config: PoolConfig) -> dict[str, Any]:
     """``config`` as the xfails files and reproducers write it."""
     return {"num_blocks": config.num_blocks, "hash_block_size": config.hash_block_size,
-            "group_block_sizes": list(config.group_block_sizes), "events": config.events}
+            "group_block_sizes": list(config.group_block_sizes), "events": config.events,
+            **({} if config.caching else {"caching": False})}
 
 
 def config_of(data: Mapping[str, Any]) -> PoolConfig:
@@ -189,6 +202,17 @@ def probe_lines(config: PoolConfig, kind: str, arg: int) -> list[str]:
         "evict_out_of_range": [f"pool.evict_blocks({{{config.num_blocks + arg}}})  "
                                "# an id past the pool"],
         "evict_negative": [f"pool.evict_blocks({{{-1 - arg % 2}}})  # a negative id"],
+        "unpin_null": ["pool.unpin_blocks([pool.null_block], print)  # the null block"],
+        "move_onto_null": ["keyed = [b for b in B if b.block_hash is not None]",
+                           f"pool.move_block_hashes(keyed[{arg} % len(keyed)], pool.null_block)"],
+        "move_onto_keyed": ["keyed = [b for b in B if b.block_hash is not None]",
+                            f"pool.move_block_hashes(keyed[{arg} % len(keyed)], "
+                            f"keyed[({arg} + 1) % len(keyed)])  # onto a keyed block"],
+        "touch_foreign": [f"other = {_ctor(config, True)}  # a second pool",
+                          f"pool.touch([other.blocks[1 + {arg} % {config.num_blocks - 1}]])"],
+        "free_foreign": [f"other = {_ctor(config, True)}  # a second pool",
+                         f"pool.free_blocks([other.blocks[1 + {arg} % {config.num_blocks - 1}]])"
+                         "  # free there already"],
     }
     misuse = calls.get(kind, [f"# misuse probe {kind} (arg {arg}): see "
                                 "properties/families/v1/executor.py, Executor.probe"])

@@ -57,9 +57,10 @@ class PoolTarget:
 
     def create(self, config: PoolConfig) -> Any:
         if self.caps.hash_block_size:
-            return self.pool_cls(config.num_blocks, True, config.hash_block_size,
+            return self.pool_cls(config.num_blocks, config.caching, config.hash_block_size,
                                  enable_kv_cache_events=config.events)
-        return self.pool_cls(config.num_blocks, True, enable_kv_cache_events=config.events)
+        return self.pool_cls(config.num_blocks, config.caching,
+                             enable_kv_cache_events=config.events)
 
     def hasher(self, hash_block_size: int) -> Callable[[Any], list[bytes]]:
         fn: Callable[[Any], list[bytes]]
@@ -72,6 +73,7 @@ class PoolTarget:
         features = [n for n in ("hash_block_size", "partial_blocks", "evict_blocks",
                                 "unhashed_free_to_front", "touch_per_group",
                                 "keys_prompt_embeds", "skips_null_blocks", "free_evict_first",
+                                "unpin_blocks", "move_block_hashes", "emit_cached_events",
                                 "partial_replace", "hash_map_by_id", "frontend_hashes")
                     if getattr(c, n)]
         claims = "typed errors" if self.misuse_types else "no typed errors"

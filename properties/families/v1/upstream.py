@@ -114,9 +114,12 @@ class Capabilities:
     partial_blocks: bool  # cache_partial_block and alias keys
     keys_prompt_embeds: bool
     skips_null_blocks: bool  # cache_full_blocks skips null (window-skipped) entries
+    free_evict_first: bool = False  # free_blocks(..., evict_first=): cached blocks to the front
+    unpin_blocks: bool = False  # unpin_blocks(blocks, on_reuse) (0.33)
+    move_block_hashes: bool = False  # move_block_hashes(src, dst) (0.33)
+    emit_cached_events: bool = False  # emit_cached_block_events(...) (0.33)
     # Detected and described; the block machine drives none of these yet (0.34 added all but
     # partial_replace, which 0.33 has):
-    free_evict_first: bool = False  # free_blocks(..., evict_first=): cached blocks to the front
     partial_replace: bool = False  # cache_partial_block(..., replace_existing_hashes=)
     hash_map_by_id: bool = False  # the hash map holds block ids per key, has clear()
     frontend_hashes: bool = False  # kv_cache_utils.frontend_block_hashes (hashes from the API)
@@ -136,6 +139,9 @@ def capabilities(mods: V1Modules) -> Capabilities:
         keys_prompt_embeds=hasattr(utils, "_gen_prompt_embeds_extra_hash_keys"),
         skips_null_blocks="block_mask" in inspect.signature(pool.cache_full_blocks).parameters,
         free_evict_first="evict_first" in inspect.signature(pool.free_blocks).parameters,
+        unpin_blocks=callable(getattr(pool, "unpin_blocks", None)),
+        move_block_hashes=callable(getattr(pool, "move_block_hashes", None)),
+        emit_cached_events=callable(getattr(pool, "emit_cached_block_events", None)),
         partial_replace=hasattr(pool, "cache_partial_block") and "replace_existing_hashes" in
         inspect.signature(pool.cache_partial_block).parameters,
         hash_map_by_id=hasattr(getattr(mods.block_pool, "BlockHashToBlockMap", None), "clear"),

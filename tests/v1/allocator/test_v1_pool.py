@@ -13,7 +13,7 @@ from prefixcache.v1.core.kv_cache_utils import (
     make_block_hash_with_group_id,
     maybe_convert_block_hash,
 )
-from prefixcache.v1.errors import CacheConflictError, NoFreeBlocksError
+from prefixcache.v1.errors import CacheConflictError, DoubleFreeError, NoFreeBlocksError
 from prefixcache.v1.kv_events import BlockRemoved, BlockStored
 
 from ._support import FakeRequest, check_invariants, queue_ids, snapshot
@@ -441,3 +441,23 @@ def test_event_classes_are_pluggable() -> None:
     pool.free_blocks(pool.blocks[1:])
     assert pool.reset_prefix_cache() is True
     assert [type(e) for e in pool.take_events()] == [Stored, Removed, Cleared]
+
+
+def test_free_blocks_evict_first_queues_keyed_blocks_at_the_head() -> None:
+    """0.34's ``evict_first``: every released block goes to the head in the given order, keyed
+    or not; other pools' blocks are freed there the same way; a refusal changes nothing."""
+    pool = BlockPool(6, enable_caching=True, hash_block_size=4)
+    other = BlockPool(4, enable_caching=True, hash_block_size=4)
+    req = _req(list(range(8)))
+    blocks = pool.get_new_blocks(2)
+    pool.cache_full_blocks(req, blocks, 0, 2, 4, 0)
+    foreign = other.get_new_blocks(1)
+    before = snapshot(pool)
+    with pytest.raises(DoubleFreeError):
+        pool.free_blocks([blocks[1], blocks[1], blocks[1]], evict_first=True)
+    assert snapshot(pool) == before
+    pool.free_blocks([blocks[1], blocks[0], foreign[0]], evict_first=True)
+    assert queue_ids(pool)[:2] == [2, 1] and blocks[0].block_hash is not None
+    assert queue_ids(other)[0] == foreign[0].block_id
+    check_invariants(pool)
+    check_invariants(other)
