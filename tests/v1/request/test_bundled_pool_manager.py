@@ -5,32 +5,26 @@ and single-type managers unchanged; only the class the coordinator builds its po
 bundled one (:func:`~properties.families.v1.request.target.vllm_v1_manager_on_bundled_pool`).
 The only deviations allowed are the manager's own: the entries of the release's manager xfails
 file (the core's matching), each of which must still reproduce here (so it is the manager's,
-not the pool's). Skipped (by this directory's conftest) without torch or the wheel.
-``prefixcache check --allocator properties.upstream:vllm_v1_manager_on_bundled_pool`` runs the
-full budget in CI.
+not the pool's). Skipped (by this directory's conftest) without torch or the wheel. The request
+machine runs on it through the core, in CI at the ci profile's budget: ``prefixcache check
+--allocator properties.upstream:vllm_v1_manager_on_bundled_pool --xfails-file
+conformance/vllm-0.33.manager.xfails.json``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
-from hypothesis.stateful import run_state_machine_as_test
 
 from models.core.invariants import Violation
 from models.families.v1.request_invariants import ManagerInvariants
 from prefixcache.v1.core.block_pool import BlockPool
-from properties.core import selection
-from properties.core.determinism import fixed_constants
 from properties.core.plugin import ExpectedFailure, load_raw, parse_expected
 from properties.core.replay import run_program
 from properties.core.targets import Target, load_target
 from properties.families.v1.request.family import manager_of
-from properties.families.v1.request.machine import ManagerMachine, avoided, bind
-from properties.families.v1.request.target import CONFIGS, FULL
-from properties.families.v1.stepping import PROGRAM_ATTR
+from properties.families.v1.request.target import FULL
 
 XFAILS = Path(__file__).resolve().parents[3] / "conformance" / "vllm-0.33.manager.xfails.json"
 SPEC = "properties.upstream:vllm_v1_manager_on_bundled_pool"
@@ -46,34 +40,11 @@ def entries() -> list[ExpectedFailure]:
     return parse_expected(load_raw(str(XFAILS)), ManagerInvariants)
 
 
-@pytest.fixture
-def selected(target: Target, monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
-    monkeypatch.setattr(ManagerMachine, "avoid", avoided(load_raw(str(XFAILS))))
-    with selection.kept():
-        selection.use(target)
-        yield target
-
-
 def test_the_manager_builds_the_bundled_pool(target: Target) -> None:
     manager = manager_of(target)
     assert isinstance(manager.create(FULL).block_pool, BlockPool)
     # The shared release modules keep their own class for the release's target.
     assert manager.mods.kv_cache_coordinator.BlockPool is not manager.pool_cls
-
-
-@pytest.mark.parametrize("config_name", sorted(CONFIGS))
-def test_request_machine_on_bundled_pool(selected: Target, entries: list[ExpectedFailure],
-                                         config_name: str) -> None:
-    with fixed_constants():
-        try:
-            run_state_machine_as_test(bind(CONFIGS[config_name]),
-                                      settings=settings(max_examples=40))
-        except Violation as v:
-            history = getattr(v, PROGRAM_ATTR, None)
-            entry = next((e for e in entries if e.matches(v, history)), None)
-            if entry is None:
-                raise
-            pytest.xfail(f"the manager's own {entry.id}: {v.family.value} {v.message}")
 
 
 def test_manager_xfails_are_the_managers(target: Target,

@@ -1,7 +1,9 @@
 """The v1 request level through the core with a real manager (needs torch and the wheels; this
 directory's conftest skips without them): the judge's contract, and ``prefixcache check`` on a
-broken manager of the zoo: caught with a short replayable program, then adopted with ``--all
---write-xfails`` and accepted with ``--xfails-file``."""
+broken manager of the zoo: caught with short replayable programs and adopted with ``--all
+--write-xfails``, every written entry reproducing in a fresh process (the core's replay marks
+one that does not ``flaky``). That ``--xfails-file`` then accepts them is the core's own
+mechanism, exercised end to end by ``tests/toy``."""
 
 from __future__ import annotations
 
@@ -22,7 +24,10 @@ from properties.families.v1.request.family import FAMILY, OutOfContract
 from properties.families.v1.request.target import FULL
 
 ROOT = Path(__file__).resolve().parents[3]
-BUDGET = ["--max-examples", "10", "--max-steps", "30"]
+#: A short budget on the full-attention machine and the replays only: the zoo variant is met in
+#: its first examples (CI runs every machine at the ci profile's budget on the real releases).
+BUDGET = ["--max-examples", "5", "--max-steps", "30",
+          "--pytest-args=-k 'TestFull or expected_failure'"]
 BROKEN = "properties.families.v1.request.zoo:free_keeps_a_block"
 
 
@@ -56,7 +61,7 @@ def test_the_judge_logs_every_step_and_refuses_what_it_cannot_judge() -> None:
     assert "check_program('properties.upstream:vllm_v033_manager'" in script
 
 
-def test_a_broken_manager_is_caught_adopted_and_accepted(tmp_path: Path) -> None:
+def test_a_broken_manager_is_caught_and_adopted(tmp_path: Path) -> None:
     xfails = tmp_path / "broken.xfails.json"
     status, report, out = _check(tmp_path / "adopt", "--allocator", BROKEN, "--all",
                                  "--write-xfails", str(xfails))
@@ -67,6 +72,4 @@ def test_a_broken_manager_is_caught_adopted_and_accepted(tmp_path: Path) -> None
     assert all(len(f["program"]) <= 10 for f in findings), findings  # shrunk
     written = json.loads(xfails.read_text(encoding="utf-8"))
     assert len(written) == len(findings) and not any(e.get("flaky") for e in written), written
-    status, _, out = _check(tmp_path / "accept", "--allocator", BROKEN, "--xfails-file",
-                            str(xfails))
-    assert status == cli.EXIT_CONFORMS, out
+    assert all("mechanism" in e["match"] for e in written), written
