@@ -182,15 +182,18 @@ class ManagerFamily:
         if not isinstance(manager, ManagerTarget):
             raise TargetError(f"{chosen!r} returned a {type(manager).__name__}, not a "
                               "ManagerTarget")
-        return self.target_of(manager, chosen, factory, options.step_timeout)
+        return self.target_of(manager, chosen, options.step_timeout)
 
     def target_of(self, manager: ManagerTarget, spec: str,
-                  factory: Callable[..., Any] | None = None,
                   step_timeout: float | str | None = None) -> Target:
-        """The core target whose ``caps`` is ``manager`` (loaded by ``spec``)."""
+        """The core target whose ``caps`` is ``manager`` (loaded by ``spec``). Its ``factory``
+        is the release's ``KVCacheManager`` class (the judge builds managers through
+        ``manager``), so the core tells an exception raised in the release's code (the
+        target's) from one raised in the suite's."""
         pool = "" if manager.pool_cls is None else \
             f" on {manager.pool_cls.__module__}.{manager.pool_cls.__name__}"
-        return Target(spec=spec, factory=factory or (lambda: manager), caps=manager,
+        factory = manager.mods.kv_cache_manager.KVCacheManager
+        return Target(spec=spec, factory=factory, caps=manager,
                       name=manager.name, version=manager.version, family=self.name,
                       description=f"{manager.name} {manager.version} KVCacheManager{pool} "
                                   f"({spec})",
