@@ -9,6 +9,9 @@ write ``properties.upstream:<target>`` whatever the API generation.
 - v1 ``BlockPool``: ``vllm_v1_block_pool`` (the newest supported release, vLLM 0.34.0),
   ``vllm_v034_block_pool``, ``vllm_v033_block_pool``, ``vllm_v011_block_pool`` (those releases),
   read from the wheels without torch.
+- v1 ``KVCacheManager`` (the request level, family ``v1-manager``): ``vllm_v1_manager`` (vLLM
+  0.34.0), ``vllm_v034_manager``, ``vllm_v033_manager``, and ``vllm_v1_manager_on_bundled_pool``
+  (0.33.0's manager building the bundled ``BlockPool``); they need torch (the CPU build).
 - SGLang: ``load_sglang`` (0.5.23, the default, and 0.5.18), its radix caches and token-slot
   allocators read from the wheel; ``fetch sglang [--version V]`` downloads it.
 - The loaders themselves (``load_vllm_v0``, ``load_aphrodite``, ``load_vllm_v1``,
@@ -30,6 +33,12 @@ from properties.families.v0.upstream import (
     vllm_v0_allocator,
 )
 from properties.families.v1 import upstream as v1
+from properties.families.v1.request.target import (
+    vllm_v033_manager,
+    vllm_v034_manager,
+    vllm_v1_manager,
+    vllm_v1_manager_on_bundled_pool,
+)
 from properties.families.v1.targets import (
     vllm_v011_block_pool,
     vllm_v033_block_pool,
@@ -48,8 +57,12 @@ __all__ = [
     "vllm_v0_allocator",
     "vllm_v011_block_pool",
     "vllm_v033_block_pool",
+    "vllm_v033_manager",
     "vllm_v034_block_pool",
+    "vllm_v034_manager",
     "vllm_v1_block_pool",
+    "vllm_v1_manager",
+    "vllm_v1_manager_on_bundled_pool",
 ]
 
 USAGE = """usage: python -m properties.upstream {fetch,info} [vllm|aphrodite] [--dest DIR]

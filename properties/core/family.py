@@ -51,6 +51,7 @@ ENTRY_POINT_GROUP = "prefixcache.families"
 BUILTIN: tuple[tuple[str, str], ...] = (
     ("v0", "properties.families.v0.family:FAMILY"),
     ("v1", "properties.families.v1.family:FAMILY"),
+    ("v1-manager", "properties.families.v1.request.family:FAMILY"),
 )
 #: Families declared for this process and its children: ``NAME=module:attr`` pairs, comma
 #: separated (a family named by reference is added here, so subprocesses find it by name).

@@ -6,7 +6,7 @@ import pytest
 
 from models.core.invariants import Violation
 from models.families.v1 import request_ops as ops
-from models.families.v1.invariants import Family
+from models.families.v1.request_invariants import ManagerInvariants as Family
 from models.families.v1.request_model import (
     Geometry,
     Identities,

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from models.core.invariants import Invariant, Violation
-from models.families.v1.invariants import Family
+from models.families.v1.request_invariants import ManagerInvariants as Family
 
 NULL = 0
 

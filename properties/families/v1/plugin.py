@@ -9,10 +9,10 @@ as aliases of the two (with ``--family v1``).
 
 Which tests run: with a family chosen (``--allocator``, ``--family``, ``--pool`` or
 ``$PREFIXCACHE_ALLOCATOR``), only that family's tests under ``properties/`` (the v1 ones are
-this folder's; the request level, ``request/``, only with ``--manager``, its own target). With
-none, both families run on their bundled references (v1: ``$PREFIXCACHE_POOL``, else the
-bundled pool); an xfails file then belongs to the default family, so the v1 replays are left
-out.
+this folder's; the request level, ``request/``, is a family of its own, ``v1-manager``, which
+this plugin leaves to the core). With none, both families run on their bundled references
+(v1: ``$PREFIXCACHE_POOL``, else the bundled pool); an xfails file then belongs to the default
+family, so the v1 replays are left out.
 """
 
 from __future__ import annotations
@@ -86,18 +86,16 @@ def _under(item: pytest.Item, directory: Path) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     chosen, v1 = _chosen(config), v1_selected()
-    manager = config.getoption("manager", None) is not None
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
-        is_v1 = _under(item, V1_DIR)
-        is_request = _under(item, REQUEST_DIR)
+        # The request level (request/) is another family's: under a v1 run it is "other".
+        is_v1 = _under(item, V1_DIR) and not _under(item, REQUEST_DIR)
         is_other = not is_v1 and _under(item, PROPERTIES_DIR)
         if chosen and v1:
-            # The request level judges its own target (--manager), only when that is given.
-            unwanted = is_other or (is_request and not manager)
+            unwanted = is_other
         elif chosen:
-            unwanted = is_v1 and not (is_request and manager)
+            unwanted = is_v1
         else:
             unwanted = is_v1 and item.name.startswith("test_expected_failure")
         (drop if unwanted else keep).append(item)

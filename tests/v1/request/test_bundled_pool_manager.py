@@ -4,78 +4,57 @@ The request machine (with the shadow KV memory) drives the release's manager, co
 and single-type managers unchanged; only the class the coordinator builds its pool from is the
 bundled one (:func:`~properties.families.v1.request.target.vllm_v1_manager_on_bundled_pool`).
 The only deviations allowed are the manager's own: the entries of the release's manager xfails
-file, each of which must still reproduce here (so it is the manager's, not the pool's).
-Skipped (by this directory's conftest) without torch or the wheel.
+file (the core's matching), each of which must still reproduce here (so it is the manager's,
+not the pool's). Skipped (by this directory's conftest) without torch or the wheel. The request
+machine runs on it through the core, in CI at the ci profile's budget: ``prefixcache check
+--allocator properties.upstream:vllm_v1_manager_on_bundled_pool --xfails-file
+conformance/vllm-0.33.manager.xfails.json``.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hypothesis import settings
-from hypothesis.stateful import run_state_machine_as_test
 
 from models.core.invariants import Violation
-from models.families.v1 import request_ops as ops
+from models.families.v1.request_invariants import ManagerInvariants
 from prefixcache.v1.core.block_pool import BlockPool
-from properties.core.determinism import fixed_constants
-from properties.families.v1.request.executor import run_program
-from properties.families.v1.request.machine import bind
-from properties.families.v1.request.target import (
-    CONFIGS,
-    FULL,
-    ManagerConfig,
-    ManagerTarget,
-    vllm_v1_manager_on_bundled_pool,
-)
-from properties.families.v1.test_pool_level import matching_entry
+from properties.core.plugin import ExpectedFailure, load_raw, parse_expected
+from properties.core.replay import run_program
+from properties.core.targets import Target, load_target
+from properties.families.v1.request.family import manager_of
+from properties.families.v1.request.target import FULL
 
 XFAILS = Path(__file__).resolve().parents[3] / "conformance" / "vllm-0.33.manager.xfails.json"
+SPEC = "properties.upstream:vllm_v1_manager_on_bundled_pool"
 
 
 @pytest.fixture(scope="module")
-def target() -> ManagerTarget:
-    return vllm_v1_manager_on_bundled_pool()
+def target() -> Target:
+    return load_target(SPEC)
 
 
 @pytest.fixture(scope="module")
-def entries() -> list[dict[str, Any]]:
-    data = json.loads(XFAILS.read_text(encoding="utf-8"))
-    listed: list[dict[str, Any]] = data if isinstance(data, list) else data["entries"]
-    return listed
+def entries() -> list[ExpectedFailure]:
+    return parse_expected(load_raw(str(XFAILS)), ManagerInvariants)
 
 
-def test_the_manager_builds_the_bundled_pool(target: ManagerTarget) -> None:
-    manager = target.create(FULL)
-    assert isinstance(manager.block_pool, BlockPool)
+def test_the_manager_builds_the_bundled_pool(target: Target) -> None:
+    manager = manager_of(target)
+    assert isinstance(manager.create(FULL).block_pool, BlockPool)
     # The shared release modules keep their own class for the release's target.
-    assert target.mods.kv_cache_coordinator.BlockPool is not target.pool_cls
+    assert manager.mods.kv_cache_coordinator.BlockPool is not manager.pool_cls
 
 
-@pytest.mark.parametrize("config_name", sorted(CONFIGS))
-def test_request_machine_on_bundled_pool(target: ManagerTarget, entries: list[dict[str, Any]],
-                                         config_name: str) -> None:
-    avoid = frozenset(f for e in entries for f in e.get("avoid", ()))
-    machine = bind(target, CONFIGS[config_name], avoid=avoid)
-    with fixed_constants():
-        try:
-            run_state_machine_as_test(machine, settings=settings(max_examples=40))
-        except Violation as v:
-            entry = matching_entry(v, entries)
-            if entry is None:
-                raise
-            pytest.xfail(f"the manager's own {entry['id']}: {v.family.value} {v.message}")
-
-
-def test_manager_xfails_are_the_managers(target: ManagerTarget,
-                                         entries: list[dict[str, Any]]) -> None:
+def test_manager_xfails_are_the_managers(target: Target,
+                                         entries: list[ExpectedFailure]) -> None:
     """Each manager deviation of the release reproduces with the bundled pool underneath."""
     assert entries
+    vocabulary = target.family_object.vocabulary
     for entry in entries:
-        program = [ops.from_json(r) for r in entry["program"]]
+        program = [vocabulary.op_from_json(r) for r in entry.program]
         with pytest.raises(Violation) as info:
-            run_program(target, ManagerConfig.from_json(entry["config"]), program)
-        assert matching_entry(info.value, [entry]) is entry, (entry["id"], str(info.value))
+            run_program(target, vocabulary.config(target, entry.config), program)
+        history = program[: (info.value.step or 0) + 1]
+        assert entry.matches(info.value, history), (entry.id, str(info.value))

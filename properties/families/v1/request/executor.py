@@ -17,7 +17,7 @@ from typing import Any
 
 from models.core.invariants import Violation
 from models.families.v1 import request_ops as ops
-from models.families.v1.invariants import Family
+from models.families.v1.request_invariants import ManagerInvariants as Family
 from models.families.v1.request_model import (
     NULL,
     Geometry,
@@ -44,8 +44,11 @@ class Snapshot:
 
 
 class RequestExecutor(ProgramExecutor[ops.ROp]):
-    def __init__(self, target: ManagerTarget, config: ManagerConfig) -> None:
-        super().__init__(getattr(target, "step_timeout", None))
+    def __init__(self, target: ManagerTarget, config: ManagerConfig,
+                 step_timeout: float | None = None) -> None:
+        """A fresh manager of ``target`` shaped by ``config``; ``step_timeout``: the per-step
+        time limit in seconds (None: none)."""
+        super().__init__(step_timeout)
         self.target = target
         self.config = config
         self.mgr = target.create(config)
@@ -334,9 +337,10 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
 
 
 def run_program(target: ManagerTarget, config: ManagerConfig,
-                program: Sequence[ops.ROp]) -> RequestExecutor:
+                program: Sequence[ops.ROp], step_timeout: float | None = None
+                ) -> RequestExecutor:
     """Replay ``program`` (raises the first :class:`Violation`)."""
-    ex = RequestExecutor(target, config)
+    ex = RequestExecutor(target, config, step_timeout)
     ex.check()
     for op in program:
         ex.step(op)

@@ -7,8 +7,12 @@ lookahead and new requests compete for blocks: ``allocate_slots`` returns ``None
 the machine then preempts, as the scheduler does (the last running request, or, as a
 priority scheduler may, one it already scheduled in this step). Steps end with the scheduled
 tokens computed and the next outputs sampled; requests finish when their outputs run out, or
-are aborted between steps; ``reset_prefix_cache`` comes between steps. Every operation is
-checked by :class:`~properties.families.v1.request.executor.RequestExecutor`.
+are aborted between steps; ``reset_prefix_cache`` comes between steps.
+
+The machine is the core's :class:`~properties.core.machine.OracleMachine`: every operation
+goes through the family's judge (:class:`~properties.families.v1.request.family.ManagerJudge`)
+with :meth:`do`, so ``--all`` absorption, expected failures, signatures, shrinking and
+reproducers are the core's. One machine class per manager configuration (:func:`bind`).
 """
 
 from __future__ import annotations
@@ -16,30 +20,47 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from hypothesis.stateful import initialize, precondition, rule
 
 from models.families.v1 import request_ops as ops
+from properties.core.machine import OracleMachine
 from properties.families.v1.request.executor import RequestExecutor
-from properties.families.v1.request.target import ManagerConfig, ManagerTarget
+from properties.families.v1.request.family import ManagerJudge
+from properties.families.v1.request.target import ManagerConfig
 
 MAX_REQUESTS = 7
 CHUNKS = (1, 1, 2, 3, 4, 5, 8, 16)
+#: Generator features a run may leave out (an xfails entry's ``avoid``), so a run with a known
+#: deviation there still explores the rest: ``preempt_scheduled``, preempting a request
+#: already scheduled in the open step (as a priority scheduler may; FCFS never does).
+AVOIDABLE = frozenset({"preempt_scheduled"})
 
 
-class ManagerMachine(RuleBasedStateMachine):
-    """Bind :attr:`target` and :attr:`config` in a subclass (:func:`bind`)."""
+class ManagerMachine(OracleMachine):
+    """Bind :attr:`manager_config` in a subclass (:func:`bind`); :attr:`avoid` is set per run
+    (the session's xfails entries' ``avoid``)."""
 
-    target: ClassVar[ManagerTarget]
-    config: ClassVar[ManagerConfig]
+    manager_config: ClassVar[ManagerConfig]
     avoid: ClassVar[frozenset[str]] = frozenset()
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ex = RequestExecutor(self.target, self.config)
+    judge: ManagerJudge
 
     @initialize()
     def start(self) -> None:
-        self.ex.check()
+        self.setup(self.manager_config)
+
+    @property
+    def ex(self) -> RequestExecutor:
+        return self.judge.executor
+
+    def run(self, op: ops.ROp) -> tuple[bool, Any]:
+        """:meth:`do` ``op``: whether it ran (not absorbed as an expected failure or skipped)
+        and what it returned."""
+        log = self.judge.log
+        before = len(log)
+        self.do(op)
+        if len(log) == before:
+            return False, None
+        return True, log[-1].outcome
 
     def _open(self) -> list[int]:
         return [i for i, r in enumerate(self.ex.reqs)
@@ -68,7 +89,7 @@ class ManagerMachine(RuleBasedStateMachine):
             other = reqs[data.draw(st.integers(0, len(reqs) - 1), label="base")]
             cut = data.draw(st.integers(0, len(other.tokens)), label="prefix")
             if kind == "copy" or data.draw(st.booleans(), label="aligned"):
-                cut -= cut % max(self.config.block_sizes)  # whole blocks: exact hits
+                cut -= cut % max(self.manager_config.block_sizes)  # whole blocks: exact hits
             base = list(other.tokens[:cut])
             if kind == "copy" and base:
                 size, salt, lora = 0, other.salt, other.lora
@@ -76,13 +97,13 @@ class ManagerMachine(RuleBasedStateMachine):
                          label="tail")
         prompt = tuple((base + tail)[:20])
         outputs = tuple(data.draw(st.lists(st.integers(0, 2), max_size=5), label="outputs"))
-        self.ex.step(ops.Add(prompt, outputs, salt, lora))
+        self.do(ops.Add(prompt, outputs, salt, lora))
 
     @precondition(lambda self: self._open())
     @rule(data=st.data(), n=st.sampled_from(CHUNKS), lookahead=st.sampled_from([0, 0, 0, 1, 3]))
     def schedule(self, data: st.DataObject, n: int, lookahead: int) -> None:
         i = data.draw(st.sampled_from(self._open()), label="req")
-        self.ex.step(ops.Schedule(i, n, lookahead))
+        self.do(ops.Schedule(i, n, lookahead))
 
     @precondition(lambda self: not self.ex.step_open and self._open())
     @rule(data=st.data(), lookahead=st.sampled_from([0, 0, 1]))
@@ -99,26 +120,32 @@ class ManagerMachine(RuleBasedStateMachine):
                 continue
             was_running = r.status == "running"
             n = data.draw(st.sampled_from(CHUNKS), label="chunk")
-            while ex.step(ops.Schedule(i, n, lookahead)) is None and r.status == "running":
+            while True:
+                ran, out = self.run(ops.Schedule(i, n, lookahead))
+                if not ran:
+                    return  # absorbed: the example is over
+                if out is not None or r.status != "running":
+                    break
                 victims = [j for j, q in enumerate(ex.reqs)
                            if q.status == "running" and q.scheduled is None and j != i]
-                ex.step(ops.Preempt(victims[-1] if victims else i))
+                if not self.run(ops.Preempt(victims[-1] if victims else i))[0]:
+                    return
             if not was_running and r.scheduled is None:
                 break
         if ex.step_open:
-            ex.step(ops.EndStep())
+            self.do(ops.EndStep())
 
     @precondition(lambda self: self.ex.step_open)
     @rule()
     def end_step(self) -> None:
-        self.ex.step(ops.EndStep())
+        self.do(ops.EndStep())
 
     @precondition(lambda self: self._running())
     @rule(data=st.data())
     def preempt(self, data: st.DataObject) -> None:
         running = self._running()
         i = data.draw(st.sampled_from([running[-1], *running]), label="req")
-        self.ex.step(ops.Preempt(i))
+        self.do(ops.Preempt(i))
 
     @precondition(lambda self: not self.ex.step_open)
     @rule(data=st.data(), action=st.sampled_from(["abort", "abort", "abort", "reset"]))
@@ -126,23 +153,21 @@ class ManagerMachine(RuleBasedStateMachine):
         """An abort (of any unfinished request) or, less often, ``reset_prefix_cache``."""
         live = [i for i, r in enumerate(self.ex.reqs) if r.status != "finished"]
         if action == "abort" and live:
-            self.ex.step(ops.Abort(data.draw(st.sampled_from(live), label="req")))
+            self.do(ops.Abort(data.draw(st.sampled_from(live), label="req")))
         elif action == "reset":
-            self.ex.step(ops.ResetCache())
+            self.do(ops.ResetCache())
 
 
-AVOIDABLE = frozenset({"preempt_scheduled"})
+def bind(config: ManagerConfig, name: str = "ManagerMachine") -> type[ManagerMachine]:
+    """The machine over the session's target with the manager configuration ``config``."""
+    return type(name, (ManagerMachine,), {"manager_config": config,
+                                          "__module__": ManagerMachine.__module__})
 
 
-def bind(target: ManagerTarget, config: ManagerConfig,
-         avoid: frozenset[str] = frozenset()) -> type[ManagerMachine]:
-    """A machine over ``target``; ``avoid`` leaves generator features out (:data:`AVOIDABLE`)
-    so a run with a known deviation there still explores the rest."""
+def avoided(entries: list[dict[str, Any]]) -> frozenset[str]:
+    """The generator features the raw xfails ``entries`` leave out (``avoid``); an unknown
+    one is a ``ValueError``."""
+    avoid = frozenset(str(f) for e in entries for f in e.get("avoid", ()))
     if avoid - AVOIDABLE:
         raise ValueError(f"unknown features to avoid: {sorted(avoid - AVOIDABLE)}")
-    return type("ManagerMachine", (ManagerMachine,),
-                {"target": target, "config": config, "avoid": frozenset(avoid)})
-
-
-def program_of(machine: ManagerMachine) -> list[dict[str, Any]]:
-    return ops.program_json(machine.ex.program)
+    return avoid

@@ -1,12 +1,17 @@
-"""Broken managers: vLLM 0.33.0's manager with one textual patch each, and the family that
-must catch it. They show that the request level's checks can fail (``tests/v1/request``)."""
+"""Broken managers: vLLM 0.33.0's manager with one textual patch each, and the invariant that
+must catch it. They show that the request level's checks can fail (``tests/v1/request``).
+
+Each is also a target spec of its own, ``properties.families.v1.request.zoo:<name>`` (a
+function returning the patched :class:`ManagerTarget`), so ``prefixcache check --allocator``
+judges it like any manager."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from models.core.invariants import Invariant
-from models.families.v1.invariants import Family
+from models.families.v1.request_invariants import ManagerInvariants as Family
 from properties.families.v1.request.loader import load_manager
 from properties.families.v1.request.target import ManagerTarget
 from properties.families.v1.upstream import Patch
@@ -54,3 +59,22 @@ ZOO: tuple[Broken, ...] = (
              "num_computed_tokens - self.sliding_window + 5 - self.extra_retained_tokens,"),),
            frozenset({Family.TABLE, Family.CONTENT, Family.COMPUTED}), config="hybrid"),
 )
+
+
+def _factory(broken: Broken) -> Callable[[], ManagerTarget]:
+    def build() -> ManagerTarget:
+        return broken.target()
+
+    build.__name__ = build.__qualname__ = broken.name
+    build.__doc__ = f"vLLM 0.33.0's KVCacheManager, broken: {broken.what}."
+    return build
+
+
+#: ``name -> factory``: the spec ``properties.families.v1.request.zoo:<name>`` of each variant.
+FACTORIES: dict[str, Callable[[], ManagerTarget]] = {b.name: _factory(b) for b in ZOO}
+globals().update(FACTORIES)
+
+
+def spec_of(broken: Broken) -> str:
+    """The target spec of ``broken``."""
+    return f"{__name__}:{broken.name}"

@@ -1,0 +1,49 @@
+"""The request machine against the session's manager (``--allocator``, family ``v1-manager``),
+once per manager configuration (full attention, sliding window, hybrid full + sliding window
+with equal and with different block sizes), and the replay of each ``--xfails-file`` entry.
+
+A run whose session target is another family's skips here, saying how to select a manager.
+The session's xfails entries' ``avoid`` (generator features the machine leaves out) apply to
+every machine of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from properties.core import plugin, selection
+from properties.core.expected import replay_expected
+from properties.core.plugin import ExpectedFailure
+from properties.families.v1.request.family import FAMILY
+from properties.families.v1.request.machine import ManagerMachine, avoided, bind
+from properties.families.v1.request.target import FULL, HYBRID, HYBRID_MIXED, WINDOW
+
+
+@pytest.fixture(autouse=True)
+def _manager_session(request: pytest.FixtureRequest) -> Iterator[None]:
+    if selection.family_name() != FAMILY.name:
+        pytest.skip(f"the request level judges a {FAMILY.name} target: --allocator "
+                    f"properties.upstream:vllm_v1_manager (or --family {FAMILY.name})")
+    try:
+        avoid = avoided(plugin.load_raw(request.config.getoption("xfails_file")))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--xfails-file: {exc}") from None
+    saved = ManagerMachine.avoid
+    ManagerMachine.avoid = avoid
+    try:
+        yield
+    finally:
+        ManagerMachine.avoid = saved
+
+
+TestFull = bind(FULL, "FullMachine").TestCase
+TestWindow = bind(WINDOW, "WindowMachine").TestCase
+TestHybrid = bind(HYBRID, "HybridMachine").TestCase
+TestHybridMixed = bind(HYBRID_MIXED, "HybridMixedMachine").TestCase
+
+
+def test_expected_failure(expected_failure: ExpectedFailure,
+                          request: pytest.FixtureRequest) -> None:
+    replay_expected(expected_failure, request.config)
