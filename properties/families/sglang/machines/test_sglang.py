@@ -17,7 +17,9 @@ from properties.core.targets import load_target
 from properties.families.sglang.family import REF
 from properties.families.sglang.judge import Arrived, TreeJudge
 
-TOKENS = st.lists(st.integers(0, 2), max_size=12).map(tuple)
+#: Tokens of a prompt: up to three pages (six tokens at page size 1), so that a pool holds
+#: several prompts and eviction has leaves to choose between.
+TOKEN = st.integers(0, 2)
 NAMESPACES = st.sampled_from([None, None, "a"])
 #: A finishing request passes prev_prefix_len=0 now and then (its whole value, the tree's
 #: own matched slots included): the contract keeps identical slots, not duplicates.
@@ -40,30 +42,42 @@ class TreeMachine(OracleMachine):
         self.held: list[int] = []
         self.prompts: list[tuple[tuple[int, ...], str | None]] = []
 
-    @initialize(pages=st.integers(2, 10), page_size=st.sampled_from([1, 4]))
+    @initialize(pages=st.integers(2, 16), page_size=st.sampled_from([1, 4]))
     def start(self, pages: int, page_size: int) -> None:
         self.setup(TreeConfig(pages, page_size))
 
-    @rule(tokens=TOKENS, extra_key=NAMESPACES)
-    def arrive(self, tokens: tuple[int, ...], extra_key: str | None) -> None:
-        self._arrive(tokens, extra_key)
+    def tokens(self, data: st.DataObject) -> tuple[int, ...]:
+        size = 6 if self.config.page_size == 1 else 3 * self.config.page_size
+        return tuple(data.draw(st.lists(TOKEN, max_size=size)))
+
+    @rule(data=st.data(), extra_key=NAMESPACES)
+    def arrive(self, data: st.DataObject, extra_key: str | None) -> None:
+        self._arrive(self.tokens(data), extra_key)
 
     @precondition(lambda self: bool(self.prompts))
-    @rule(data=st.data(), suffix=TOKENS)
-    def share(self, data: st.DataObject, suffix: tuple[int, ...]) -> None:
-        """A request that starts with an earlier request's tokens, in its namespace."""
+    @rule(data=st.data())
+    def share(self, data: st.DataObject) -> None:
+        """A request that shares a prefix (cut anywhere, mid-page too) of an earlier
+        request's tokens, in its namespace, then goes its own way."""
         tokens, extra_key = data.draw(st.sampled_from(self.prompts))
-        self._arrive(tokens + suffix[:6], extra_key)
+        cut = data.draw(st.integers(0, len(tokens)))
+        self._arrive(tokens[:cut] + self.tokens(data), extra_key)
+
+    @precondition(lambda self: bool(self.prompts))
+    @rule(data=st.data())
+    def repeat(self, data: st.DataObject) -> None:
+        """The same prompt again (a retry, a popular prompt), often while the first runs."""
+        self._arrive(*data.draw(st.sampled_from(self.prompts)))
 
     @precondition(lambda self: bool(self.running))
     @rule(data=st.data(), hold=st.booleans(), prev_zero=PREV_ZERO)
     def finish(self, data: st.DataObject, hold: bool, prev_zero: bool) -> None:
         self._finish(data.draw(st.sampled_from(self.running)), hold, prev_zero)
 
-    @rule(tokens=TOKENS, extra_key=NAMESPACES, hold=st.booleans())
-    def prefill(self, tokens: tuple[int, ...], extra_key: str | None, hold: bool) -> None:
+    @rule(data=st.data(), extra_key=NAMESPACES, hold=st.booleans())
+    def prefill(self, data: st.DataObject, extra_key: str | None, hold: bool) -> None:
         """A request that arrives and is inserted at once."""
-        req = self._arrive(tokens, extra_key)
+        req = self._arrive(self.tokens(data), extra_key)
         if req is not None:
             self._finish(req, hold, False)
 
@@ -74,12 +88,26 @@ class TreeMachine(OracleMachine):
         self.held.remove(req)
         self.do(Unlock(req))
 
-    @rule(num_tokens=st.integers(0, 12))
+    @rule(num_tokens=st.sampled_from([0, 1, 1, 1, 2, 4, 8]))
     def evict(self, num_tokens: int) -> None:
+        """Mostly one leaf's worth (the least recently used one, then), sometimes more."""
         self.do(Evict(num_tokens))
 
-    @rule(tokens=TOKENS, extra_key=NAMESPACES)
-    def match(self, tokens: tuple[int, ...], extra_key: str | None) -> None:
+    @precondition(lambda self: bool(self.prompts))
+    @rule(data=st.data())
+    def revisit(self, data: st.DataObject) -> None:
+        """A lookup of a whole earlier prompt: it refreshes that path's LRU time."""
+        self.do(Match(*data.draw(st.sampled_from(self.prompts))))
+
+    @rule(data=st.data())
+    def match(self, data: st.DataObject) -> None:
+        """A lookup, mostly of a prompt seen before (or a prefix of one)."""
+        if self.prompts and data.draw(st.booleans()):
+            tokens, extra_key = data.draw(st.sampled_from(self.prompts))
+            if data.draw(st.booleans()):  # a prefix of it; else the whole prompt
+                tokens = tokens[:data.draw(st.integers(0, len(tokens)))]
+        else:
+            tokens, extra_key = self.tokens(data), data.draw(NAMESPACES)
         self.do(Match(tokens, extra_key))
 
     def _arrive(self, tokens: tuple[int, ...], extra_key: str | None) -> int | None:
