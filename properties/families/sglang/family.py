@@ -189,6 +189,9 @@ class SGLangFamily:
                 "requests = []", *PRELUDE.split("\n")]
         for i, step in enumerate(steps):
             body += [f"# step {i}: {step.op!r}", call_line(step.op)]
+        body += ["# what the judge reads after every step: the free list and the sizes",
+                 "print('free slots', sorted(tree.free_slots().elements()))",
+                 "print('evictable, protected, total', tree.sizes())"]
         program = [op_to_json(step.op) for step in steps]
         check = ["from properties.core.replay import check",
                  f"check({target.spec!r}, {self.vocabulary.geometry(config)!r},",
