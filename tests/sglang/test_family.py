@@ -19,7 +19,7 @@ from properties.core.roles import Building, Fuzzing, HandleShrinking, PoolShrink
 from properties.core.targets import load_target
 from properties.families.sglang import upstream as sgl
 from properties.families.sglang.family import FAMILY, REF
-from properties.families.sglang.judge import Arrived
+from properties.families.sglang.judge import Arrived, TreeJudge
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET = ["--max-examples", "60", "--max-steps", "30"]
@@ -62,6 +62,7 @@ def test_the_judge_follows_a_shared_prompt_and_its_duplicates() -> None:
     """Two requests with one prompt run at once: the second's slots are duplicates at its
     insert and go back to the free list; a third request hits the first's slots."""
     judge = FAMILY.judge(load_target(family=REF), TreeConfig(12, 1))
+    assert isinstance(judge, TreeJudge)
     first, second = judge.step(Arrive((1, 2, 3))), judge.step(Arrive((1, 2, 3)))
     assert isinstance(first, Arrived) and isinstance(second, Arrived)
     assert first.slots and second.slots and not set(first.slots) & set(second.slots)
@@ -75,7 +76,8 @@ def test_the_judge_follows_a_shared_prompt_and_its_duplicates() -> None:
 def test_the_bundled_radix_cache_conforms(tmp_path: Path) -> None:
     status, report, out = _check(tmp_path, *BUDGET)
     assert status == cli.EXIT_CONFORMS, out
-    assert set(report["families"].values()) == {"pass"}  # type: ignore[union-attr]
+    verdicts = report["families"]
+    assert isinstance(verdicts, dict) and set(verdicts.values()) == {"pass"}
 
 
 def test_a_broken_cache_is_caught_with_a_short_program(tmp_path: Path) -> None:
@@ -91,9 +93,9 @@ def test_a_broken_cache_is_caught_with_a_short_program(tmp_path: Path) -> None:
 @pytest.mark.skipif(sgl.unavailable_reason() is not None, reason=str(sgl.unavailable_reason()))
 def test_upstream_deviations_are_absorbed_by_the_committed_xfails(tmp_path: Path) -> None:
     xfails = ROOT / "conformance" / "sglang-0.5.23.xfails.json"
-    status, report, out = _check(tmp_path, *BUDGET, "--allocator",
-                                 "properties.upstream:sglang_radix_cache", "--xfails-file",
-                                 str(xfails))
+    status, _, out = _check(tmp_path, *BUDGET, "--allocator",
+                            "properties.upstream:sglang_radix_cache", "--xfails-file",
+                            str(xfails))
     assert status == cli.EXIT_CONFORMS, out
     entries = json.loads(xfails.read_text(encoding="utf-8"))
     assert entries and all(e["class"] == "design deviation" for e in entries)

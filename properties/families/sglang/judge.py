@@ -11,8 +11,8 @@ from typing import Any
 
 from models.core.invariants import Violation
 from models.families.sglang.invariants import SGLangInvariants as F
-from models.families.sglang.model import OutOfContract, Request, TreeModel
-from models.families.sglang.ops import Arrive, Evict, Finish, Match, Op, TreeConfig, Unlock
+from models.families.sglang.model import Request, TreeModel
+from models.families.sglang.ops import Arrive, Evict, Finish, Op, TreeConfig, Unlock
 
 
 @dataclass(slots=True)
@@ -157,5 +157,6 @@ class TreeJudge:
         tree = self.tree
         free = self._call("the allocator's free list", tree.free_slots)
         available = self._call("available_size", tree.available_size)
-        sizes = self._call("sizes", tree.sizes)
-        self.model.check_pool(Counter(free), int(available), tuple(int(s) for s in sizes))
+        evictable, protected, total = self._call("sizes", tree.sizes)
+        self.model.check_pool(Counter(free), int(available),
+                              (int(evictable), int(protected), int(total)))

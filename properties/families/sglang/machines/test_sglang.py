@@ -102,7 +102,8 @@ class TreeMachine(OracleMachine):
     @rule(data=st.data())
     def match(self, data: st.DataObject) -> None:
         """A lookup, mostly of a prompt seen before (or a prefix of one)."""
-        if self.prompts and data.draw(st.booleans()):
+        seen = data.draw(st.booleans()) if self.prompts else False
+        if seen:
             tokens, extra_key = data.draw(st.sampled_from(self.prompts))
             if data.draw(st.booleans()):  # a prefix of it; else the whole prompt
                 tokens = tokens[:data.draw(st.integers(0, len(tokens)))]
