@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
         except Violation as found:
             violation = found
         text = render_script(target, config, judge.log, violation)
-        header = f"# {entry['id']} ({entry['class']}, {entry['family']}): {spec}\n"
+        header = f"# {entry['id']} ({entry['class']}, {entry['family']})\n# target: {spec}\n"
         (out_dir / f"{entry['id']}.py").write_text(header + text, encoding="utf-8")
     return 0
 

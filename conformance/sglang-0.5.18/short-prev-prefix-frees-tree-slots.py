@@ -1,4 +1,5 @@
-# short-prev-prefix-frees-tree-slots (design deviation, OWN): properties.upstream:sglang_v0518_radix_cache
+# short-prev-prefix-frees-tree-slots (design deviation, OWN)
+# target: properties.upstream:sglang_v0518_radix_cache
 """Counterexample found by prefixcache.
 
 [OWN] a slot on the free list is owned at step 3: Finish(req=1, hold=False, prev_zero=True)
@@ -61,5 +62,9 @@ print('evictable, protected, total', tree.sizes())
 if __name__ == "__main__":
     # Re-run the same program under the judge; raises the violation above.
     from properties.core.replay import check
-    check('properties.upstream:sglang_v0518_radix_cache', {'pages': 1, 'page_size': 4},
-          [{'op': 'arrive', 'tokens': [0, 1, 2, 2], 'extra_key': 'a'}, {'op': 'finish', 'req': 0}, {'op': 'arrive', 'tokens': [0, 1, 2, 2], 'extra_key': 'a'}, {'op': 'finish', 'req': 1, 'prev_zero': True}], family='properties.families.sglang.family:FAMILY')
+    check('properties.upstream:sglang_v0518_radix_cache', {'pages': 1, 'page_size': 4}, [
+        {'op': 'arrive', 'tokens': [0, 1, 2, 2], 'extra_key': 'a'},
+        {'op': 'finish', 'req': 0},
+        {'op': 'arrive', 'tokens': [0, 1, 2, 2], 'extra_key': 'a'},
+        {'op': 'finish', 'req': 1, 'prev_zero': True},
+    ], family='properties.families.sglang.family:FAMILY')

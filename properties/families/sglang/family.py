@@ -194,8 +194,9 @@ class SGLangFamily:
                  "print('evictable, protected, total', tree.sizes())"]
         program = [op_to_json(step.op) for step in steps]
         check = ["from properties.core.replay import check",
-                 f"check({target.spec!r}, {self.vocabulary.geometry(config)!r},",
-                 f"      {program!r}, family={REF!r})"]
+                 f"check({target.spec!r}, {self.vocabulary.geometry(config)!r}, [",
+                 *[f"    {op!r}," for op in program],
+                 f"], family={REF!r})"]
         return Script(body, check)
 
     # ------------------------------------------------------------------ handle shrinking
