@@ -13,7 +13,11 @@ write ``properties.upstream:<target>`` whatever the API generation.
   0.34.0), ``vllm_v034_manager``, ``vllm_v033_manager``, and ``vllm_v1_manager_on_bundled_pool``
   (0.33.0's manager building the bundled ``BlockPool``); they need torch (the CPU build).
 - SGLang: ``load_sglang`` (0.5.23, the default, and 0.5.18), its radix caches and token-slot
-  allocators read from the wheel; ``fetch sglang [--version V]`` downloads it.
+  allocators read from the wheel; ``fetch sglang [--version V]`` downloads it. Targets of the
+  sglang family (tree level, FULL component): ``sglang_radix_cache`` (0.5.23's default,
+  ``UnifiedRadixCache`` with the Python tree core), ``sglang_radix_cache_rust`` (its Rust tree
+  core), ``sglang_classic_radix_cache`` (0.5.23's classic ``RadixCache``),
+  ``sglang_v0518_radix_cache`` (0.5.18's default, the classic tree).
 - The loaders themselves (``load_vllm_v0``, ``load_aphrodite``, ``load_vllm_v1``,
   ``load_sglang``): the upstream modules, for code that drives them directly.
 """
@@ -24,7 +28,8 @@ import sys
 from collections.abc import Sequence
 
 from properties.families.sglang import upstream as sglang
-from properties.families.sglang.upstream import load_sglang
+from properties.families.sglang.targets import TreeTarget, upstream_target
+from properties.families.sglang.upstream import CLASSIC_VERSION, DEFAULT_VERSION, load_sglang
 from properties.families.v0 import upstream as v0
 from properties.families.v0.upstream import (
     aphrodite_allocator,
@@ -54,6 +59,10 @@ __all__ = [
     "load_vllm_v0",
     "load_vllm_v1",
     "main",
+    "sglang_classic_radix_cache",
+    "sglang_radix_cache",
+    "sglang_radix_cache_rust",
+    "sglang_v0518_radix_cache",
     "vllm_v0_allocator",
     "vllm_v011_block_pool",
     "vllm_v033_block_pool",
@@ -64,6 +73,26 @@ __all__ = [
     "vllm_v1_manager",
     "vllm_v1_manager_on_bundled_pool",
 ]
+
+def sglang_radix_cache() -> TreeTarget:
+    """SGLang 0.5.23's default tree: ``UnifiedRadixCache`` (FULL), Python tree core."""
+    return upstream_target(DEFAULT_VERSION, "unified-python")
+
+
+def sglang_radix_cache_rust() -> TreeTarget:
+    """SGLang 0.5.23's ``UnifiedRadixCache`` (FULL) with the Rust tree core."""
+    return upstream_target(DEFAULT_VERSION, "unified-rust")
+
+
+def sglang_classic_radix_cache() -> TreeTarget:
+    """SGLang 0.5.23's classic ``RadixCache`` (the caller frees insert's duplicates)."""
+    return upstream_target(DEFAULT_VERSION, "classic")
+
+
+def sglang_v0518_radix_cache() -> TreeTarget:
+    """SGLang 0.5.18's default tree, the classic ``RadixCache``."""
+    return upstream_target(CLASSIC_VERSION, "classic")
+
 
 USAGE = """usage: python -m properties.upstream {fetch,info} [vllm|aphrodite] [--dest DIR]
        python -m properties.upstream {fetch,info} vllm-v1 [--version VERSION] [...]

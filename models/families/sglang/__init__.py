@@ -1,0 +1,1 @@
+"""The SGLang family's specification: radix prefix caches over token-slot allocators."""

@@ -1,0 +1,227 @@
+"""The SGLang family as the core sees it: the eleven names of
+:class:`properties.core.family.Family`, and two roles (pool shrinking, handle shrinking).
+
+A target is a radix cache class in the bundled reference's style (``RadixCache`` beside
+``RadixKey``, ``CacheInitParams``, the parameter records and an ``allocator`` module: the
+bundled reference and its zoo), or a callable returning a
+:class:`~properties.families.sglang.targets.TreeTarget` (upstream's trees,
+``properties.upstream:sglang_radix_cache`` and its siblings). The judge runs a scheduler's
+calls (``models/families/sglang/ops.py``) at the tree level, with the FULL component only.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from models.families.sglang.invariants import SGLangInvariants
+from models.families.sglang.model import OutOfContract
+from models.families.sglang.ops import (
+    OP_TYPES,
+    Arrive,
+    Evict,
+    Finish,
+    Match,
+    TreeConfig,
+    Unlock,
+    op_from_json,
+    op_to_json,
+)
+from properties.core.family import Family, Script, TargetOptions
+from properties.core.targets import Target, TargetError, resolve, step_timeout_setting
+from properties.families.sglang.judge import Arrived, TreeJudge
+from properties.families.sglang.targets import (
+    BUNDLED_SPEC,
+    CACHE_METHODS,
+    TreeTarget,
+    tree_target,
+)
+
+#: Where a target is named when ``--allocator`` is not given.
+ENV_VAR = "PREFIXCACHE_ALLOCATOR"
+#: How this family is named by reference (the registry's ``module:attr`` form).
+REF = "properties.families.sglang.family:FAMILY"
+
+
+class SGLangVocabulary:
+    """Operations (``arrive``, ``finish``, ``unlock``, ``evict``, ``match``) and pools
+    (``pages``, ``page_size``), as JSON."""
+
+    def op_to_json(self, op: Any) -> dict[str, Any]:
+        return op_to_json(op)
+
+    def op_from_json(self, data: Mapping[str, Any]) -> Any:
+        return op_from_json(data)
+
+    def is_op(self, value: object) -> bool:
+        return isinstance(value, OP_TYPES)
+
+    def config(self, target: Target, geometry: Mapping[str, Any]) -> TreeConfig:
+        return TreeConfig(int(geometry["pages"]), int(geometry["page_size"]))
+
+    def geometry(self, config: TreeConfig) -> dict[str, Any]:
+        return {"pages": config.pages, "page_size": config.page_size}
+
+
+PRELUDE = '''
+def arrive(tokens, extra_key=None):
+    """match, lock the match, evict if short, alloc the rest of the page-aligned tokens."""
+    matched, node, slots = tree.match(tokens, extra_key)
+    lock = tree.lock(node) if matched else None
+    need = len(tokens) // PAGE * PAGE - matched
+    if tree.available_size() < need:
+        print("evict", tree.evict(need - tree.available_size()))
+    fresh = tree.alloc(need) if need else []
+    if fresh is None:
+        if lock is not None:
+            tree.unlock(lock)
+        requests.append(None)
+    else:
+        requests.append([tokens, extra_key, matched, slots + fresh, lock])
+    print("arrive", matched, requests[-1] and requests[-1][3])
+
+
+def finish(req, hold=False, prev_zero=False):
+    """insert with prev_prefix_len = the match, unlock; hold: lock the inserted node."""
+    tokens, extra_key, matched, slots, lock = requests[req]
+    aligned = tokens[: len(tokens) // PAGE * PAGE]
+    if aligned:
+        print("insert", tree.insert(aligned, slots, extra_key, 0 if prev_zero else matched))
+    if lock is not None:
+        tree.unlock(lock)
+    requests[req][4] = None
+    if hold:
+        matched, node, _ = tree.match(tokens, extra_key)
+        requests[req][4] = tree.lock(node) if matched else None
+
+
+def unlock(req):
+    tree.unlock(requests[req][4])
+    requests[req][4] = None
+'''
+
+
+def call_line(op: Any) -> str:
+    """One operation as a call of the prelude's helpers or the driver."""
+    if isinstance(op, Arrive):
+        extra = f", {op.extra_key!r}" if op.extra_key is not None else ""
+        return f"arrive({list(op.tokens)}{extra})"
+    if isinstance(op, Finish):
+        flags = (", hold=True" if op.hold else "") + (", prev_zero=True" if op.prev_zero
+                                                        else "")
+        return f"finish({op.req}{flags})"
+    if isinstance(op, Unlock):
+        return f"unlock({op.req})"
+    if isinstance(op, Evict):
+        return f"print('evict', tree.evict({op.num_tokens}))"
+    return f"print('match', tree.match({list(op.tokens)}, {op.extra_key!r})[::2])"
+
+
+class SGLangFamily:
+    """See the module docstring."""
+
+    name = "sglang"
+    description = "SGLang's radix prefix caches over token-slot allocators (tree level, FULL)"
+    default_spec = BUNDLED_SPEC
+    invariants = SGLangInvariants
+    out_of_contract: type[Exception] = OutOfContract
+    machines = Path(__file__).resolve().parent / "machines"
+    vocabulary = SGLangVocabulary()
+    #: Optional role (properties.core.roles.PoolShrinking): smaller pools replay shorter.
+    pool_fields: tuple[tuple[str, int], ...] = (("pages", 1),)
+    #: Optional role (properties.core.roles.HandleShrinking): requests, by their Arrive.
+    handle_fields: Mapping[str, tuple[str, ...]] = {"req": ("req",)}
+
+    def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
+        """A class with a radix cache's methods, or a callable annotated to return a
+        :class:`TreeTarget`; judged without building anything."""
+        obj: Any = spec_or_factory
+        if isinstance(obj, str):
+            if obj == self.default_spec:
+                return True
+            try:
+                obj = resolve(obj)
+            except (TargetError, ImportError):
+                return False
+        if isinstance(obj, type):
+            return all(callable(getattr(obj, m, None)) for m in CACHE_METHODS)
+        if not callable(obj):
+            return False
+        try:
+            returns = inspect.signature(obj).return_annotation
+        except (TypeError, ValueError):
+            return False
+        return returns is TreeTarget or returns == "TreeTarget"
+
+    def load_target(self, spec: str | None, options: TargetOptions | None = None) -> Target:
+        """Resolve ``spec`` (default: ``$PREFIXCACHE_ALLOCATOR``, else the bundled cache) and
+        build a small tree to see that it is one."""
+        options = options or TargetOptions()
+        if options.allocator_type or options.disable:
+            raise TargetError("the sglang family has no allocator types and no features to "
+                              "disable (each tree is its own target)")
+        spec = spec or os.environ.get(ENV_VAR) or self.default_spec
+        tree = tree_target(spec)
+        try:
+            probe = tree.create(8, 1)
+            probe.sizes()
+        except Exception as exc:
+            raise TargetError(f"{spec!r} failed to build an 8-slot tree: "
+                              f"{type(exc).__name__}: {exc}") from exc
+        return Target(spec, tree.create, tree, tree.name, tree.version, family=self.name,
+                      description=f"{tree.describe()} [{spec}]",
+                      step_timeout=step_timeout_setting(options.step_timeout))
+
+    def judge(self, target: Target, config: TreeConfig) -> TreeJudge:
+        return TreeJudge(target.factory, config)
+
+    def script(self, target: Target, config: TreeConfig, steps: Sequence[Any],
+               judge: Any | None = None) -> Script:
+        """The driver built from the spec, the scheduler's helpers, one call per step; then
+        the same program replayed under the judge."""
+        body = ["from properties.families.sglang.targets import open_target", "",
+                f"PAGE = {config.page_size}",
+                f"tree = open_target({target.spec!r}).create({config.size}, {config.page_size})",
+                "requests = []", *PRELUDE.split("\n")]
+        for i, step in enumerate(steps):
+            body += [f"# step {i}: {step.op!r}", call_line(step.op)]
+        body += ["# what the judge reads after every step: the free list and the sizes",
+                 "print('free slots', sorted(tree.free_slots().elements()))",
+                 "print('evictable, protected, total', tree.sizes())"]
+        program = [op_to_json(step.op) for step in steps]
+        check = ["from properties.core.replay import check",
+                 f"check({target.spec!r}, {self.vocabulary.geometry(config)!r}, [",
+                 *[f"    {op!r}," for op in program],
+                 f"], family={REF!r})"]
+        return Script(body, check)
+
+    # ------------------------------------------------------------------ handle shrinking
+
+    def made(self, step: Any) -> Mapping[str, tuple[int, ...]]:
+        outcome = step.outcome
+        if isinstance(step.op, Arrive):
+            return {"req": (outcome.req,)} if isinstance(outcome, Arrived) else {"req": ()}
+        return {}
+
+    def smaller_ops(self, op: Any, made: Mapping[str, tuple[int, ...]]
+                    ) -> Iterator[tuple[Any, Mapping[str, tuple[int, ...]]]]:
+        if isinstance(op, Arrive | Match):
+            if op.extra_key is not None:
+                yield replace(op, extra_key=None), {}
+            for cut in range(len(op.tokens)):
+                yield replace(op, tokens=op.tokens[:cut]), {}
+        elif isinstance(op, Finish):
+            if op.hold:
+                yield replace(op, hold=False), {}
+            if op.prev_zero:
+                yield replace(op, prev_zero=False), {}
+        elif isinstance(op, Evict):
+            for n in range(op.num_tokens):
+                yield Evict(n), {}
+
+
+FAMILY: Family = SGLangFamily()

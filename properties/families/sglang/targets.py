@@ -1,0 +1,163 @@
+"""SGLang targets: a radix cache and its token-slot allocator behind one driver interface.
+
+A :class:`TreeTarget` builds trees of one implementation: ``create(size, page_size)`` returns
+a driver with ``alloc``, ``free``, ``available_size``, ``free_slots`` (the allocator's free
+slots as a multiset), ``match``, ``insert`` (duplicates end freed, whichever tree it is),
+``lock``, ``unlock``, ``evict`` (tokens evicted, the slots it freed) and ``sizes``: upstream's
+trees through :class:`~properties.families.sglang.driver.UpstreamTree`, a bundled-style tree
+(a module with ``RadixCache``, ``RadixKey``, ``CacheInitParams`` and the parameter records,
+over an allocator module) through :class:`BundledTree`. The suite never imports the bundled
+reference: it is found by name, as any target is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from properties.core.sources import UpstreamError
+from properties.core.targets import TargetError, resolve
+
+#: The bundled reference, as ``--allocator`` names it.
+BUNDLED_SPEC = "prefixcache.sglang.srt.mem_cache.radix_cache:RadixCache"
+#: What a radix cache class has (how ``accepts`` recognises one without building it).
+CACHE_METHODS = ("match_prefix", "insert", "evict", "inc_lock_ref", "dec_lock_ref",
+                 "evictable_size", "protected_size")
+
+
+@dataclass(frozen=True)
+class TreeTarget:
+    """One implementation: ``kind`` is ``bundled``, ``classic``, ``unified-python`` or
+    ``unified-rust``; ``frees_duplicates``: its insert frees the caller's duplicate slots
+    (classic's caller does it, the driver plays that part)."""
+
+    name: str
+    version: str
+    kind: str
+    create: Callable[[int, int], Any]
+    frees_duplicates: bool = True
+
+    def describe(self) -> str:
+        who = "the tree frees" if self.frees_duplicates else "the caller frees"
+        return f"{self.name} {self.version} ({self.kind} radix cache; {who} insert's duplicates)"
+
+
+class BundledTree:
+    """A bundled-style ``RadixCache`` (``cache_module``) over ``TokenToKVPoolAllocator`` or
+    ``PagedTokenToKVPoolAllocator`` (``alloc_module``), in the driver's terms."""
+
+    def __init__(self, cache_module: ModuleType, alloc_module: ModuleType, size: int,
+                 page_size: int) -> None:
+        self.page_size = page_size
+        self.allocator = (alloc_module.TokenToKVPoolAllocator(size) if page_size == 1
+                          else alloc_module.PagedTokenToKVPoolAllocator(size, page_size))
+        m = cache_module
+        self.cache = m.RadixCache(m.CacheInitParams(False, None, self.allocator, page_size))
+        self._key, self._match = m.RadixKey, m.MatchPrefixParams
+        self._insert, self._evict = m.InsertParams, m.EvictParams
+
+    def alloc(self, n: int) -> list[int] | None:
+        got = self.allocator.alloc(n)
+        return None if got is None else list(got)
+
+    def free(self, slots: Sequence[int]) -> None:
+        self.allocator.free(list(slots))
+
+    def available_size(self) -> int:
+        return int(self.allocator.available_size())
+
+    def free_slots(self) -> Counter[int]:
+        ps = self.page_size
+        pages = list(self.allocator.free_pages) + list(self.allocator.release_pages)
+        return Counter(p * ps + i if ps > 1 else p for p in pages for i in range(ps))
+
+    def match(self, tokens: Sequence[int], extra_key: str | None = None
+              ) -> tuple[int, Any, list[int]]:
+        m = self.cache.match_prefix(self._match(self._key(list(tokens), extra_key)))
+        return int(m.device_prefix_len), m.last_device_node, list(m.device_indices)
+
+    def insert(self, tokens: Sequence[int], slots: Sequence[int], extra_key: str | None = None,
+               prev_prefix_len: int = 0) -> int:
+        aligned = len(tokens) // self.page_size * self.page_size
+        params = self._insert(self._key(list(tokens[:aligned]), extra_key),
+                              list(slots[:aligned]), prev_prefix_len=prev_prefix_len)
+        return int(self.cache.insert(params).prefix_len)
+
+    def lock(self, node: Any) -> Any:
+        return self.cache.lock(node)
+
+    def unlock(self, receipt: Any) -> None:
+        self.cache.unlock(receipt)
+
+    def evict(self, num_tokens: int) -> tuple[int, Counter[int]]:
+        before = self.free_slots()
+        result = self.cache.evict(self._evict(num_tokens))
+        return int(result.num_tokens_evicted), self.free_slots() - before
+
+    def sizes(self) -> tuple[int, int, int]:
+        c = self.cache
+        return int(c.evictable_size()), int(c.protected_size()), int(c.total_size())
+
+
+def bundled_target(cache_module: ModuleType, alloc_module: ModuleType | None = None,
+                   name: str = "bundled", version: str = "reference") -> TreeTarget:
+    """Trees of ``cache_module``'s ``RadixCache`` over ``alloc_module``'s allocators (None:
+    the allocator module beside the cache module)."""
+    if alloc_module is None:
+        alloc_module = importlib.import_module(
+            cache_module.__name__.rpartition(".")[0] + ".allocator")
+    allocators = alloc_module
+
+    def create(size: int, page_size: int) -> BundledTree:
+        return BundledTree(cache_module, allocators, size, page_size)
+
+    return TreeTarget(name, version, "bundled", create)
+
+
+def upstream_target(version: str, kind: str) -> TreeTarget:
+    """Upstream SGLang ``version``'s ``kind`` tree (``classic``, ``unified-python``,
+    ``unified-rust``), read from its wheel; raises :class:`TargetError` saying why it cannot
+    load here."""
+    from properties.families.sglang import upstream
+    from properties.families.sglang.driver import UpstreamTree
+
+    why = upstream.unavailable_reason(version)
+    if why is not None:
+        raise TargetError(why)
+    try:
+        mods = upstream.load_sglang(version=version)
+        UpstreamTree(mods, kind, 8, 1)  # a release without this tree or core says so here
+    except (UpstreamError, ValueError) as exc:
+        raise TargetError(f"sglang {version} {kind}: {exc}") from exc
+
+    def create(size: int, page_size: int) -> UpstreamTree:
+        return UpstreamTree(mods, kind, size, page_size)
+
+    return TreeTarget(f"sglang-{kind}", version, kind, create,
+                      frees_duplicates=kind != "classic")
+
+
+def tree_target(spec: str) -> TreeTarget:
+    """The :class:`TreeTarget` ``spec`` names: a radix cache class (a bundled-style module),
+    or a callable returning a TreeTarget."""
+    obj = resolve(spec)
+    if isinstance(obj, type):
+        if not all(callable(getattr(obj, m, None)) for m in CACHE_METHODS):
+            raise TargetError(f"{spec!r} is not a radix cache (it lacks one of "
+                              f"{', '.join(CACHE_METHODS)})")
+        module = sys.modules[obj.__module__]
+        return bundled_target(module, name=obj.__module__.split(".")[0])
+    made = obj()
+    if not isinstance(made, TreeTarget):
+        raise TargetError(f"{spec!r} returned {type(made).__name__}, not a TreeTarget")
+    return made
+
+
+def open_target(spec: str) -> TreeTarget:
+    """:func:`tree_target`, for reproducers."""
+    return tree_target(spec)
