@@ -9,6 +9,10 @@ write ``properties.upstream:<target>`` whatever the API generation.
 - v1 ``BlockPool``: ``vllm_v1_block_pool`` (the newest supported release, vLLM 0.34.0),
   ``vllm_v034_block_pool``, ``vllm_v033_block_pool``, ``vllm_v011_block_pool`` (those releases),
   read from the wheels without torch.
+- CPU KV offloading manager (the offload family): ``vllm_cpu_offload`` (0.34.0; the policy is
+  the allocator type, ``lru`` or ``arc``), ``vllm_cpu_offload_arc`` (0.34.0 under ``arc``),
+  ``vllm_v033_cpu_offload`` and ``vllm_v011_cpu_offload`` (0.11.0's ``LRUOffloadingManager``),
+  read from the wheels without torch.
 - SGLang: ``load_sglang`` (0.5.23, the default, and 0.5.18), its radix caches and token-slot
   allocators read from the wheel; ``fetch sglang [--version V]`` downloads it.
 - The loaders themselves (``load_vllm_v0``, ``load_aphrodite``, ``load_vllm_v1``,
@@ -20,6 +24,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from properties.families.offload.targets import (
+    vllm_cpu_offload,
+    vllm_cpu_offload_arc,
+    vllm_v011_cpu_offload,
+    vllm_v033_cpu_offload,
+)
 from properties.families.sglang import upstream as sglang
 from properties.families.sglang.upstream import load_sglang
 from properties.families.v0 import upstream as v0
@@ -45,9 +55,13 @@ __all__ = [
     "load_vllm_v0",
     "load_vllm_v1",
     "main",
+    "vllm_cpu_offload",
+    "vllm_cpu_offload_arc",
     "vllm_v0_allocator",
     "vllm_v011_block_pool",
+    "vllm_v011_cpu_offload",
     "vllm_v033_block_pool",
+    "vllm_v033_cpu_offload",
     "vllm_v034_block_pool",
     "vllm_v1_block_pool",
 ]
