@@ -1,8 +1,8 @@
 """The offload zoo: every mutant of :data:`tests.zoo.offload.mutants.MUTANTS` is caught by the
 offload machine with its invariant under the fixed budget, with a short shrunk program; the
 bundled manager passes the same budget under both policies. The mutants the budget does not
-yet meet (:data:`~tests.zoo.offload.mutants.ESCAPING`) are each caught by a hand-written
-program, so they stay real bugs the model judges."""
+yet meet (:data:`~tests.zoo.offload.mutants.ESCAPING`) fail hand-written programs (all but
+one), so they stay real bugs the model judges."""
 
 from __future__ import annotations
 
@@ -48,6 +48,13 @@ PROGRAMS: dict[str, tuple[dict[str, object], list[dict[str, object]]]] = {
         {"op": "prepare_load", "req": 2, "keys": [0]},
         {"op": "complete_load", "req": 2, "keys": [0]}, {"op": "finish", "req": 2},
         {"op": "finish", "req": 1}, *_store(3, 2)]),
+    # A, evicted from T1, is offered again: the B1 ghost hit raises T1's target to 1, so T1
+    # (holding C alone) is still at its target and gives the victim, not T2's B.
+    "arc_t1_target_ignored": ({"num_chunks": 2}, [
+        *_store(0, 0), *_store(1, 1), *_store(2, 2),
+        {"op": "prepare_load", "req": 3, "keys": [1]},
+        {"op": "complete_load", "req": 3, "keys": [1]}, {"op": "finish", "req": 3},
+        *_store(4, 0)]),
 }
 
 
