@@ -88,3 +88,18 @@ def test_a_mutant_is_caught_with_a_replayable_script(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                          text=True, timeout=120, check=False)
     assert run.returncode != 0 and "[HIT]" in run.stderr, run.stdout + run.stderr
+
+
+def test_a_step_past_its_time_limit_is_a_target_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from models.core.invariants import Violation
+    from properties.core.targets import load_target
+
+    target = load_target(family=REF, step_timeout=0.3)
+    judge = FAMILY.judge(target, o.OffloadConfig(2))
+    monkeypatch.setattr(type(judge.tier.manager), "prepare_store",
+                        lambda self, *args: time.sleep(3))
+    with pytest.raises(Violation, match=r"\[TARGET\] prepare_store exceeded") as info:
+        judge.step(o.PrepareStore(0, (1,)))
+    assert info.value.step == 0 and judge.log[-1].op == o.PrepareStore(0, (1,))

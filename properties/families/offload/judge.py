@@ -19,6 +19,7 @@ from models.families.offload import ops as o
 from models.families.offload.invariants import OffloadInvariants as F
 from models.families.offload.tier import TierModel
 from properties.core.targets import Target
+from properties.core.watchdog import Hang, StepTimeout, Watchdog
 from properties.families.offload.adapter import StoreOut, Tier, tier
 from properties.families.offload.targets import OffloadTarget
 
@@ -71,6 +72,7 @@ class OffloadJudge:
                                cfg.max_tracker_size)
         self.replica: set[int] = set()  # the keys the events announced as stored
         self.before_reset: set[int] = set()  # keys resident at a reset, not stored since
+        self.watchdog = Watchdog(self.target.step_timeout)
         self._check(None)
 
     # ------------------------------------------------------------------ stepping
@@ -79,8 +81,18 @@ class OffloadJudge:
         index = len(self.log)
         self._contract(op)
         try:
-            outcome = self._step(op)
-            self._check(op, index)
+            try:
+                self.watchdog.arm()
+                try:
+                    outcome = self._step(op)
+                    self._check(op, index)
+                finally:
+                    self.watchdog.disarm()
+            except StepTimeout:
+                if len(self.log) == index:
+                    self.log.append(Step(op, TimeoutError("step timed out"), self.tier.line(op)))
+                raise Hang(F.TARGET, f"{op.kind} exceeded {self.watchdog.seconds:g} s (a "
+                           "hang)") from None
         except Violation as violation:
             raise violation.at(op, index) from None
         return outcome
