@@ -79,12 +79,12 @@ class OffloadJudge:
 
     def step(self, op: Any) -> Any:
         index = len(self.log)
-        self._contract(op)
+        misuse = self._contract(op)
         try:
             try:
                 self.watchdog.arm()
                 try:
-                    outcome = self._step(op)
+                    outcome = self._step(op) if misuse is None else self._misuse(op, misuse)
                     self._check(op, index)
                 finally:
                     self.watchdog.disarm()
@@ -97,23 +97,34 @@ class OffloadJudge:
             raise violation.at(op, index) from None
         return outcome
 
-    def _contract(self, op: Any) -> None:
+    def _contract(self, op: Any) -> str | None:
+        """Raise :class:`OutOfContract` for a program the connector never runs; return what
+        is wrong with a call the tier must refuse (a typed error, nothing changed), else None.
+        Misuse is judged on the 0.33.0+ API only."""
         m = self.model
+        judged = not self.offload.caps.legacy
         req = getattr(op, "req", None)
         if req is not None and req in m.finished and op.kind in (
                 "new_request", "prepare_load", "prepare_store", "finish"):
             raise OutOfContract(f"request {req} finished; the scheduler names it no more")
         keys = getattr(op, "keys", None)
-        if keys is not None and (not keys or len(set(keys)) != len(keys)
-                                 or not all(0 <= k < o.NUM_KEYS for k in keys)):
-            raise OutOfContract(f"{op.kind} of keys {keys}: not distinct keys of the universe")
+        if keys is not None and (not keys or not all(0 <= k < o.NUM_KEYS for k in keys)):
+            raise OutOfContract(f"{op.kind} of keys {keys}: not keys of the universe")
+        if keys is not None and len(set(keys)) != len(keys):
+            if judged and isinstance(op, o.PrepareStore):
+                return f"an offer names a key twice: {list(keys)}"
+            raise OutOfContract(f"{op.kind} names a key twice: {list(keys)}")
         if isinstance(op, o.NewRequest) and op.req in m.positions:
             raise OutOfContract(f"request {op.req} already arrived")
         if isinstance(op, o.PrepareLoad):
             absent = [k for k in op.keys if m.lookup(k) != "HIT"]
+            if absent and judged:
+                return f"loading keys {absent}, which are not HIT"
             if absent:
                 raise OutOfContract(f"loading keys {absent}, which are not HIT")
         if isinstance(op, o.CompleteLoad) and m.load_job(op.req, op.keys) is None:
+            if judged and not any(set(j.keys) & set(op.keys) for j in m.load_jobs):
+                return f"completing a load of {list(op.keys)}, which nothing is loading"
             raise OutOfContract(f"no load of {list(op.keys)} by request {op.req} in flight")
         if isinstance(op, o.CompleteStore) and m.store_job(op.req, op.keys) is None:
             raise OutOfContract(f"no store of {list(op.keys)} by request {op.req} in flight")
@@ -121,6 +132,35 @@ class OffloadJudge:
             raise OutOfContract("this manager has no reset_cache")
         if isinstance(op, o.Lookup) and not 0 <= op.key < o.NUM_KEYS:
             raise OutOfContract(f"key {op.key} is outside the universe")
+        return None
+
+    def _snapshot(self) -> tuple[Any, ...]:
+        """What a refused call must leave as it was: every key's lookup, the free count."""
+        return (tuple(self.tier.lookup(None, k) for k in range(o.NUM_KEYS)),
+                self.tier.free_count())
+
+    def _misuse(self, op: Any, why: str) -> Any:
+        """A call the tier must refuse with a typed error, changing nothing."""
+        methods = {"prepare_store": self.tier.prepare_store,
+                   "prepare_load": self.tier.prepare_load,
+                   "complete_load": self.tier.complete_load}
+        before = self._snapshot()
+        line = self.tier.line(op)
+        try:
+            outcome = methods[op.kind](op.req, op.keys)
+        except Exception as exc:
+            self.log.append(Step(op, exc, line))
+            if not isinstance(exc, self.offload.misuse_types):
+                raise Violation(F.CRASH, f"{op.kind} misuse ({why}) must be refused with a "
+                                f"typed error, raised {type(exc).__name__}: {exc}") from exc
+            after = self._snapshot()
+            if after != before:
+                raise Violation(F.ATOMIC, f"a refused {op.kind} changed the tier ({why})",
+                                expected=before, observed=after) from None
+            return exc
+        self.log.append(Step(op, outcome, line))
+        raise Violation(F.ATOMIC, f"{op.kind} must be refused, changing nothing; it went "
+                        f"through ({why})", observed=outcome)
 
     def _call(self, op: Any, method: Any, *args: Any) -> Any:
         line = self.tier.line(op)

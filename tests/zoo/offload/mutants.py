@@ -106,6 +106,11 @@ MUTANTS: tuple[Mutant, ...] = (
        "get_num_free_chunks counts chunks a reset left to transfers in flight",
        M, "CPUOffloadingManager.get_num_free_chunks", "- self._quarantined_ahead)",
        ")  # BUG", also=(F.PINNED, F.CRASH)),
+    # --- misuse
+    _m("duplicate_offer_accepted", F.ATOMIC, "lru",
+       "an offer naming a key twice is accepted (upstream's behaviour: a chunk leaks)",
+       M, "CPUOffloadingManager.prepare_store", "if len(offer) != len(keys):",
+       "if False:  # BUG: duplicates accepted"),
     # --- reset
     _m("reset_keeps_keys", F.RESET, "lru", "a reset leaves the policy's keys resident",
        M, "CPUOffloadingManager.reset_cache", "self._policy.clear()", "pass  # BUG",

@@ -7,7 +7,9 @@ The scheduler side and the workers interleave: requests arrive (with or without 
 positions), look keys up, offer keys for storing and load HIT keys back; the workers complete
 stores (or fail them) and loads out of order, also after their request finished; requests
 finish; the cache is reset between a prepare and its completion, and the workers flush later;
-small tiers force evictions in the middle of an offer.
+small tiers force evictions in the middle of an offer; rarely, a call the tier must refuse (a
+load of keys that are not HIT, a completion of a load nothing started, an offer naming a key
+twice).
 """
 
 from __future__ import annotations
@@ -107,6 +109,21 @@ class OffloadMachine(OracleMachine):
     def take_events(self, go: int) -> None:
         if not go:
             self.do(o.TakeEvents())
+
+    @precondition(lambda self: bool(self.live) and self.target.caps.caps.req_context)
+    @rule(data=st.data(), kind=st.integers(0, 11), keys=KEYS)
+    def misuse(self, data: st.DataObject, kind: int, keys: tuple[int, ...]) -> None:
+        """Rarely, a call the tier must refuse, changing nothing: loading keys that are not
+        HIT, completing a load nothing started, an offer naming a key twice."""
+        if kind > 2:
+            return
+        req = data.draw(st.sampled_from(self.live))
+        if kind == 0:
+            self.do(o.PrepareLoad(req, keys))
+        elif kind == 1:
+            self.do(o.CompleteLoad(req, keys))
+        else:
+            self.do(o.PrepareStore(req, (*keys, keys[0])))
 
     # ------------------------------------------------------------------ workers
 
