@@ -12,6 +12,10 @@ write ``properties.upstream:<target>`` whatever the API generation.
 - v1 ``KVCacheManager`` (the request level, family ``v1-manager``): ``vllm_v1_manager`` (vLLM
   0.34.0), ``vllm_v034_manager``, ``vllm_v033_manager``, and ``vllm_v1_manager_on_bundled_pool``
   (0.33.0's manager building the bundled ``BlockPool``); they need torch (the CPU build).
+- CPU KV offloading manager (the offload family): ``vllm_cpu_offload`` (0.34.0; the policy is
+  the allocator type, ``lru`` or ``arc``), ``vllm_cpu_offload_arc`` (0.34.0 under ``arc``),
+  ``vllm_v033_cpu_offload`` and ``vllm_v011_cpu_offload`` (0.11.0's ``LRUOffloadingManager``),
+  read from the wheels without torch.
 - SGLang: ``load_sglang`` (0.5.23, the default, and 0.5.18), its radix caches and token-slot
   allocators read from the wheel; ``fetch sglang [--version V]`` downloads it. Targets of the
   sglang family (tree level, FULL component): ``sglang_radix_cache`` (0.5.23's default,
@@ -27,6 +31,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from properties.families.offload.targets import (
+    vllm_cpu_offload,
+    vllm_cpu_offload_arc,
+    vllm_v011_cpu_offload,
+    vllm_v033_cpu_offload,
+)
 from properties.families.sglang import upstream as sglang
 from properties.families.sglang.targets import TreeTarget, upstream_target
 from properties.families.sglang.upstream import CLASSIC_VERSION, DEFAULT_VERSION, load_sglang
@@ -63,10 +73,14 @@ __all__ = [
     "sglang_radix_cache",
     "sglang_radix_cache_rust",
     "sglang_v0518_radix_cache",
+    "vllm_cpu_offload",
+    "vllm_cpu_offload_arc",
     "vllm_v0_allocator",
     "vllm_v011_block_pool",
+    "vllm_v011_cpu_offload",
     "vllm_v033_block_pool",
     "vllm_v033_manager",
+    "vllm_v033_cpu_offload",
     "vllm_v034_block_pool",
     "vllm_v034_manager",
     "vllm_v1_block_pool",
