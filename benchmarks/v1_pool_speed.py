@@ -1,5 +1,6 @@
 """``python -m benchmarks.v1_pool_speed``: the bundled v1 ``BlockPool`` against vLLM 0.34.0's
-(``--against 0.33.0``: that release's) on one engine-like trace, as per-operation time ratios (upstream / ours) in one process.
+(``--against 0.33.0``: that release's) on one engine-like trace, as per-operation time ratios
+(upstream / ours) in one process.
 
 The trace (prefix hits over shared system prompts, chunked prefill, decode, frees in reverse,
 eviction under memory pressure) is generated once by driving the bundled pool, recorded as calls

@@ -79,14 +79,15 @@ __all__ = [
     "vllm_v011_block_pool",
     "vllm_v011_cpu_offload",
     "vllm_v033_block_pool",
-    "vllm_v033_manager",
     "vllm_v033_cpu_offload",
+    "vllm_v033_manager",
     "vllm_v034_block_pool",
     "vllm_v034_manager",
     "vllm_v1_block_pool",
     "vllm_v1_manager",
     "vllm_v1_manager_on_bundled_pool",
 ]
+
 
 def sglang_radix_cache() -> TreeTarget:
     """SGLang 0.5.23's default tree: ``UnifiedRadixCache`` (FULL), Python tree core."""
