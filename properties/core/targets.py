@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -175,6 +176,32 @@ def load_target(
     spec = spec or os.environ.get(ENV_VAR) or None
     options = families.TargetOptions(allocator_type or None, tuple(disable), step_timeout)
     return families.select(spec, family).load_target(spec, options)
+
+
+def speaks(spec_or_factory: str | Callable[..., Any], default_spec: str,
+           methods: Iterable[str], returns: type | None) -> bool:
+    """Whether a target spec (or the callable it names) speaks a family's API, judged without
+    building anything: ``default_spec`` itself; a class with every one of ``methods`` (none
+    given: no class is); or a callable annotated to return ``returns``. A spec that does not
+    resolve speaks no family's API."""
+    obj: Any = spec_or_factory
+    if isinstance(obj, str):
+        if obj == default_spec:
+            return True
+        try:
+            obj = resolve(obj)
+        except (TargetError, ImportError):
+            return False
+    names = tuple(methods)
+    if isinstance(obj, type):
+        return bool(names) and all(callable(getattr(obj, m, None)) for m in names)
+    if returns is None or not callable(obj):
+        return False
+    try:
+        annotation = inspect.signature(obj).return_annotation
+    except (TypeError, ValueError):
+        return False
+    return annotation is returns or annotation == returns.__name__
 
 
 def resolve_types(specs: Iterable[Any]) -> Iterable[type[BaseException]]:

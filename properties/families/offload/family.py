@@ -22,7 +22,7 @@ from typing import Any
 from models.families.offload import ops as o
 from models.families.offload.invariants import OffloadInvariants
 from properties.core.family import Family, Script, TargetOptions
-from properties.core.targets import Target, TargetError, resolve, step_timeout_setting
+from properties.core.targets import Target, TargetError, speaks, step_timeout_setting
 from properties.families.offload import targets
 from properties.families.offload.adapter import tier
 from properties.families.offload.judge import OffloadJudge, OutOfContract, offload_target
@@ -74,15 +74,8 @@ class OffloadFamily:
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A manager class with the tier's methods, or a callable annotated to return an
         :class:`~properties.families.offload.targets.OffloadTarget`."""
-        obj: Any = spec_or_factory
-        if isinstance(obj, str):
-            if obj == self.default_spec:
-                return True
-            try:
-                obj = resolve(obj)
-            except (TargetError, ImportError):
-                return False
-        return targets.accepts(obj)
+        return speaks(spec_or_factory, self.default_spec, targets.MANAGER_METHODS,
+                      targets.OffloadTarget)
 
     def load_target(self, spec: str | None = None, options: TargetOptions | None = None
                     ) -> Target:

@@ -181,19 +181,6 @@ def of_spec(spec: str) -> OffloadTarget:
     return made
 
 
-def accepts(obj: Any) -> bool:
-    """A manager class, or a callable annotated to return an :class:`OffloadTarget`."""
-    if isinstance(obj, type):
-        return all(callable(getattr(obj, m, None)) for m in MANAGER_METHODS)
-    if not callable(obj):
-        return False
-    try:
-        returns = inspect.signature(obj).return_annotation
-    except (TypeError, ValueError):
-        return False
-    return returns is OffloadTarget or returns == "OffloadTarget"
-
-
 # ---------------------------------------------------------------- upstream releases
 
 

@@ -11,7 +11,6 @@ calls (``models/families/sglang/ops.py``) at the tree level, with the FULL compo
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -32,7 +31,7 @@ from models.families.sglang.ops import (
     op_to_json,
 )
 from properties.core.family import Family, Script, TargetOptions
-from properties.core.targets import Target, TargetError, resolve, step_timeout_setting
+from properties.core.targets import Target, TargetError, speaks, step_timeout_setting
 from properties.families.sglang.judge import Arrived, TreeJudge
 from properties.families.sglang.targets import (
     BUNDLED_SPEC,
@@ -139,23 +138,7 @@ class SGLangFamily:
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A class with a radix cache's methods, or a callable annotated to return a
         :class:`TreeTarget`; judged without building anything."""
-        obj: Any = spec_or_factory
-        if isinstance(obj, str):
-            if obj == self.default_spec:
-                return True
-            try:
-                obj = resolve(obj)
-            except (TargetError, ImportError):
-                return False
-        if isinstance(obj, type):
-            return all(callable(getattr(obj, m, None)) for m in CACHE_METHODS)
-        if not callable(obj):
-            return False
-        try:
-            returns = inspect.signature(obj).return_annotation
-        except (TypeError, ValueError):
-            return False
-        return returns is TreeTarget or returns == "TreeTarget"
+        return speaks(spec_or_factory, self.default_spec, CACHE_METHODS, TreeTarget)
 
     def load_target(self, spec: str | None, options: TargetOptions | None = None) -> Target:
         """Resolve ``spec`` (default: ``$PREFIXCACHE_ALLOCATOR``, else the bundled cache) and

@@ -19,7 +19,6 @@ size (:class:`~properties.core.roles.PoolShrinking`) only.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,7 +31,7 @@ from models.families.v1 import ops
 from models.families.v1.invariants import Family
 from models.families.v1.pool_model import Observed, PoolConfig
 from properties.core.family import Script, TargetOptions
-from properties.core.targets import Target, TargetError, resolve, step_timeout_setting
+from properties.core.targets import Target, TargetError, speaks, step_timeout_setting
 from properties.families.v1 import targets
 from properties.families.v1.adapter import PoolAdapter
 from properties.families.v1.executor import Executor, run_program
@@ -190,23 +189,7 @@ class V1Family:
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A ``BlockPool`` class (it has :data:`POOL_METHODS`), or a callable annotated to
         return a :class:`PoolTarget`. A spec that does not resolve is not ours."""
-        obj: Any = spec_or_factory
-        if isinstance(obj, str):
-            if obj == self.default_spec:
-                return True
-            try:
-                obj = resolve(obj)
-            except (TargetError, ImportError):
-                return False
-        if isinstance(obj, type):
-            return all(callable(getattr(obj, m, None)) for m in POOL_METHODS)
-        if not callable(obj):
-            return False
-        try:
-            returns = inspect.signature(obj).return_annotation
-        except (TypeError, ValueError):
-            return False
-        return returns is PoolTarget or returns == "PoolTarget"
+        return speaks(spec_or_factory, self.default_spec, POOL_METHODS, PoolTarget)
 
     def load_target(self, spec: str | None = None, options: TargetOptions | None = None
                     ) -> Target:

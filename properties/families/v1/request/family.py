@@ -22,7 +22,6 @@ naming what to install or fetch).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,7 +34,7 @@ from models.families.v1 import request_ops as ops
 from models.families.v1.request_invariants import ManagerInvariants
 from properties.core.family import Script, TargetOptions
 from properties.core.sources import UpstreamError
-from properties.core.targets import Target, TargetError, resolve, step_timeout_setting
+from properties.core.targets import Target, TargetError, resolve, speaks, step_timeout_setting
 from properties.families.v1.request.executor import RequestExecutor
 from properties.families.v1.request.reproducer import script_body
 from properties.families.v1.request.target import ManagerConfig, ManagerTarget
@@ -145,21 +144,7 @@ class ManagerFamily:
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A callable annotated to return a :class:`ManagerTarget` (read without calling it).
         A spec that does not resolve is not ours."""
-        obj: Any = spec_or_factory
-        if isinstance(obj, str):
-            if obj == self.default_spec:
-                return True
-            try:
-                obj = resolve(obj)
-            except (TargetError, ImportError):
-                return False
-        if isinstance(obj, type) or not callable(obj):
-            return False
-        try:
-            returns = inspect.signature(obj).return_annotation
-        except (TypeError, ValueError):
-            return False
-        return returns is ManagerTarget or returns == "ManagerTarget"
+        return speaks(spec_or_factory, self.default_spec, (), ManagerTarget)
 
     def load_target(self, spec: str | None = None, options: TargetOptions | None = None
                     ) -> Target:
