@@ -139,17 +139,17 @@ def run_builtin(harness: Harness | MachineHarness, *, seconds: float | None, run
     return engine
 
 
-def run_atheris(name: str, args: argparse.Namespace, artifacts: Path,
-                family: str = families.DEFAULT_FAMILY) -> int:
-    """The harness script under libFuzzer, in a child process (atheris owns the process)."""
+def _libfuzzer(name: str, entry: list[str], args: argparse.Namespace, artifacts: Path,
+               seeds: list[str], dictionary: Path | None, weak_hash: bool = False) -> int:
+    """``entry`` (the command that runs a harness under atheris) in a child process (atheris
+    owns the process), over a work corpus, then ``seeds``, with libFuzzer's flags."""
     work = Path(args.corpus) if args.corpus else Path(tempfile.mkdtemp(prefix=f"fuzz-{name}-"))
     work.mkdir(parents=True, exist_ok=True)
     artifacts.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(family_dir(family) / f"fuzz_{name}.py"), str(work),
-           str(corpus_dir(name, family)), f"-seed={args.seed + 1}",
+    cmd = [*entry, str(work), *seeds, f"-seed={args.seed + 1}",
            f"-artifact_prefix={artifacts}/", "-print_final_stats=1"]
-    if dict_path(name, family).is_file():
-        cmd.append(f"-dict={dict_path(name, family)}")
+    if dictionary is not None and dictionary.is_file():
+        cmd.append(f"-dict={dictionary}")
     if args.time:
         cmd.append(f"-max_total_time={int(args.time)}")
     if args.runs:
@@ -159,33 +159,27 @@ def run_atheris(name: str, args: argparse.Namespace, artifacts: Path,
     env[ARTIFACTS_VAR] = str(artifacts)
     if args.allocator:
         env[ENV_VAR] = args.allocator
-    if args.weak_hash:
+    if weak_hash:
         env[HASH_MODE_VAR] = "weak"
     print(f"[{name}] atheris: {' '.join(cmd)}", flush=True)
     return subprocess.call(cmd, env=env)
 
 
+def run_atheris(name: str, args: argparse.Namespace, artifacts: Path,
+                family: str = families.DEFAULT_FAMILY) -> int:
+    """The family's harness script ``fuzz_NAME.py`` under libFuzzer, with its seed corpus
+    and dictionary."""
+    return _libfuzzer(name, [sys.executable, str(family_dir(family) / f"fuzz_{name}.py")],
+                      args, artifacts, [str(corpus_dir(name, family))],
+                      dict_path(name, family), weak_hash=args.weak_hash)
+
+
 def run_machine_atheris(harness: MachineHarness, args: argparse.Namespace,
                         artifacts: Path) -> int:
-    """The machine route under libFuzzer, in a child process."""
-    work = Path(args.corpus) if args.corpus else Path(
-        tempfile.mkdtemp(prefix=f"fuzz-{harness.name}-"))
-    work.mkdir(parents=True, exist_ok=True)
-    artifacts.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "fuzz.core.machine_harness", "--family", str(harness.family),
-           "--level", harness.name, str(work), f"-seed={args.seed + 1}",
-           f"-artifact_prefix={artifacts}/", "-print_final_stats=1"]
-    if args.time:
-        cmd.append(f"-max_total_time={int(args.time)}")
-    if args.runs:
-        cmd.append(f"-runs={args.runs}")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(REPO_DIR), os.environ.get("PYTHONPATH", "")) if p))
-    env[ARTIFACTS_VAR] = str(artifacts)
-    if args.allocator:
-        env[ENV_VAR] = args.allocator
-    print(f"[{harness.name}] atheris: {' '.join(cmd)}", flush=True)
-    return subprocess.call(cmd, env=env)
+    """The machine route under libFuzzer."""
+    return _libfuzzer(harness.name, [sys.executable, "-m", "fuzz.core.machine_harness",
+                                     "--family", str(harness.family), "--level", harness.name],
+                      args, artifacts, [], None)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fuzz.core.execution import Execution, execute, fuzzing
 from properties.core import family as families
@@ -132,33 +132,49 @@ class Harness:
         with instrumented(True, [spec.partition(":")[0].split(".")[0]]):
             target = self.target  # imports the target's package under instrumentation
         sys.stderr.write(f"[{self.name}] target: {target.describe()}\n")
-        atheris.Setup(args, self._libfuzzer_entry())
+        atheris.Setup(args, libfuzzer_entry(self))
         atheris.Fuzz()
 
-    def _libfuzzer_entry(self) -> Callable[[bytes], None]:
-        """``test_one_input`` with progress lines on stderr and, on a violation, the program
-        printed and a crash record written before libFuzzer saves its own artifact."""
-        started = time.monotonic()
-        state = {"execs": 0, "last": started}
-        artifacts = Path(os.environ.get(ARTIFACTS_VAR, "."))
 
-        def entry(data: bytes) -> None:
-            state["execs"] += 1
-            now = time.monotonic()
-            if now - state["last"] >= 5.0:
-                state["last"] = now
-                rate = state["execs"] / max(now - started, 1e-9)
-                sys.stderr.write(f"[{self.name}] {now - started:7.1f}s  execs={state['execs']}"
-                                 f"  exec/s={rate:.1f}  failures=0\n")
-            result = self.run(data)
-            if result.violation is not None:
-                path = self.write_crash(data, result, artifacts)
-                sys.stderr.write(f"\n[{self.name}] VIOLATION\n{result.violation}\n\n"
-                                 f"{self.listing(result)}"
-                                 f"\n\ncrash input: {path}\n")
-                raise result.violation
+class Fuzzable(Protocol):
+    """What :func:`libfuzzer_entry` reads of a harness (either route's)."""
 
-        return entry
+    @property
+    def name(self) -> str: ...
+
+    def run(self, data: bytes) -> Execution: ...
+
+    def write_crash(self, data: bytes, result: Execution, directory: Path) -> Path: ...
+
+    def listing(self, result: Execution) -> str: ...
+
+
+def libfuzzer_entry(harness: Fuzzable) -> Callable[[bytes], None]:
+    """``harness``'s libFuzzer entry: progress lines on stderr and, on a violation, the
+    program printed and a crash record written (in ``$PREFIXCACHE_FUZZ_ARTIFACTS``, default
+    the current directory) before the violation is raised for libFuzzer to save its
+    artifact."""
+    started = time.monotonic()
+    state = {"execs": 0, "last": started}
+    artifacts = Path(os.environ.get(ARTIFACTS_VAR, "."))
+
+    def entry(data: bytes) -> None:
+        state["execs"] += 1
+        now = time.monotonic()
+        if now - state["last"] >= 5.0:
+            state["last"] = now
+            rate = state["execs"] / max(now - started, 1e-9)
+            sys.stderr.write(f"[{harness.name}] {now - started:7.1f}s  execs={state['execs']}"
+                             f"  exec/s={rate:.1f}  failures=0\n")
+        result = harness.run(data)
+        if result.violation is not None:
+            path = harness.write_crash(data, result, artifacts)
+            sys.stderr.write(f"\n[{harness.name}] VIOLATION\n{result.violation}\n\n"
+                             f"{harness.listing(result)}"
+                             f"\n\ncrash input: {path}\n")
+            raise result.violation
+
+    return entry
 
 
 def quiet_target_logs() -> None:

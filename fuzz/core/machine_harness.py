@@ -28,8 +28,7 @@ import os
 import random
 import re
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -39,7 +38,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test
 
 from fuzz.core.execution import Execution, size_rung
-from fuzz.core.harness import ARTIFACTS_VAR, quiet_target_logs, take_allocator
+from fuzz.core.harness import libfuzzer_entry, quiet_target_logs, take_allocator
 from fuzz.core.instrumentation import atheris_module, instrumented
 from models.core.invariants import Violation
 from properties.core import family as families
@@ -253,29 +252,6 @@ class MachineHarness:
             json.dumps(self.crash_record(data, result), indent=1) + "\n", encoding="utf-8")
         return path
 
-    def libfuzzer_entry(self, artifacts: Path) -> Callable[[bytes], None]:
-        """``test_one_input`` with progress on stderr and, on a violation, the program
-        printed and a crash record written before libFuzzer saves its own artifact."""
-        started = time.monotonic()
-        state = {"execs": 0, "last": started}
-
-        def entry(data: bytes) -> None:
-            state["execs"] += 1
-            now = time.monotonic()
-            if now - state["last"] >= 5.0:
-                state["last"] = now
-                rate = state["execs"] / max(now - started, 1e-9)
-                sys.stderr.write(f"[{self.name}] {now - started:7.1f}s  "
-                                 f"execs={state['execs']}  exec/s={rate:.1f}\n")
-            result = self.run(data)
-            if result.violation is not None:
-                path = self.write_crash(data, result, artifacts)
-                sys.stderr.write(f"\n[{self.name}] VIOLATION\n{result.violation}\n\n"
-                                 f"{self.listing(result)}\n\ncrash input: {path}\n")
-                raise result.violation
-
-        return entry
-
 
 def harness_for(name: str | None, *, spec: str | None = None, family: str | None = None,
                 steps: int = 50) -> MachineHarness:
@@ -311,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     with instrumented(True, [spec.partition(":")[0].split(".")[0]]):
         target = harness.target
     sys.stderr.write(f"[{harness.name}] target: {target.describe()} (machine route)\n")
-    atheris.Setup(rest, harness.libfuzzer_entry(Path(os.environ.get(ARTIFACTS_VAR, "."))))
+    atheris.Setup(rest, libfuzzer_entry(harness))
     atheris.Fuzz()
 
 
