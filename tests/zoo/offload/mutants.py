@@ -144,13 +144,7 @@ MUTANTS: tuple[Mutant, ...] = (
        LRU, "LRUCachePolicy.on_request_access",
        "bucket = self._request_bucket(req_context)",
        "return  # BUG\nbucket = self._request_bucket(req_context)"),
-)
-#: Broken managers the machine does not yet meet within :data:`tests.zoo.offload.catching.BUDGET`:
-#: ARC's adaptive target and promotions, and a commit the provisional ranks mostly hide, need
-#: longer request interleavings than the budget's examples draw. All but
-#: ``arc_b2_hit_grows_t1`` (it needs two B2 ghost hits before the target matters) fail a
-#: hand-written program in ``tests/zoo/offload/test_offload_zoo.py``.
-ESCAPING: tuple[Mutant, ...] = (
+    # ARC's adaptive target and promotions, and the commit of a finished request's recency
     _m("finish_commits_nothing", F.ORDER, "lru", "finishing a request commits no recency",
        M, "CPUOffloadingManager.on_request_finished", "in_order = state.keys_in_order",
        "in_order: list[OffloadKey] = []  # BUG"),
@@ -170,7 +164,7 @@ ESCAPING: tuple[Mutant, ...] = (
        "a request's loads are not recorded as reuses (nothing reaches T2)",
        M, "CPUOffloadingManager._record_state", "if reused_keys:", "if False:  # BUG"),
 )
-BY_NAME = {m.name: m for m in (*MUTANTS, *ESCAPING)}
+BY_NAME = {m.name: m for m in MUTANTS}
 
 
 class _Redirect(ast.NodeTransformer):
@@ -232,5 +226,5 @@ def _target(name: str) -> Callable[[], OffloadTarget]:
     return target
 
 
-for _mutant in (*MUTANTS, *ESCAPING):
+for _mutant in MUTANTS:
     globals()[_mutant.name] = _target(_mutant.name)

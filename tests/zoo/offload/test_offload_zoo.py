@@ -1,18 +1,19 @@
 """The offload zoo: every mutant of :data:`tests.zoo.offload.mutants.MUTANTS` is caught by the
 offload machine with its invariant under the fixed budget, with a short shrunk program; the
-bundled manager passes the same budget under both policies. The mutants the budget does not
-yet meet (:data:`~tests.zoo.offload.mutants.ESCAPING`) fail hand-written programs (all but
-one), so they stay real bugs the model judges."""
+bundled manager passes the same budget under both policies. The eviction-order mutants also
+fail hand-written programs, each the shortest interleaving that tells its policy apart, so the
+model's order rule is pinned independently of what the machine happens to draw."""
 
 from __future__ import annotations
 
 import pytest
 
+from models.families.offload.invariants import OffloadInvariants as F
 from properties.core.replay import check
 from properties.core.targets import load_target
 from properties.families.offload.family import REF
 from tests.zoo.offload.catching import catch, run
-from tests.zoo.offload.mutants import BY_NAME, ESCAPING, MUTANTS
+from tests.zoo.offload.mutants import BY_NAME, MUTANTS
 
 
 @pytest.mark.parametrize("policy", ["lru", "arc"])
@@ -24,7 +25,9 @@ def test_the_bundled_manager_passes_the_budget(policy: str) -> None:
 def test_each_mutant_is_caught_with_its_invariant(name: str) -> None:
     caught = catch(name)
     assert caught.violation.family in BY_NAME[name].families, caught.violation
-    assert 0 < caught.steps <= 10, caught.steps
+    # An order bug needs its keys stored, reused and evicted: the written programs below are
+    # 8 to 13 operations long.
+    assert 0 < caught.steps <= (20 if BY_NAME[name].family is F.ORDER else 10), caught.steps
 
 
 def _store(req: int, *keys: int) -> list[dict[str, object]]:
@@ -59,7 +62,7 @@ PROGRAMS: dict[str, tuple[dict[str, object], list[dict[str, object]]]] = {
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_escaping_mutants_fail_a_written_program(name: str) -> None:
+def test_order_mutants_fail_a_written_program(name: str) -> None:
     geometry, program = PROGRAMS[name]
     spec = f"tests.zoo.offload.mutants:{name}"
     policy = BY_NAME[name].policy
@@ -68,6 +71,7 @@ def test_escaping_mutants_fail_a_written_program(name: str) -> None:
         check(spec, geometry, program, family=REF, allocator_type=policy)
 
 
-def test_every_escaping_mutant_is_accounted_for() -> None:
-    assert {m.name for m in ESCAPING} >= set(PROGRAMS)
+def test_the_zoo_covers_each_policy_and_its_written_programs() -> None:
+    assert set(PROGRAMS) <= {m.name for m in MUTANTS}
     assert len(MUTANTS) >= 20
+    assert {m.policy for m in MUTANTS} == {"lru", "arc"}

@@ -99,6 +99,41 @@ class OffloadMachine(OracleMachine):
         self.live.remove(req)
         self.do(o.Finish(req))
 
+    @precondition(lambda self: bool(self.judge.model.served()))
+    @rule(data=st.data())
+    def reuse(self, data: st.DataObject) -> None:
+        """A short request hits keys others stored: it loads them and finishes (the reuse an
+        LRU commits as recency and ARC as a promotion to T2)."""
+        hits = sorted(self.judge.model.served())
+        keys = tuple(data.draw(st.lists(st.sampled_from(hits), min_size=1, max_size=2,
+                                        unique=True)))
+        req = self._arrive()
+        self.do(o.PrepareLoad(req, keys))
+        self.do(o.CompleteLoad(req, keys))
+        self.live.remove(req)
+        self.do(o.Finish(req))
+
+    @rule(keys=KEYS, stay=st.booleans())
+    def offer(self, keys: tuple[int, ...], stay: bool) -> None:
+        """A new request offers keys and the workers write them; it finishes at once unless
+        ``stay`` (then it commits its recency later, among others'): under a small tier, the
+        pressure that makes the policy pick victims."""
+        req = self._arrive()
+        self.do(o.PrepareStore(req, keys))
+        out = self.judge.log[-1].outcome if self.judge.log else None
+        if isinstance(out, StoreOut) and out.to_store:
+            self.do(o.CompleteStore(req, out.to_store, True))
+        if not stay or len(self.live) > 3:
+            self.live.remove(req)
+            self.do(o.Finish(req))
+
+    def _arrive(self) -> int:
+        req = self.made
+        self.do(o.NewRequest(req, True))
+        self.live.append(req)
+        self.made += 1
+        return req
+
     @precondition(lambda self: self.target.caps.caps.reset_cache)
     @rule(go=st.integers(0, 7))
     def reset(self, go: int) -> None:
