@@ -23,7 +23,8 @@ Contracts every family keeps:
 
 Registry: families are declared in the entry-point group ``prefixcache.families`` (each entry
 ``NAME = "module:attr"`` naming a :class:`Family` object; third-party packages add theirs the
-same way). An uninstalled checkout falls back to :data:`BUILTIN`. A family can also be named
+same way). An uninstalled checkout falls back to :data:`BUILTIN`, read from its own
+``pyproject.toml``. A family can also be named
 by its ``module:attr`` reference wherever a family name is accepted (``--family
 mypackage.family:FAMILY``). :func:`select` picks one for a target: an explicit name wins, else
 the first family (the default last) that :meth:`Family.accepts` the spec, else the default
@@ -35,6 +36,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import os
+import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,12 +49,23 @@ if TYPE_CHECKING:
 
 #: The entry-point group families are declared in.
 ENTRY_POINT_GROUP = "prefixcache.families"
-#: The families of this checkout, used when no entry point is installed (``NAME``, ``module:attr``).
-BUILTIN: tuple[tuple[str, str], ...] = (
-    ("v0", "properties.families.v0.family:FAMILY"),
-    ("v1", "properties.families.v1.family:FAMILY"),
-    ("v1-manager", "properties.families.v1.request.family:FAMILY"),
-)
+#: This checkout's ``pyproject.toml``, whose ``prefixcache.families`` entry points are read when
+#: none is installed (a checkout run in place, or an install older than its families).
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def _checkout_families(pyproject: Path = PYPROJECT) -> tuple[tuple[str, str], ...]:
+    """``(NAME, module:attr)`` of the families ``pyproject`` declares (none if it is absent)."""
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return ()
+    group = data.get("project", {}).get("entry-points", {}).get(ENTRY_POINT_GROUP, {})
+    return tuple((str(name), str(ref)) for name, ref in group.items())
+
+
+#: The families of this checkout, used where no entry point declares them.
+BUILTIN: tuple[tuple[str, str], ...] = _checkout_families()
 #: Families declared for this process and its children: ``NAME=module:attr`` pairs, comma
 #: separated (a family named by reference is added here, so subprocesses find it by name).
 ENV_VAR = "PREFIXCACHE_FAMILIES"

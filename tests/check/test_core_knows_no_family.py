@@ -3,8 +3,8 @@ and ``fuzz/core`` (names and string constants; prose in docstrings and comments 
 no family's concepts. import-linter holds the imports (``pyproject.toml``); this holds the
 words, so a family's notion cannot creep into the core as a literal or a parameter name.
 
-The one exception is the registry's fallback declaration of the built-in families
-(``properties.core.family.BUILTIN`` and ``DEFAULT_FAMILY``): configuration, not meaning.
+The one exception is the registry's default family (``properties.core.family.DEFAULT_FAMILY``,
+the family of a target no family accepts): configuration, not meaning.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ FORBIDDEN_NAMES = frozenset({
     "block_size", "prefix_caching", "num_gpu_blocks", "num_cpu_blocks", "num_blocks",
     "new_blocks", "new_table", "extra_hash", "chunks", "block_fields", "table_fields",
 })
-#: ``(file, name)`` of the registry's fallback declarations: the only place family names appear.
-ALLOWED = {("properties/core/family.py", "BUILTIN"), ("properties/core/family.py",
-                                                     "DEFAULT_FAMILY")}
+#: ``(file, name)`` of the registry's default: the only place a family's name appears.
+ALLOWED = {("properties/core/family.py", "DEFAULT_FAMILY")}
 
 
 def _parts(word: str) -> list[str]:

@@ -109,3 +109,13 @@ def test_a_shorter_chain_drops_the_handle_of_its_chunk() -> None:
     # the allocation did not complete: nothing to renumber
     assert list(FAMILY.smaller_ops(chain, {"block": (4,)})) == []
     assert list(FAMILY.smaller_ops(ops.AllocateMutable(None), {"block": (0,)})) == []
+
+
+def test_a_checkout_declares_its_families_in_its_own_pyproject(tmp_path: Path) -> None:
+    declared = dict(families._checkout_families())
+    for name in ("v0", "v1", "v1-manager", "sglang", "offload"):
+        assert families._load(name, declared[name]).name == name
+    assert families._checkout_families(tmp_path / "absent.toml") == ()
+    broken = tmp_path / "pyproject.toml"
+    broken.write_text("[project\n", encoding="utf-8")
+    assert families._checkout_families(broken) == ()
