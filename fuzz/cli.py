@@ -21,7 +21,7 @@ where there is one).
                             [--route auto|decoder|machine]
                             [--artifacts DIR] [--weak-hash] [--stop-on-failure]
     python -m fuzz regress INPUT --name NAME [--harness NAME] [--allocator SPEC]
-                            [--block-size N --gpu N --cpu N] [--out-dir DIR] [--minimize]
+                            [--config KEY=VALUE ...] [--out-dir DIR] [--minimize]
     python -m fuzz replay TRACE.jsonl ... [--allocator SPEC]
     python -m fuzz zoo [--seconds 60] [--seed N] [--only NAME ...] [--harness LEVEL]
                             [--route auto|decoder|machine]
@@ -32,12 +32,14 @@ where there is one).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from fuzz.core.engine import Engine, Failure, minimize
 from fuzz.core.execution import Execution, fuzzing
@@ -206,8 +208,11 @@ def cmd_regress(args: argparse.Namespace) -> int:
     family = chosen_family(args)
     target = load_target(args.allocator, family=family.name)
     path = Path(args.input)
-    shape = {"block_size": args.block_size, "num_gpu_blocks": args.gpu,
-             "num_cpu_blocks": args.cpu}
+    try:
+        shape = geometry(args.config)
+    except ValueError as why:
+        print(f"python -m fuzz regress: {why}", file=sys.stderr)
+        return 2
     if not isinstance(family, Fuzzing):
         print(f"python -m fuzz regress: family {family.name} has no fuzz levels",
               file=sys.stderr)
@@ -218,10 +223,11 @@ def cmd_regress(args: argparse.Namespace) -> int:
         return 2
     try:
         reg = load(path, target, harness=args.harness, shape=shape)
-    except (KeyError, TypeError) as why:  # a plain list's v0 shape options, another family
+    except (KeyError, TypeError, ValueError) as why:  # no shape, or another family's
         print(f"python -m fuzz regress: {path} has no pool shape of family {family.name} "
-              f"({type(why).__name__}: {why}); give {{\"config\": ..., \"program\": ...}} or "
-              f"the crash file's sidecar", file=sys.stderr)
+              f"({type(why).__name__}: {why}); give --config KEY=VALUE for each field of its "
+              f"geometry, {{\"config\": ..., \"program\": ...}} or the crash file's sidecar",
+              file=sys.stderr)
         return 2
     if args.minimize and reg.violation and path.suffix != ".json":
         default = args.harness or family.fuzz_levels[0]
@@ -231,6 +237,21 @@ def cmd_regress(args: argparse.Namespace) -> int:
     out = write_test(args.name, reg, Path(args.out_dir))
     print(f"wrote {out}")
     return 0
+
+
+def geometry(pairs: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as a geometry (the family's JSON pool shape): each value read as
+    JSON, else kept as a string; a pair without ``=`` is a ``ValueError``."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--config takes KEY=VALUE, not {pair!r}")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
 
 
 def _minimized(path: Path, target: Target, name: str, reg: Regression) -> Regression:
@@ -349,7 +370,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--engine", choices=("auto", "builtin", "atheris"), default="auto")
     run.add_argument("--artifacts", default="fuzz-artifacts", help="crash file directory")
     run.add_argument("--weak-hash", action="store_true",
-                     help="hashing harness only: inject a weak hash into the bundled allocator")
+                     help="a level with a weak-hash mode only (the family's WeakHashing "
+                     "role): inject a weak hash into the bundled allocator")
     run.add_argument("--stop-on-failure", action="store_true")
     run.add_argument("--route", choices=("auto", "decoder", "machine"), default="auto",
                      help="bytes to program by the family's decoder, or by its Hypothesis "
@@ -364,9 +386,9 @@ def parser() -> argparse.ArgumentParser:
     reg.add_argument("--harness", default=None, help="the family's harness level")
     reg.add_argument("--allocator", default=None,
                      help="the target the input failed on (decoding follows its responses)")
-    reg.add_argument("--block-size", type=int, default=4)
-    reg.add_argument("--gpu", type=int, default=8)
-    reg.add_argument("--cpu", type=int, default=4)
+    reg.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                     help="a field of the pool shape of a plain program list (the family's "
+                     "geometry, as in a crash file's sidecar); once per field")
     reg.add_argument("--out-dir", default=str(REPO_DIR / "tests" / "regressions"))
     reg.add_argument("--minimize", action="store_true", help="shrink a crash input first")
     reg.set_defaults(func=cmd_regress)
