@@ -214,8 +214,8 @@ def cmd_regress(args: argparse.Namespace) -> int:
         print(f"python -m fuzz regress: {why}", file=sys.stderr)
         return 2
     if not isinstance(family, Fuzzing):
-        print(f"python -m fuzz regress: family {family.name} has no fuzz levels",
-              file=sys.stderr)
+        print(f"python -m fuzz regress: family {family.name} has no fuzz levels; its "
+              f"subcommands: {', '.join(subcommands(family))}", file=sys.stderr)
         return 2
     if args.harness is not None and args.harness not in family.fuzz_levels:
         print(f"python -m fuzz regress: family {family.name} has no harness {args.harness!r}; "
