@@ -223,7 +223,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
         return 2
     try:
         reg = load(path, target, harness=args.harness, shape=shape)
-    except (KeyError, TypeError, ValueError) as why:  # no shape, or another family's
+    except (KeyError, TypeError) as why:  # no shape, or another family's
         print(f"python -m fuzz regress: {path} has no pool shape of family {family.name} "
               f"({type(why).__name__}: {why}); give --config KEY=VALUE for each field of its "
               f"geometry, {{\"config\": ..., \"program\": ...}} or the crash file's sidecar",
