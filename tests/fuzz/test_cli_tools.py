@@ -13,13 +13,28 @@ from typing import Any
 import pytest
 
 from fuzz.cli import main
-from fuzz.core.tools import SeedCorpora, Traces, Zoo, subcommands
+from fuzz.core.tools import SeedCorpora, Traces, Zoo, ZooMutant, subcommands
 from fuzz.families.v0 import corpus_gen
 from fuzz.families.v0.tools import FUZZ_DIR, TRACES_DIR
 from properties.core import family as families
 from properties.core import selection
+from tests.toy.family import ToyFamily
+from tests.toy.mutants import MUTANTS as TOY_MUTANTS
 
 SHIPPED = sorted(TRACES_DIR.glob("*.jsonl"))
+
+
+class ToyWithZoo(ToyFamily):
+    """The toy family with a zoo: a family outside the package takes the role, and ``zoo``
+    runs it through its machine with no edit to the core or the command line. (Named
+    ``toy``: the toy machine judges the family of that name.)"""
+
+    def zoo(self) -> dict[str, ZooMutant]:
+        return {name: ZooMutant(f"tests.toy.mutants:{name}", frozenset({invariant}))
+                for name, (_, _, invariant) in TOY_MUTANTS.items()}
+
+
+TOY_WITH_ZOO = ToyWithZoo()
 
 
 @pytest.fixture(autouse=True)
@@ -108,6 +123,18 @@ def test_a_family_without_a_decoder_runs_its_zoo_through_its_machines(
     found, _, _, _, expected = _rows(out)[mutant]
     assert (found, expected) == ("yes", "yes")
     assert "machine route" in out
+
+
+def test_a_family_named_by_reference_brings_its_own_zoo(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Naming it by reference declares it for this process: both are undone afterwards.
+    monkeypatch.setenv(families.ENV_VAR, "")
+    monkeypatch.setattr(families, "_loaded", dict(families._loaded))
+    assert main(["--family", f"{__name__}:TOY_WITH_ZOO", "zoo", "--seconds", "20"]) == 0
+    rows = _rows(capsys.readouterr().out)
+    assert sorted(rows) == sorted(TOY_MUTANTS)
+    for name, (found, _, _, invariant, expected) in rows.items():
+        assert (found, invariant, expected) == ("yes", TOY_MUTANTS[name][2], "yes"), name
 
 
 @pytest.mark.parametrize(("argv", "message"), [
