@@ -1,39 +1,45 @@
-"""``python -m fuzz``: run harnesses, turn crashes into regression tests, replay traces,
-measure the zoo, regenerate seed corpora and traces.
+"""``python -m fuzz``: run harnesses, turn crashes into regression tests, and the tools a
+family offers: replay traces, measure the zoo, regenerate seed corpora and traces.
 
 ``--family NAME`` (before or after the subcommand; default: the family of ``--allocator``,
-else v0) picks the allocator family from the registry (``properties.core.family``): ``run``
-and ``regress`` work for every family (its ``fuzz_levels``; seed corpus and dictionary in
-``fuzz/families/NAME/corpus/LEVEL`` and ``LEVEL.dict``, atheris entry points
-``fuzz/families/NAME/fuzz_LEVEL.py``); ``replay``, ``zoo``, ``corpus`` and ``traces`` are the
-v0 family's.
+else the registry's default) picks the allocator family from the registry
+(``properties.core.family``). This module names no family: ``run`` works for every family
+(its ``fuzz_levels``; seed corpus and dictionary in ``fuzz/families/NAME/corpus/LEVEL`` and
+``LEVEL.dict``, atheris entry points ``fuzz/families/NAME/fuzz_LEVEL.py``; or its machines),
+``regress`` for every family with fuzz levels, and ``replay``, ``traces``, ``corpus`` and
+``zoo`` for a family that takes the matching role of :mod:`fuzz.core.tools` (``Traces``,
+``SeedCorpora``, ``Zoo``); for a family without it they exit 2 naming the subcommands it has.
 
 Two routes from bytes to a program: a family's own decoder (its ``Fuzzing`` role: its levels
 above), or its Hypothesis machines themselves (``--route machine``, the only route of a family
-without a decoder: :mod:`fuzz.core.machine_harness`; levels are its machines, e.g. ``toy``,
-``block_level``), so the machines' generator is the fuzzer's too.
+without a decoder: :mod:`fuzz.core.machine_harness`; levels are its machines), so the
+machines' generator is the fuzzer's too. ``zoo`` takes the same routes (default: the decoder
+where there is one).
 
     python -m fuzz [--family NAME] run [NAME] [--allocator SPEC] [--time SECONDS] [--seed N]
                             [--corpus DIR] [--engine auto|builtin|atheris] [--runs N]
                             [--route auto|decoder|machine]
                             [--artifacts DIR] [--weak-hash] [--stop-on-failure]
     python -m fuzz regress INPUT --name NAME [--harness NAME] [--allocator SPEC]
-                            [--block-size N --gpu N --cpu N] [--out-dir DIR] [--minimize]
-    python -m fuzz replay TRACE.jsonl [--allocator SPEC]
-    python -m fuzz zoo [--seconds 60] [--seed N] [--only NAME ...] [--route decoder|machine]
-    python -m fuzz corpus | traces      (regenerate fuzz/families/v0/corpus, arc_corpus, *.dict |
-    fuzz/families/v0/traces)
+                            [--config KEY=VALUE ...] [--out-dir DIR] [--minimize]
+    python -m fuzz replay TRACE.jsonl ... [--allocator SPEC]
+    python -m fuzz zoo [--seconds 60] [--seed N] [--only NAME ...] [--harness LEVEL]
+                            [--route auto|decoder|machine]
+    python -m fuzz corpus [--seed N] [--out DIR]    (default: the family's corpus folder)
+    python -m fuzz traces [--out DIR]               (default: the family's traces folder)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from fuzz.core.engine import Engine, Failure, minimize
 from fuzz.core.execution import Execution, fuzzing
@@ -49,28 +55,15 @@ from fuzz.core.machine_harness import MachineHarness
 from fuzz.core.machine_harness import harness_for as machine_harness_for
 from fuzz.core.progress import Progress
 from fuzz.core.regress import Regression
+from fuzz.core.seeds import corpus_dir, dict_path, family_dir, read_corpus, read_dict
+from fuzz.core.tools import SeedCorpora, Traces, Zoo, subcommands
+from fuzz.core.zoo import ROUTES, run_zoo
 from properties.core import family as families
 from properties.core.family import Family, FamilyError
 from properties.core.roles import Fuzzing
 from properties.core.targets import ENV_VAR, Target, load_target
 
-#: Every family's harness folder: ``fuzz/families/NAME``.
-FAMILIES_DIR = Path(__file__).resolve().parent / "families"
-#: The v0 family's harnesses, seed corpora, dictionaries and traces.
-FUZZ_DIR = FAMILIES_DIR / families.DEFAULT_FAMILY
 REPO_DIR = Path(__file__).resolve().parents[1]
-
-
-def family_dir(family: str) -> Path:
-    return FAMILIES_DIR / family
-
-
-def corpus_dir(name: str, family: str = families.DEFAULT_FAMILY) -> Path:
-    return family_dir(family) / "corpus" / name
-
-
-def dict_path(name: str, family: str = families.DEFAULT_FAMILY) -> Path:
-    return family_dir(family) / f"{name}.dict"
 
 
 def chosen_family(args: argparse.Namespace) -> Family:
@@ -79,29 +72,6 @@ def chosen_family(args: argparse.Namespace) -> Family:
     listing the known ones."""
     spec = getattr(args, "allocator", None) or os.environ.get(ENV_VAR)
     return families.select(spec, args.family)
-
-
-def read_corpus(*dirs: Path) -> list[bytes]:
-    """Every file of ``dirs``, in name order (deterministic)."""
-    out = []
-    for d in dirs:
-        if d.is_dir():
-            out += [p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()]
-    return out
-
-
-def read_dict(path: Path) -> list[bytes]:
-    """Entries of a libFuzzer dictionary (``name="..."`` lines with ``\\xNN`` escapes)."""
-    if not path.is_file():
-        return []
-    words = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or '"' not in line:
-            continue
-        body = line[line.index('"') + 1:line.rindex('"')]
-        words.append(body.encode("latin-1").decode("unicode_escape").encode("latin-1"))
-    return words
 
 
 # --------------------------------------------------------------------------- run
@@ -238,11 +208,14 @@ def cmd_regress(args: argparse.Namespace) -> int:
     family = chosen_family(args)
     target = load_target(args.allocator, family=family.name)
     path = Path(args.input)
-    shape = {"block_size": args.block_size, "num_gpu_blocks": args.gpu,
-             "num_cpu_blocks": args.cpu}
+    try:
+        shape = geometry(args.config)
+    except ValueError as why:
+        print(f"python -m fuzz regress: {why}", file=sys.stderr)
+        return 2
     if not isinstance(family, Fuzzing):
-        print(f"python -m fuzz regress: family {family.name} has no fuzz levels",
-              file=sys.stderr)
+        print(f"python -m fuzz regress: family {family.name} has no fuzz levels; its "
+              f"subcommands: {', '.join(subcommands(family))}", file=sys.stderr)
         return 2
     if args.harness is not None and args.harness not in family.fuzz_levels:
         print(f"python -m fuzz regress: family {family.name} has no harness {args.harness!r}; "
@@ -250,10 +223,11 @@ def cmd_regress(args: argparse.Namespace) -> int:
         return 2
     try:
         reg = load(path, target, harness=args.harness, shape=shape)
-    except (KeyError, TypeError) as why:  # a plain list's v0 shape options, another family
+    except (KeyError, TypeError) as why:  # no shape, or another family's
         print(f"python -m fuzz regress: {path} has no pool shape of family {family.name} "
-              f"({type(why).__name__}: {why}); give {{\"config\": ..., \"program\": ...}} or "
-              f"the crash file's sidecar", file=sys.stderr)
+              f"({type(why).__name__}: {why}); give --config KEY=VALUE for each field of its "
+              f"geometry, {{\"config\": ..., \"program\": ...}} or the crash file's sidecar",
+              file=sys.stderr)
         return 2
     if args.minimize and reg.violation and path.suffix != ".json":
         default = args.harness or family.fuzz_levels[0]
@@ -263,6 +237,21 @@ def cmd_regress(args: argparse.Namespace) -> int:
     out = write_test(args.name, reg, Path(args.out_dir))
     print(f"wrote {out}")
     return 0
+
+
+def geometry(pairs: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as a geometry (the family's JSON pool shape): each value read as
+    JSON, else kept as a string; a pair without ``=`` is a ``ValueError``."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--config takes KEY=VALUE, not {pair!r}")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
 
 
 def _minimized(path: Path, target: Target, name: str, reg: Regression) -> Regression:
@@ -285,78 +274,73 @@ def _minimized(path: Path, target: Target, name: str, reg: Regression) -> Regres
                       None if result.violation is None else str(result.violation), family.name)
 
 
-# --------------------------------------------------------------------------- replay
+# --------------------------------------------------------------------------- family tools
 
 
-def v0_only(command: str, args: argparse.Namespace) -> int | None:
-    """None if the chosen family is the default one (whose tools ``command`` runs), else
-    exit code 2 after saying so."""
-    family = chosen_family(args)
-    if family.name == families.DEFAULT_FAMILY:
-        return None
-    print(f"python -m fuzz {command}: the {families.DEFAULT_FAMILY} family's tool; family "
-          f"{family.name} has none (its subcommands: run, regress)", file=sys.stderr)
+def refused(command: str, family: Family, role: type) -> int:
+    """Exit code 2, after saying that ``family`` does not take ``role`` (what ``command``
+    needs) and which subcommands it has."""
+    print(f"python -m fuzz {command}: family {family.name} does not offer it (no "
+          f"{role.__module__}.{role.__name__} role); its subcommands: "
+          f"{', '.join(subcommands(family))}", file=sys.stderr)
     return 2
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from fuzz.families.v0.trace import read_trace, replay
-
-    if (refused := v0_only("replay", args)) is not None:
-        return refused
+    family = chosen_family(args)
+    if not isinstance(family, Traces):
+        return refused("replay", family, Traces)
     quiet_target_logs()
-    target = load_target(args.allocator, family=families.DEFAULT_FAMILY)
-    failed = 0
+    target = load_target(args.allocator, family=family.name)
+    failed = unreadable = 0
     for name in args.trace:
-        trace = read_trace(Path(name))
-        result = replay(trace, target)
+        try:
+            result = family.replay_trace(Path(name), target)
+        except (OSError, ValueError) as why:
+            print(f"{name}: not a trace of family {family.name}: {why}", file=sys.stderr)
+            unreadable += 1
+            continue
         verdict = "ok" if result.ok else "FAILED"
-        print(f"{name}: {verdict}: {result.steps}/{len(trace.entries)} steps against "
+        print(f"{name}: {verdict}: {result.steps}/{result.total} steps against "
               f"{target.describe()}")
-        for problem in (result.violation, result.divergence, result.out_of_contract):
-            if problem is not None:
-                print(f"  {problem}")
+        for problem in result.problems:
+            print(f"  {problem}")
         failed += not result.ok
-    return 1 if failed else 0
-
-
-# --------------------------------------------------------------------------- zoo, corpus
-
-
-def cmd_zoo(args: argparse.Namespace) -> int:
-    from fuzz.families.v0.zoo_bench import run_zoo
-
-    if (refused := v0_only("zoo", args)) is not None:
-        return refused
-    quiet_target_logs()
-    return run_zoo(seconds=args.seconds, seed=args.seed, only=args.only, harness=args.harness,
-                   route=args.route)
-
-
-def cmd_corpus(args: argparse.Namespace) -> int:
-    from fuzz.families.v0.corpus_gen import regenerate
-
-    if (refused := v0_only("corpus", args)) is not None:
-        return refused
-    quiet_target_logs()
-    regenerate(FUZZ_DIR, seed=args.seed)
-    return 0
+    return 2 if unreadable else 1 if failed else 0
 
 
 def cmd_traces(args: argparse.Namespace) -> int:
-    from fuzz.families.v0.trace import write_trace
-    from fuzz.families.v0.workloads import WORKLOADS, record
-
-    if (refused := v0_only("traces", args)) is not None:
-        return refused
+    family = chosen_family(args)
+    if not isinstance(family, Traces):
+        return refused("traces", family, Traces)
     quiet_target_logs()
-    out = FUZZ_DIR / "traces"
-    out.mkdir(exist_ok=True)
-    for w in WORKLOADS:
-        recorder = record(w)
-        write_trace(out / f"{w.name}.jsonl", recorder)
-        print(f"{out / w.name}.jsonl: {len(recorder.entries)} steps")
+    out = Path(args.out) if args.out else family.traces_dir
+    for path, steps in family.record_traces(out):
+        print(f"{path}: {steps} steps")
     return 0
+
+
+def cmd_corpus(args: argparse.Namespace) -> int:
+    family = chosen_family(args)
+    if not isinstance(family, SeedCorpora):
+        return refused("corpus", family, SeedCorpora)
+    quiet_target_logs()
+    family.regenerate_corpus(Path(args.out) if args.out else family.corpus_root,
+                             seed=args.seed)
+    return 0
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    family = chosen_family(args)
+    if not isinstance(family, Zoo):
+        return refused("zoo", family, Zoo)
+    quiet_target_logs()
+    try:
+        return run_zoo(family, seconds=args.seconds, seed=args.seed, only=args.only,
+                       level=args.harness, route=None if args.route == "auto" else args.route)
+    except ValueError as why:
+        print(f"python -m fuzz zoo: {why}", file=sys.stderr)
+        return 2
 
 
 def _family_option(p: argparse.ArgumentParser, default: str | None) -> None:
@@ -376,8 +360,8 @@ def parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="fuzz one harness", parents=[common])
     run.add_argument("name", nargs="?", default=None,
-                     help="the family's harness level (v0: block_level, sequence_level, "
-                     "hashing; v1: pool); default: the family's first")
+                     help="the family's harness level (its fuzz levels, or its machines on "
+                     "the machine route); default: the family's first")
     run.add_argument("--allocator", default=None, help="target spec module:callable")
     run.add_argument("--time", type=float, default=60.0, help="seconds (0: no limit)")
     run.add_argument("--runs", type=int, default=None, help="stop after N executions")
@@ -386,7 +370,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--engine", choices=("auto", "builtin", "atheris"), default="auto")
     run.add_argument("--artifacts", default="fuzz-artifacts", help="crash file directory")
     run.add_argument("--weak-hash", action="store_true",
-                     help="hashing harness only: inject a weak hash into the bundled allocator")
+                     help="a level with a weak-hash mode only (the family's WeakHashing "
+                     "role): inject a weak hash into the bundled allocator")
     run.add_argument("--stop-on-failure", action="store_true")
     run.add_argument("--route", choices=("auto", "decoder", "machine"), default="auto",
                      help="bytes to program by the family's decoder, or by its Hypothesis "
@@ -401,9 +386,9 @@ def parser() -> argparse.ArgumentParser:
     reg.add_argument("--harness", default=None, help="the family's harness level")
     reg.add_argument("--allocator", default=None,
                      help="the target the input failed on (decoding follows its responses)")
-    reg.add_argument("--block-size", type=int, default=4)
-    reg.add_argument("--gpu", type=int, default=8)
-    reg.add_argument("--cpu", type=int, default=4)
+    reg.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                     help="a field of the pool shape of a plain program list (the family's "
+                     "geometry, as in a crash file's sidecar); once per field")
     reg.add_argument("--out-dir", default=str(REPO_DIR / "tests" / "regressions"))
     reg.add_argument("--minimize", action="store_true", help="shrink a crash input first")
     reg.set_defaults(func=cmd_regress)
@@ -411,26 +396,32 @@ def parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="replay traces against the model and a target",
                          parents=[common])
     rep.add_argument("trace", nargs="+")
-    rep.add_argument("--allocator", default=None)
+    rep.add_argument("--allocator", default=None, help="target spec module:callable")
     rep.set_defaults(func=cmd_replay)
 
     zoo = sub.add_parser("zoo", help="time to first failure for every zoo mutant",
                          parents=[common])
     zoo.add_argument("--seconds", type=float, default=60.0)
     zoo.add_argument("--seed", type=int, default=0)
-    zoo.add_argument("--harness", choices=("block_level", "sequence_level", "hashing"),
-                     default="block_level")
-    zoo.add_argument("--only", nargs="*", default=None)
-    zoo.add_argument("--route", choices=("decoder", "machine"), default="decoder",
-                     help="the family's decoder, or its Hypothesis machine of the same level")
+    zoo.add_argument("--harness", default=None, metavar="LEVEL",
+                     help="the route's level (the family's fuzz levels, or its machines); "
+                     "default: the first")
+    zoo.add_argument("--only", nargs="*", default=None, metavar="MUTANT")
+    zoo.add_argument("--route", choices=("auto", *ROUTES), default="auto",
+                     help="the family's decoder, or its Hypothesis machines (auto: the "
+                     "decoder where the family has one)")
     zoo.set_defaults(func=cmd_zoo)
 
     cor = sub.add_parser("corpus", help="regenerate seed corpora and dictionaries",
                          parents=[common])
     cor.add_argument("--seed", type=int, default=0)
+    cor.add_argument("--out", default=None, metavar="DIR",
+                     help="where to write them (default: the family's corpus folder)")
     cor.set_defaults(func=cmd_corpus)
 
     tr = sub.add_parser("traces", help="re-record the shipped traces", parents=[common])
+    tr.add_argument("--out", default=None, metavar="DIR",
+                    help="where to write them (default: the family's traces folder)")
     tr.set_defaults(func=cmd_traces)
     return p
 

@@ -1,7 +1,9 @@
 """The core knows no family, in meaning too: the code of ``models/core``, ``properties/core``
-and ``fuzz/core`` (names and string constants; prose in docstrings and comments aside) names
-no family's concepts. import-linter holds the imports (``pyproject.toml``); this holds the
-words, so a family's notion cannot creep into the core as a literal or a parameter name.
+and ``fuzz/core``, and the fuzzers' command line ``fuzz/cli.py`` (names and string constants;
+prose in docstrings and comments aside) names no family's concepts: no family name, field or
+fuzz level. import-linter holds the imports (``pyproject.toml``; ``fuzz.cli`` imports no
+family either); this holds the words, so a family's notion cannot creep into the core as a
+literal or a parameter name.
 
 The one exception is the registry's default family (``properties.core.family.DEFAULT_FAMILY``,
 the family of a target no family accepts): configuration, not meaning.
@@ -18,16 +20,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CORES = ("models/core", "properties/core", "fuzz/core")
+#: Modules outside the cores held to the same rule: one core, many families.
+FAMILY_AGNOSTIC = ("fuzz/cli.py",)
 
 #: Words (parts of identifiers, or of strings) that belong to one family or another.
 FORBIDDEN_PARTS = frozenset({
     "gpu", "cpu", "swap", "cow", "naive", "evictor", "vllm", "aphrodite", "sglang", "radix",
-    "blocktable", "blockpool", "kvcachemanager", "lora", "toy",
+    "blocktable", "blockpool", "kvcachemanager", "lora", "toy", "offload",
 })
 #: Whole identifiers or keys that name one family's fields.
 FORBIDDEN_NAMES = frozenset({
     "block_size", "prefix_caching", "num_gpu_blocks", "num_cpu_blocks", "num_blocks",
     "new_blocks", "new_table", "extra_hash", "chunks", "block_fields", "table_fields",
+    "block_level", "sequence_level", "hashing",  # fuzz levels
 })
 #: ``(file, name)`` of the registry's default: the only place a family's name appears.
 ALLOWED = {("properties/core/family.py", "DEFAULT_FAMILY")}
@@ -78,6 +83,10 @@ def _words(path: Path) -> Iterator[tuple[int, str]]:
             yield line, node.name
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             yield line, node.value
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield line, node.module  # ``from fuzz.families.v0 import ...``
+        elif isinstance(node, ast.alias):
+            yield line, node.name
 
 
 def offences(path: Path) -> list[str]:
@@ -91,12 +100,25 @@ def offences(path: Path) -> list[str]:
     return out
 
 
-SOURCES = sorted(p for core in CORES for p in (ROOT / core).glob("*.py"))
+SOURCES = sorted([*(p for core in CORES for p in (ROOT / core).glob("*.py")),
+                  *(ROOT / path for path in FAMILY_AGNOSTIC)])
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_core_code_names_no_family_concept(path: Path) -> None:
     assert not offences(path)
+
+
+def test_the_check_finds_a_family_import_and_level() -> None:
+    """An import of a family's module and a fuzz level's name are caught too."""
+    module = ROOT / "fuzz" / "_probe_for_test.py"
+    module.write_text("from fuzz.families.v0 import tools\nimport fuzz.families.sglang.zoo\n"
+                      "LEVEL = 'block_level'\n", encoding="utf-8")
+    try:
+        found = offences(module)
+    finally:
+        module.unlink()
+    assert [f.split(": ", 1)[1] for f in found] == ["'v0'", "'sglang'", "'block_level'"]
 
 
 def test_the_check_finds_a_family_word(tmp_path: Path) -> None:

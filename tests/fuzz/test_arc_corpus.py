@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.cli import FUZZ_DIR
 from fuzz.core.harness import Harness
 from fuzz.families.v0 import corpus_gen
 from fuzz.families.v0.decoder import Level
+from fuzz.families.v0.tools import FUZZ_DIR
 from properties.core.targets import Target
 from properties.families.v0 import corpus_replay
 

@@ -86,8 +86,8 @@ def test_regress_from_program_json(tmp_path: Path, bundled: Target, mutant: Targ
     cfg = record["config"]
     out = tmp_path / "regressions"
     assert main(["regress", str(program), "--name", "from_json", "--allocator", MUTANT_SPEC,
-                 "--block-size", str(cfg["block_size"]), "--gpu", str(cfg["num_gpu_blocks"]),
-                 "--cpu", str(cfg["num_cpu_blocks"]), "--out-dir", str(out)]) == 0
+                 *(arg for key, value in cfg.items() for arg in ("--config", f"{key}={value}")),
+                 "--out-dir", str(out)]) == 0
     module = _load(out / "test_from_json.py")
     assert record["program"] == module.PROGRAM
     _check_generated(out / "test_from_json.py", bundled, mutant)

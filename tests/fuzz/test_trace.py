@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.cli import FUZZ_DIR, main
+from fuzz.cli import main
+from fuzz.families.v0.tools import FUZZ_DIR
 from fuzz.families.v0.trace import RecordingAllocator, TraceError, read_trace, replay, write_trace
 from fuzz.families.v0.workloads import WORKLOADS, Workload, record
 from models.families.v0.operations import op_to_json, outcome_to_json

@@ -17,7 +17,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models.families.offload import ops as o
 from models.families.offload.invariants import OffloadInvariants
@@ -26,6 +26,9 @@ from properties.core.targets import Target, TargetError, speaks, step_timeout_se
 from properties.families.offload import targets
 from properties.families.offload.adapter import tier
 from properties.families.offload.judge import OffloadJudge, OutOfContract, offload_target
+
+if TYPE_CHECKING:
+    from fuzz.core.tools import ZooMutant
 
 __all__ = ["FAMILY", "REF", "OffloadFamily"]
 
@@ -70,6 +73,13 @@ class OffloadFamily:
     allocator_types: tuple[str, ...] = targets.POLICIES
     #: Optional role (properties.core.roles.PoolShrinking).
     pool_fields: tuple[tuple[str, int], ...] = (("num_chunks", 1),)
+
+    def zoo(self) -> Mapping[str, ZooMutant]:
+        """Optional role (fuzz.core.tools.Zoo): the known-broken targets
+        (``fuzz/families/offload/zoo.py``), fuzzed through the machines."""
+        from fuzz.families.offload.zoo import zoo
+
+        return zoo()
 
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A manager class with the tier's methods, or a callable annotated to return an

@@ -1,5 +1,6 @@
 """The SGLang family as the core sees it: the eleven names of
-:class:`properties.core.family.Family`, and two roles (pool shrinking, handle shrinking).
+:class:`properties.core.family.Family`, and two roles (pool shrinking, handle shrinking), and
+its zoo for ``python -m fuzz zoo`` (:class:`fuzz.core.tools.Zoo`).
 
 A target is a radix cache class in the bundled reference's style (``RadixCache`` beside
 ``RadixKey``, ``CacheInitParams``, the parameter records and an ``allocator`` module: the
@@ -15,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models.families.sglang.invariants import SGLangInvariants
 from models.families.sglang.model import OutOfContract
@@ -39,6 +40,9 @@ from properties.families.sglang.targets import (
     TreeTarget,
     tree_target,
 )
+
+if TYPE_CHECKING:
+    from fuzz.core.tools import ZooMutant
 
 #: Where a target is named when ``--allocator`` is not given.
 ENV_VAR = "PREFIXCACHE_ALLOCATOR"
@@ -134,6 +138,13 @@ class SGLangFamily:
     pool_fields: tuple[tuple[str, int], ...] = (("pages", 1),)
     #: Optional role (properties.core.roles.HandleShrinking): requests, by their Arrive.
     handle_fields: Mapping[str, tuple[str, ...]] = {"req": ("req",)}
+
+    def zoo(self) -> Mapping[str, ZooMutant]:
+        """Optional role (fuzz.core.tools.Zoo): the known-broken targets
+        (``fuzz/families/sglang/zoo.py``), fuzzed through the machines."""
+        from fuzz.families.sglang.zoo import zoo
+
+        return zoo()
 
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A class with a radix cache's methods, or a callable annotated to return a

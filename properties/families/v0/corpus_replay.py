@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fuzz.cli import FUZZ_DIR
 from fuzz.core.harness import Harness
 from fuzz.families.v0.corpus_gen import ARC_CORPUS
 from fuzz.families.v0.decoder import Level
 from fuzz.families.v0.listing import format_program
+from fuzz.families.v0.tools import FUZZ_DIR
 from models.core.invariants import Violation
 from models.families.v0.capabilities import Config
 from models.families.v0.operations import Op

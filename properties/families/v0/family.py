@@ -2,7 +2,8 @@
 :class:`properties.core.family.Family` object, delegating to this family's judge (runner and
 oracle), operations, adapter and capabilities, with the optional roles of
 :mod:`properties.core.roles` it takes on (building by hand, allocator types, shrinking by
-handles and pool sizes, tolerated deviations, token inputs, fuzzing, a weak-hash mode).
+handles and pool sizes, tolerated deviations, token inputs, fuzzing, a weak-hash mode), and
+the fuzz tools of :mod:`fuzz.core.tools` (traces, seed corpora, the zoo).
 
 A v0 target spec names a factory with the signature of upstream's
 ``CpuGpuBlockAllocator.create``:
@@ -19,7 +20,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import (
@@ -47,6 +48,9 @@ from properties.core.targets import (
 from properties.families.v0.adapter import FamilyAdapter
 from properties.families.v0.judge import V0Judge
 from properties.families.v0.runner import Runner
+
+if TYPE_CHECKING:
+    from fuzz.core.tools import TraceReplay, ZooMutant
 
 #: The bundled reference allocator.
 DEFAULT_SPEC = "prefixcache.cpu_gpu_block_allocator:CpuGpuBlockAllocator.create"
@@ -291,6 +295,42 @@ class V0Family:
         from fuzz.families.v0.listing import format_program
 
         return format_program(self.format_program_config(geometry), program, outcomes)
+
+
+    # ----------------------------------------------------------------- fuzz tools
+    # (fuzz.core.tools: Traces, SeedCorpora, Zoo; fuzz/families/v0/tools.py does the work)
+
+    @property
+    def traces_dir(self) -> Path:
+        from fuzz.families.v0.tools import TRACES_DIR
+
+        return TRACES_DIR
+
+    def replay_trace(self, path: Path, target: Target) -> TraceReplay:
+        from fuzz.families.v0.tools import replay_trace
+
+        return replay_trace(path, target)
+
+    def record_traces(self, out: Path) -> list[tuple[Path, int]]:
+        from fuzz.families.v0.tools import record_traces
+
+        return record_traces(out)
+
+    @property
+    def corpus_root(self) -> Path:
+        from fuzz.families.v0.tools import FUZZ_DIR
+
+        return FUZZ_DIR
+
+    def regenerate_corpus(self, out: Path, *, seed: int) -> None:
+        from fuzz.families.v0.tools import regenerate_corpus
+
+        regenerate_corpus(out, seed=seed)
+
+    def zoo(self) -> Mapping[str, ZooMutant]:
+        from fuzz.families.v0.tools import zoo
+
+        return zoo()
 
 
 #: The object the registry loads (entry point ``prefixcache.families`` ``v0``); typed as the

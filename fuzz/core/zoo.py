@@ -1,0 +1,97 @@
+"""Measurement, not CI: how long a fuzzer with a fixed seed takes to find each mutant of a
+family's zoo (:class:`fuzz.core.tools.Zoo`; ``python -m fuzz zoo --seconds 60``).
+
+For every mutant: the built-in engine, seeded, stops at the first violation or after
+``seconds``. Two routes, as for ``python -m fuzz run``: ``decoder`` (the family's
+:class:`~properties.core.roles.Fuzzing` level, starting from its seed corpus and dictionary)
+and ``machine`` (its Hypothesis machine of that name, :mod:`fuzz.core.machine_harness`, from
+seeded random inputs; the only route of a family without a decoder). Reported per mutant, as
+a Markdown table: found or not, seconds and executions to the first failure, the invariant
+reported, and whether the zoo lists that invariant for the mutant.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from fuzz.core.engine import Engine
+from fuzz.core.execution import Execution
+from fuzz.core.harness import Harness
+from fuzz.core.machine_harness import MachineHarness, machine_level, machine_levels
+from fuzz.core.seeds import corpus_dir, dict_path, read_corpus, read_dict
+from fuzz.core.tools import Zoo
+from properties.core.family import Family
+from properties.core.roles import Fuzzing
+from properties.core.targets import load_target
+
+ROUTES = ("decoder", "machine")
+
+
+def default_route(family: Family) -> str:
+    """The decoder where the family has one, else its machines."""
+    return "decoder" if isinstance(family, Fuzzing) else "machine"
+
+
+def levels(family: Family, route: str) -> tuple[str, ...]:
+    """The level names of ``route`` for ``family``, the default first (none: the route is
+    not the family's)."""
+    if route == "decoder":
+        return family.fuzz_levels if isinstance(family, Fuzzing) else ()
+    return tuple(machine_levels(family))
+
+
+def run_zoo(family: Family, *, seconds: float, seed: int, only: Sequence[str] | None = None,
+            level: str | None = None, route: str | None = None) -> int:
+    """Fuzz each mutant of ``family``'s zoo (``only``: those names) at ``level`` (None: the
+    route's first) and print the table; returns 0. A family without a zoo, or an unknown
+    route, level or mutant, is a ``ValueError`` naming the known ones."""
+    if not isinstance(family, Zoo):
+        raise ValueError(f"family {family.name!r} has no zoo")
+    route = route or default_route(family)
+    if route not in ROUTES:
+        raise ValueError(f"unknown route {route!r}; known: {', '.join(ROUTES)}")
+    known = levels(family, route)
+    if not known:
+        raise ValueError(f"family {family.name!r} has no {route} route")
+    name = level or known[0]
+    if name not in known:
+        raise ValueError(f"unknown {route} level {name!r} of family {family.name!r}; "
+                         f"known: {', '.join(known)}")
+    zoo = family.zoo()
+    unknown = sorted(set(only or ()) - set(zoo))
+    if unknown:
+        raise ValueError(f"no zoo mutant {', '.join(unknown)} in family {family.name!r}")
+    names = [n for n in zoo if not only or n in only]
+    seeds = read_corpus(corpus_dir(name, family.name))
+    words = read_dict(dict_path(name, family.name))
+    print("| mutant | found | seconds | executions | invariant | invariant expected |")
+    print("|---|---|---|---|---|---|", flush=True)
+    found = 0
+    started = time.monotonic()
+    for mutant_name in names:
+        mutant = zoo[mutant_name]
+        target = load_target(mutant.spec, family=family.name,
+                             allocator_type=mutant.allocator_type)
+        engine: Engine[Execution]
+        if route == "machine":
+            machine = MachineHarness(machine_level(family, name)).bind(target)
+            engine = Engine(machine.run, machine.seeds(seed), seed=seed)
+        else:
+            assert isinstance(family, Fuzzing)
+            harness = Harness(family.fuzz_level(name), family=family.name).bind(target)
+            engine = Engine(harness.run, seeds, seed=seed, dictionary=words)
+        stats = engine.fuzz(seconds=seconds, stop_on_failure=True)
+        if stats.failures:
+            first = stats.failures[0]
+            violation = first.result.violation
+            invariant = violation.family.value if violation is not None else "?"
+            found += 1
+            print(f"| {mutant_name} | yes | {first.seconds:.2f} | {first.execs} | {invariant} | "
+                  f"{'yes' if invariant in mutant.invariants else 'NO'} |", flush=True)
+        else:
+            print(f"| {mutant_name} | no | >{seconds:.0f} | {stats.execs} | | |", flush=True)
+    print(f"\n{found}/{len(names)} mutants of family {family.name} found by {name}, {route} "
+          f"route (seed {seed}, {seconds:.0f}s limit each) in "
+          f"{time.monotonic() - started:.0f}s")
+    return 0

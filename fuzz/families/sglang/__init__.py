@@ -1,0 +1,1 @@
+"""The sglang family's fuzz tools: its zoo (the family is fuzzed through its machines)."""

@@ -1,0 +1,18 @@
+"""The sglang family's zoo for ``python -m fuzz zoo`` (:class:`fuzz.core.tools.Zoo`): every
+mutant of ``tests.zoo.sglang.mutants.MUTANTS``, imported by name when the zoo is asked for
+(the fuzzers import no test module), with the invariants it may be caught by."""
+
+from __future__ import annotations
+
+import importlib
+
+from fuzz.core.tools import ZooMutant, zoo_mutant
+
+#: The zoo's registry module (``MUTANTS``: name -> mutant with ``caught_by``).
+ZOO_MODULE = "tests.zoo.sglang.mutants"
+
+
+def zoo() -> dict[str, ZooMutant]:
+    module = importlib.import_module(ZOO_MODULE)
+    return {name: zoo_mutant(f"{ZOO_MODULE}:{name}", mutant.caught_by)
+            for name, mutant in module.MUTANTS.items()}
