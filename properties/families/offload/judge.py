@@ -126,7 +126,8 @@ class OffloadJudge:
             if judged and not any(set(j.keys) & set(op.keys) for j in m.load_jobs):
                 return f"completing a load of {list(op.keys)}, which nothing is loading"
             raise OutOfContract(f"no load of {list(op.keys)} by request {op.req} in flight")
-        if isinstance(op, o.CompleteStore) and m.store_job(op.req, op.keys) is None:
+        if isinstance(op, o.CompleteStore) and m.store_job(op.req, op.keys) is None and (
+                not judged or any(set(j.keys) & set(op.keys) for j in m.stores)):
             raise OutOfContract(f"no store of {list(op.keys)} by request {op.req} in flight")
         if isinstance(op, o.Reset) and not self.offload.caps.reset_cache:
             raise OutOfContract("this manager has no reset_cache")
@@ -162,6 +163,30 @@ class OffloadJudge:
         raise Violation(F.ATOMIC, f"{op.kind} must be refused, changing nothing; it went "
                         f"through ({why})", observed=outcome)
 
+    def _stale_completion(self, op: o.CompleteStore) -> Any:
+        """A completion of a store nothing is writing (a worker reporting twice, or after the
+        write was already reported): the tier may refuse it with a typed error or ignore it,
+        but it changes nothing either way (a second report must not release, re-count or
+        re-announce a chunk)."""
+        before = self._snapshot()
+        line = self.tier.line(op)
+        try:
+            outcome = self.tier.complete_store(op.req, op.keys, op.success)
+        except Exception as exc:
+            self.log.append(Step(op, exc, line))
+            if not isinstance(exc, self.offload.misuse_types):
+                raise Violation(F.CRASH, f"completing a store of {list(op.keys)}, which "
+                                f"nothing is writing, raised {type(exc).__name__}: {exc}"
+                                ) from exc
+            outcome = exc
+        else:
+            self.log.append(Step(op, outcome, line))
+        after = self._snapshot()
+        if after != before:
+            raise Violation(F.ATOMIC, f"completing a store of {list(op.keys)}, which nothing "
+                            "is writing, changed the tier", expected=before, observed=after)
+        return outcome
+
     def _call(self, op: Any, method: Any, *args: Any) -> Any:
         line = self.tier.line(op)
         try:
@@ -194,9 +219,10 @@ class OffloadJudge:
             return self._prepare_store(op)
         if isinstance(op, o.CompleteStore):
             job = m.store_job(op.req, op.keys)
+            if job is None:
+                return self._stale_completion(op)
             self._call(op, t.complete_store, op.req, op.keys, op.success)
-            if job is not None:
-                m.complete_store(job, op.success)
+            m.complete_store(job, op.success)
             return None
         if isinstance(op, o.Finish):
             m.state(op.req)

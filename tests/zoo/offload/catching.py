@@ -88,7 +88,7 @@ def main() -> int:
               f"{'ok' if ok else 'UNEXPECTED'} {caught.seconds:6.2f} s {caught.steps:3} steps")
     times = [r[3] for r in rows]
     lengths = [r[4] for r in rows]
-    print(f"{len(rows)} mutants, {sum(r[2] for r in rows)} caught with their invariant; time "
+    print(f"{len(MUTANTS)} mutants, {sum(r[2] for r in rows)} caught with their invariant; time "
           f"median {statistics.median(times):.2f} s max {max(times):.2f} s; shrunk length "
           f"median {statistics.median(lengths)} max {max(lengths)}")
     if escaped:

@@ -111,6 +111,11 @@ MUTANTS: tuple[Mutant, ...] = (
        "an offer naming a key twice is accepted (upstream's behaviour: a chunk leaks)",
        M, "CPUOffloadingManager.prepare_store", "if len(offer) != len(keys):",
        "if False:  # BUG: duplicates accepted"),
+    _m("stale_completion_accepted", F.ATOMIC, "lru",
+       "a store completed again (a worker reporting twice) releases or re-counts its chunk",
+       M, "CPUOffloadingManager.complete_store", "if chunk is None or chunk.ref_cnt >= 0:",
+       "if chunk is None:  # BUG: a written chunk is completed again",
+       also=(F.ACCOUNT, F.HIT, F.EVENTS, F.PINNED, F.CRASH)),
     # --- reset
     _m("reset_keeps_keys", F.RESET, "lru", "a reset leaves the policy's keys resident",
        M, "CPUOffloadingManager.reset_cache", "self._policy.clear()", "pass  # BUG",
