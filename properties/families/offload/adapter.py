@@ -104,6 +104,17 @@ class Tier(ABC):
     def free_count(self) -> int | None:
         """The public free-chunk count (None: the manager has none)."""
 
+    def pins(self) -> tuple[int | None, ...] | None:
+        """Each key's chunk reference count (-1 write pending, 0 evictable, n loads in
+        flight; None: not resident), read through the policy's side-effect-free ``get``
+        where the manager has one (None: it has not). The one internal the judge reads: a
+        refused call that pins or unpins a chunk changes no public answer until a later store
+        is refused."""
+        get = getattr(getattr(self.manager, "_policy", None), "get", None)
+        if not callable(get):
+            return None
+        return tuple(getattr(get(key), "ref_cnt", None) for key in self.keys)
+
     @abstractmethod
     def prelude(self) -> list[str]:
         """Script lines after the manager is built (``K``, contexts)."""

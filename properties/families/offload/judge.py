@@ -136,9 +136,10 @@ class OffloadJudge:
         return None
 
     def _snapshot(self) -> tuple[Any, ...]:
-        """What a refused call must leave as it was: every key's lookup, the free count."""
+        """What a refused call must leave as it was: every key's lookup, the free count, each
+        chunk's references (where the manager shows them)."""
         return (tuple(self.tier.lookup(None, k) for k in range(o.NUM_KEYS)),
-                self.tier.free_count())
+                self.tier.free_count(), self.tier.pins())
 
     def _misuse(self, op: Any, why: str) -> Any:
         """A call the tier must refuse with a typed error, changing nothing."""

@@ -163,7 +163,7 @@ class OffloadMachine(OracleMachine):
             self.do(o.PrepareStore(req, (*keys, keys[0])))
         else:  # most often of keys already written: a worker reporting a store twice
             written = sorted(self.judge.model.served())
-            if written and data.draw(st.integers(0, 3)):
+            if written and data.draw(st.integers(0, 3)) > 0:
                 keys = tuple(data.draw(st.lists(st.sampled_from(written), min_size=1,
                                                 max_size=2, unique=True)))
             self.do(o.CompleteStore(req, keys, data.draw(st.booleans())))
