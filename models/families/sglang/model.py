@@ -4,8 +4,9 @@ call, raises a :class:`~models.core.invariants.Violation` naming the broken inva
 otherwise applies the call to the model.
 
 Ownership: every slot of the pool is owned by exactly one of the tree, a running request (the
-slots it allocated and computed, until its insert hands them over) and the allocator's free
-list. Shadow KV memory: ``kv[slot]`` is the KV the slot holds, named by the token prefix that
+slots it allocated and computed, until its insert hands them over), a hold (a bare ``alloc``
+at the allocator level, until it frees them) and the allocator's free list. Shadow KV
+memory: ``kv[slot]`` is the KV the slot holds, named by the token prefix that
 computed it and its ``extra_key`` (``(extra_key, tokens[:i + 1])`` for the ``i``-th token). A
 request writes it for every slot it allocated, when it allocates them (its prefill computes
 them); a slot freed (a duplicate insert frees, an evicted one) holds no KV any more.
@@ -54,6 +55,9 @@ class TreeModel:
     free: set[int] = field(init=False)
     kv: dict[int, Key] = field(default_factory=dict)
     requests: list[Request | None] = field(default_factory=list)
+    #: Bare allocations (``alloc`` outside a request, the allocator level): each hold's
+    #: slots until it frees them (None: freed); numbered by their grant.
+    holds: list[list[int] | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.tree = ModelTree(self.config.page_size)
@@ -71,7 +75,28 @@ class TreeModel:
         for i, req in enumerate(self.requests):
             if req is not None and req.state == "running" and slot in req.slots[req.matched:]:
                 return f"running request {i}"
+        for i, held in enumerate(self.holds):
+            if held is not None and slot in held:
+                return f"hold {i}"
         return "nobody"
+
+    def hold(self, hold: int) -> list[int]:
+        """The slots of live hold ``hold`` (out of contract: never granted, or freed)."""
+        if not 0 <= hold < len(self.holds):
+            raise OutOfContract(f"hold {hold} was never granted ({len(self.holds)} were)")
+        found = self.holds[hold]
+        if found is None:
+            raise OutOfContract(f"hold {hold} was freed already")
+        return found
+
+    def release(self, hold: int) -> list[int]:
+        """Hold ``hold`` frees its slots: they go back to the free list, holding no KV."""
+        slots = self.hold(hold)
+        self.holds[hold] = None
+        for slot in slots:
+            self.free.add(slot)
+            self.kv.pop(slot, None)
+        return slots
 
     def request(self, req: int, state: str) -> Request:
         if not 0 <= req < len(self.requests):
@@ -201,6 +226,10 @@ class TreeModel:
         if lost:
             raise Violation(F.OWN, "every slot nobody owns is on the free list (lost slots)",
                             observed=lost)
+        capacity = self.config.size
+        if available > capacity:
+            raise Violation(F.OWN, "available_size never exceeds the capacity",
+                            expected=capacity, observed=available)
         if available != len(self.free):
             raise Violation(F.OWN, "available_size counts the free slots",
                             expected=len(self.free), observed=available)

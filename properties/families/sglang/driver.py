@@ -59,6 +59,19 @@ class UpstreamTree:
         if slots:
             self.allocator.free(self._torch.tensor(list(slots), dtype=self._torch.int64))
 
+    def free_segment(self, slots: Sequence[int], start_pos: int = 0) -> None:
+        """``free_segment(slots, start_pos=...)``: one request's KV row segment."""
+        if slots:
+            self.allocator.free_segment(
+                self._torch.tensor(list(slots), dtype=self._torch.int64), start_pos=start_pos)
+
+    def free_group(self, parts: Sequence[Sequence[int]]) -> None:
+        """``free_group_begin()``, ``free`` of each part, ``free_group_end()``."""
+        self.allocator.free_group_begin()
+        for part in parts:
+            self.free(part)
+        self.allocator.free_group_end()
+
     def available_size(self) -> int:
         return int(self.allocator.available_size())
 
@@ -113,6 +126,12 @@ class UpstreamTree:
             self.cache.unlock(receipt)
         else:
             self.cache.dec_lock_ref(receipt)
+
+    def lock_count(self, node: Any) -> int | None:
+        """The node's lock count, where the tree keeps one on its node (None: not readable
+        here)."""
+        count = getattr(node, "lock_ref", None)
+        return None if count is None else int(count)
 
     def evict(self, num_tokens: int) -> tuple[int, Counter[int]]:
         """(tokens the tree says it evicted, the slots that became free)."""

@@ -34,13 +34,15 @@ CACHE_METHODS = ("match_prefix", "insert", "evict", "inc_lock_ref", "dec_lock_re
 class TreeTarget:
     """One implementation: ``kind`` is ``bundled``, ``classic``, ``unified-python`` or
     ``unified-rust``; ``frees_duplicates``: its insert frees the caller's duplicate slots
-    (classic's caller does it, the driver plays that part)."""
+    (classic's caller does it, the driver plays that part); ``misuse_types``: the typed
+    errors it claims to refuse misuse with, changing nothing (empty: no such claim)."""
 
     name: str
     version: str
     kind: str
     create: Callable[[int, int], Any]
     frees_duplicates: bool = True
+    misuse_types: tuple[type[BaseException], ...] = ()
 
     def describe(self) -> str:
         who = "the tree frees" if self.frees_duplicates else "the caller frees"
@@ -68,6 +70,15 @@ class BundledTree:
     def free(self, slots: Sequence[int]) -> None:
         self.allocator.free(list(slots))
 
+    def free_segment(self, slots: Sequence[int], start_pos: int = 0) -> None:
+        self.allocator.free_segment(list(slots), start_pos=start_pos)
+
+    def free_group(self, parts: Sequence[Sequence[int]]) -> None:
+        self.allocator.free_group_begin()
+        for part in parts:
+            self.free(part)
+        self.allocator.free_group_end()
+
     def available_size(self) -> int:
         return int(self.allocator.available_size())
 
@@ -94,6 +105,9 @@ class BundledTree:
     def unlock(self, receipt: Any) -> None:
         self.cache.unlock(receipt)
 
+    def lock_count(self, node: Any) -> int | None:
+        return int(node.lock_ref)
+
     def evict(self, num_tokens: int) -> tuple[int, Counter[int]]:
         before = self.free_slots()
         result = self.cache.evict(self._evict(num_tokens))
@@ -116,7 +130,10 @@ def bundled_target(cache_module: ModuleType, alloc_module: ModuleType | None = N
     def create(size: int, page_size: int) -> BundledTree:
         return BundledTree(cache_module, allocators, size, page_size)
 
-    return TreeTarget(name, version, "bundled", create)
+    # A bundled-style tree claims typed errors when its module names their base class.
+    base = getattr(cache_module, "SGLangCacheError", None)
+    claimed = (base,) if isinstance(base, type) and issubclass(base, Exception) else ()
+    return TreeTarget(name, version, "bundled", create, misuse_types=claimed)
 
 
 def upstream_target(version: str, kind: str) -> TreeTarget:

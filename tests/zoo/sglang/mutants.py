@@ -128,6 +128,22 @@ MUTANTS: dict[str, Mutant] = {
         ALLOC, "OWN", "paged alloc hands out slots shifted by one (not whole pages)",
         ("BaseTokenToKVPoolAllocator.alloc", "range(p * ps, p * ps + ps)",
          "range(p * ps + 1, p * ps + ps + 1)")),
+    # ---------------------------------------------------------------- OWN: the allocator level
+    "free_skips_the_double_free_check": _m(
+        ALLOC, "OWN", "free takes back a slot that is free already (upstream's double free): "
+        "only a misuse probe makes the call",
+        ("BaseTokenToKVPoolAllocator._pages_of",
+         "if not self._allocated.issuperset(distinct):", "if False:")),
+    "paged_available_size_counts_pages": _m(
+        ALLOC, "OWN", "available_size counts free pages, not slots (page size > 1)",
+        ("BaseTokenToKVPoolAllocator.available_size",
+         "return (len(self.free_pages) + len(self.release_pages)) * self.page_size",
+         "return len(self.free_pages) + len(self.release_pages)")),
+    "free_group_drops_first_free": _m(
+        ALLOC, "OWN", "free_group_end releases every free of the group but the first: its "
+        "slots are lost",
+        ("BaseTokenToKVPoolAllocator.free_group_end", "for pages in pending:",
+         "for pages in pending[1:]:")),
     # ---------------------------------------------------------------- LOCK
     "split_drops_locks": _m(
         RADIX, "SIZE", "a split's new parent starts unlocked (its unlock then miscounts)",
