@@ -96,3 +96,22 @@ def test_upstream_unified_python_refuses_a_stale_receipt_without_change() -> Non
     judge = FAMILY.judge(_target("properties.upstream:sglang_radix_cache"), TreeConfig(4, 1))
     assert judge.step(Probe("double_unlock", 0)) is None  # a bare assert, nothing changed
     assert judge.step(Probe("double_free", 0))  # its allocator accepts a double free
+
+
+def test_a_program_with_allocator_level_steps_renders_and_replays() -> None:
+    from properties.families.sglang.judge import Step
+
+    target = _target(BUNDLED)
+    config = TreeConfig(4, 4)
+    program = [Take(2), Probe("double_free", 1), Give(0, "group"), Take(1),
+               Probe("double_unlock", 0), Give(1, "segment")]
+    judge = FAMILY.judge(target, config)
+    for op in program:
+        judge.step(op)
+    script = FAMILY.script(target, config, [Step(op) for op in program], judge)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec("\n".join(script.body), {})
+    assert "probe raised DoubleFreeError" in out.getvalue()
+    assert "probe raised LockUnderflowError" in out.getvalue()
+    exec("\n".join(script.check), {})  # the replay under the judge passes

@@ -185,7 +185,7 @@ class SGLangFamily:
         body += ["# what the judge reads after every step: the free list and the sizes",
                  "print('free slots', sorted(tree.free_slots().elements()))",
                  "print('evictable, protected, total', tree.sizes())"]
-        program = [op_to_json(step.op) for step in steps]
+        program = [self.vocabulary.op_to_json(step.op) for step in steps]
         check = ["from properties.core.replay import check",
                  f"check({target.spec!r}, {self.vocabulary.geometry(config)!r}, [",
                  *[f"    {op!r}," for op in program],

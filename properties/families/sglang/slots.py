@@ -1,10 +1,11 @@
 """The SGLang family's allocator level: bare token-slot allocations beside the scheduler's
 requests, and misuse probes reported as robustness findings.
 
-One operation, one place: each class below holds its fields and JSON form, how the machine
-draws it (``DRAW``), what it calls on the target and how the model judges the answer (``run``),
-and the line that replays it in a reproducer (``line``). The judge, the machine, the vocabulary
-and the script writer dispatch to these and know nothing else of them.
+One operation, one place: each class below holds its fields and JSON form, what it calls on
+the target and how the model judges the answer (``run``), and the line that replays it in a
+reproducer (``line``); how the machine draws it is beside them (``DRAW``, :func:`draw`). The
+judge, the machine, the vocabulary and the script writer dispatch to these and know nothing
+else of them.
 
 * :class:`Take`: ``alloc(pages * page_size)`` outside any request (a hold): distinct free slots
   in whole pages, None only when fewer are free; the slots are the hold's until it gives them
@@ -46,7 +47,7 @@ from models.families.sglang.model import TreeModel
 from models.families.sglang.ops import TreeConfig
 from properties.core import robustness
 
-__all__ = ["KINDS", "MISUSES", "SLOT_OPS", "Give", "Probe", "SlotOp", "Take", "from_json"]
+__all__ = ["KINDS", "MISUSES", "SLOT_OPS", "Give", "Probe", "SlotOp", "Take", "draw", "from_json"]
 
 
 class Judging(Protocol):
@@ -272,12 +273,25 @@ SlotOp = Take | Give | Probe
 SLOT_OPS = (Take, Give, Probe)
 KINDS = {cls.kind: cls for cls in SLOT_OPS}
 
-#: How the machine draws each operation (a hold to give back is drawn from the live ones).
+#: How the machine draws each operation: one rule for the whole level (so it does not crowd
+#: out the request rules), which draws the kind, then the operation; a hold to give back is
+#: one of the live ones.
 DRAW: Mapping[str, Any] = {
     Take.kind: st.builds(Take, st.integers(1, 3)),
     Give.kind: st.sampled_from(HOWS),
     Probe.kind: st.builds(Probe, st.sampled_from(sorted(MISUSES)), st.integers(0, 3)),
 }
+
+
+def draw(data: st.DataObject, holds: list[int]) -> SlotOp:
+    """One operation of this level (``holds``: the live holds, the machine's record)."""
+    kinds = [Take.kind, Probe.kind] + ([Give.kind] if holds else [])
+    kind = data.draw(st.sampled_from(kinds))
+    if kind == Give.kind:
+        return Give(data.draw(st.sampled_from(holds)), data.draw(DRAW[Give.kind]))
+    op: SlotOp = data.draw(DRAW[kind])
+    return op
+
 
 #: The reproducer's helpers for this level (beside the request helpers).
 PRELUDE = '''

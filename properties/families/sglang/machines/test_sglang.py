@@ -115,26 +115,18 @@ class TreeMachine(OracleMachine):
             tokens, extra_key = self.tokens(data), data.draw(NAMESPACES)
         self.do(Match(tokens, extra_key))
 
-    @rule(op=slots.DRAW[slots.Take.kind])
-    def take(self, op: slots.Take) -> None:
-        """A bare allocation (no request): the pool shrinks under the tree's requests."""
+    @rule(data=st.data())
+    def allocator(self, data: st.DataObject) -> None:
+        """The allocator level, one rule: a bare allocation (the pool shrinks under the
+        requests), a hold's slots given back, or a misuse probe on a fresh tree."""
+        op = slots.draw(data, self.holds)
+        if isinstance(op, slots.Give):
+            self.holds.remove(op.hold)
         before = len(self.judge.log)
         self.do(op)
         outcome = self.judge.log[-1].outcome if len(self.judge.log) > before else None
-        if isinstance(outcome, int):
+        if isinstance(op, slots.Take) and isinstance(outcome, int):
             self.holds.append(outcome)
-
-    @precondition(lambda self: bool(self.holds))
-    @rule(data=st.data(), how=slots.DRAW[slots.Give.kind])
-    def give(self, data: st.DataObject, how: str) -> None:
-        hold = data.draw(st.sampled_from(self.holds))
-        self.holds.remove(hold)
-        self.do(slots.Give(hold, how))
-
-    @rule(op=slots.DRAW[slots.Probe.kind])
-    def probe(self, op: slots.Probe) -> None:
-        """A misuse on a fresh tree of the target; the run's tree is untouched."""
-        self.do(op)
 
     def _arrive(self, tokens: tuple[int, ...], extra_key: str | None) -> int | None:
         before = len(self.judge.log)
