@@ -176,6 +176,16 @@ class Probe:
         raise ValueError(f"unknown misuse {self.misuse!r}; one of {sorted(MISUSES)}")
 
     def run(self, judge: Judging) -> str | None:
+        if judge.misuse_types:  # claimed typed errors are judged every time (cheap: in-process)
+            return self._run(judge)
+        # Otherwise the outcome is the target's answer to one fixed program on a fresh tree:
+        # run it once per process (an upstream tree costs milliseconds to build).
+        key = (judge.spec, self, judge.config)
+        if key not in _ANSWERS:
+            _ANSWERS[key] = self._run(judge)
+        return _ANSWERS[key]
+
+    def _run(self, judge: Judging) -> str | None:
         invariant = MISUSES[self.misuse]
         setup, misuse = self.scenario(judge.config)
         where: dict[str, Any] = {"tree": judge._call("construction", judge.fresh)}
@@ -235,6 +245,10 @@ class Probe:
             "    print('raised', repr(exc))",
             "print('after ', state())",
             f"# capacity {config.size}", ""])
+
+
+#: Probe outcomes of targets without typed-error claims, by (spec, probe, pool shape).
+_ANSWERS: dict[tuple[str, Probe, TreeConfig], str | None] = {}
 
 
 def _state(where: Mapping[str, Any]) -> tuple[Any, ...]:
