@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from models.core.invariants import Violation
+from models.families.sglang.model import OutOfContract
 from models.families.sglang.ops import TreeConfig
 from prefixcache.sglang.errors import SGLangCacheError
 from properties.core import robustness
@@ -100,11 +101,13 @@ def test_upstream_unified_python_refuses_a_stale_receipt_without_change() -> Non
 
 def test_a_program_with_allocator_level_steps_renders_and_replays() -> None:
     from properties.families.sglang.judge import Step
+    from properties.families.sglang.slots import Extend
 
     target = _target(BUNDLED)
     config = TreeConfig(4, 4)
     program = [Take(2), Probe("double_free", 1), Give(0, "group"), Take(1),
-               Probe("double_unlock", 0), Give(1, "segment")]
+               Extend(1, 3), Extend(1, 1, decode=True), Probe("double_unlock", 0),
+               Give(1, "segment")]
     judge = FAMILY.judge(target, config)
     for op in program:
         judge.step(op)
@@ -115,3 +118,25 @@ def test_a_program_with_allocator_level_steps_renders_and_replays() -> None:
     assert "probe raised DoubleFreeError" in out.getvalue()
     assert "probe raised LockUnderflowError" in out.getvalue()
     exec("\n".join(script.check), {})  # the replay under the judge passes
+
+
+@pytest.mark.parametrize("spec", [BUNDLED, "properties.upstream:sglang_radix_cache"])
+def test_rows_grow_by_alloc_extend_and_alloc_decode(spec: str) -> None:
+    from properties.families.sglang.slots import Extend
+
+    if spec != BUNDLED and sgl.unavailable_reason() is not None:
+        pytest.skip(str(sgl.unavailable_reason()))
+    config = TreeConfig(6, 4)
+    judge = FAMILY.judge(_target(spec), config)
+    hold = judge.step(Take(1))
+    judge.step(Extend(hold, 3))  # a new page, 3 of its slots
+    judge.step(Extend(hold, 1, decode=True))  # inside that page
+    judge.step(Extend(hold, 1, decode=True))  # a new page
+    assert judge.step(Extend(hold, 6)) is not None  # the rest of the page, then a new one
+    assert len(judge.model.holds[hold]) == 15 and judge.tree.available_size() == 8
+    assert judge.step(Extend(hold, 13)) is None  # 3 pages needed, 2 free: refused
+    assert judge.step(Extend(hold, 9)) is not None  # 2 pages needed, 2 free
+    judge.step(Give(hold, "free"))  # the partly used last page goes back whole
+    assert judge.tree.available_size() == config.size
+    with pytest.raises(OutOfContract):
+        FAMILY.judge(_target(spec), TreeConfig(4, 1)).step(Extend(0, 1))

@@ -72,6 +72,21 @@ class UpstreamTree:
             self.free(part)
         self.allocator.free_group_end()
 
+    def alloc_extend(self, prefix_len: int, seq_len: int, last_loc: int) -> list[int] | None:
+        """The paged allocator's ``alloc_extend`` for one request (CPU tensors)."""
+        t = self._torch
+        prefix, seq = t.tensor([prefix_len]), t.tensor([seq_len])
+        got = self.allocator.alloc_extend(prefix, prefix, seq, seq, t.tensor([last_loc]),
+                                          seq_len - prefix_len)
+        return None if got is None else [int(x) for x in got.tolist()]
+
+    def alloc_decode(self, seq_len: int, last_loc: int) -> list[int] | None:
+        """The paged allocator's ``alloc_decode`` for one request (CPU tensors)."""
+        t = self._torch
+        seq = t.tensor([seq_len])
+        got = self.allocator.alloc_decode(seq, seq, t.tensor([last_loc]))
+        return None if got is None else [int(x) for x in got.tolist()]
+
     def available_size(self) -> int:
         return int(self.allocator.available_size())
 

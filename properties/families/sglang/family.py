@@ -49,7 +49,8 @@ REF = "properties.families.sglang.family:FAMILY"
 
 class SGLangVocabulary:
     """Operations (``arrive``, ``finish``, ``unlock``, ``evict``, ``match``; the allocator
-    level's ``alloc``, ``free``, ``probe``) and pools (``pages``, ``page_size``), as JSON."""
+    level's ``alloc``, ``alloc_extend``, ``free``, ``probe``) and pools (``pages``,
+    ``page_size``), as JSON."""
 
     def op_to_json(self, op: Any) -> dict[str, Any]:
         if isinstance(op, slots.SLOT_OPS):

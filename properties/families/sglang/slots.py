@@ -10,6 +10,11 @@ else of them.
 * :class:`Take`: ``alloc(pages * page_size)`` outside any request (a hold): distinct free slots
   in whole pages, None only when fewer are free; the slots are the hold's until it gives them
   back (OWN).
+* :class:`Extend`: the paged allocator's ``alloc_extend`` / ``alloc_decode`` growing a hold's
+  KV row, as prefill chunks and decode steps grow a request's (page size > 1 only; upstream
+  runs them on a CPU host through its torch fallbacks ``alloc_extend_naive`` /
+  ``alloc_decode_naive``, triton being absent): the rest of the row's last page first, then
+  whole free pages; None only when too few pages are free (OWN). One request per call.
 * :class:`Give`: a hold's slots back to the allocator by ``free``, by ``free_segment`` (a KV row
   segment starting at 0) or by two ``free`` calls inside ``free_group_begin``/``free_group_end``;
   they are on the free list afterwards, once each, and ``available_size()`` counts them (OWN).
@@ -24,12 +29,6 @@ else of them.
 
 ``available_size()`` itself is judged after every operation (the judge's pool check): it is
 the free count and never exceeds the capacity.
-
-Not here: the paged allocator's ``alloc_extend`` / ``alloc_decode``. Upstream runs them on a
-CPU host (its torch fallbacks ``alloc_extend_naive`` / ``alloc_decode_naive`` when triton is
-unavailable), but they take a request-to-token row's ``last_loc`` and sequence lengths, which
-the tree level has no model of, and the bundled reference does not implement them
-(``prefixcache/sglang/DEPARTURES.md``), so there is nothing to judge them against.
 """
 
 from __future__ import annotations
@@ -43,11 +42,12 @@ from hypothesis import strategies as st
 
 from models.core.invariants import Invariant, Violation
 from models.families.sglang.invariants import SGLangInvariants as F
-from models.families.sglang.model import TreeModel
+from models.families.sglang.model import OutOfContract, TreeModel
 from models.families.sglang.ops import TreeConfig
 from properties.core import robustness
 
-__all__ = ["KINDS", "MISUSES", "SLOT_OPS", "Give", "Probe", "SlotOp", "Take", "draw", "from_json"]
+__all__ = ["KINDS", "MISUSES", "SLOT_OPS", "Extend", "Give", "Probe", "SlotOp", "Take", "draw",
+           "from_json"]
 
 
 class Judging(Protocol):
@@ -90,6 +90,45 @@ class Take:
 
     def line(self, config: TreeConfig) -> str:
         return f"take({self.pages * config.page_size})"
+
+
+# --------------------------------------------------------------------------- extend
+
+
+@dataclass(frozen=True, slots=True)
+class Extend:
+    """The paged allocator's ``alloc_extend`` for hold ``hold``'s KV row by ``tokens`` tokens
+    (``decode``: ``alloc_decode``, one token), as a scheduler's prefill chunk or decode step
+    grows a request: the rest of the row's last page first, then whole free pages; None only
+    when too few pages are free. Page size 1 has no such call (out of contract)."""
+
+    kind: ClassVar[str] = "alloc_extend"
+    hold: int
+    tokens: int = 1
+    decode: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.kind, "hold": self.hold, "tokens": self.tokens}
+        if self.decode:
+            out["decode"] = True
+        return out
+
+    def run(self, judge: Judging) -> list[int] | None:
+        if judge.config.page_size == 1:
+            raise OutOfContract("alloc_extend / alloc_decode are the paged allocator's")
+        row = judge.model.hold(self.hold)
+        prefix, last = len(row), row[-1]
+        if self.decode:
+            got = judge._call("alloc_decode", judge.tree.alloc_decode, prefix + 1, last)
+            judge.model.check_extend(self.hold, 1, got)
+        else:
+            got = judge._call("alloc_extend", judge.tree.alloc_extend, prefix,
+                              prefix + self.tokens, last)
+            judge.model.check_extend(self.hold, self.tokens, got)
+        return None if got is None else [int(slot) for slot in got]
+
+    def line(self, config: TreeConfig) -> str:
+        return f"extend({self.hold}, {1 if self.decode else self.tokens}, {self.decode})"
 
 
 # --------------------------------------------------------------------------- free
@@ -283,8 +322,8 @@ def _diff(before: tuple[Any, ...], after: Any, config: TreeConfig) -> str:
 
 # --------------------------------------------------------------------------- the level
 
-SlotOp = Take | Give | Probe
-SLOT_OPS = (Take, Give, Probe)
+SlotOp = Take | Extend | Give | Probe
+SLOT_OPS = (Take, Extend, Give, Probe)
 KINDS = {cls.kind: cls for cls in SLOT_OPS}
 
 #: How the machine draws each operation: one rule for the whole level (so it does not crowd
@@ -292,17 +331,22 @@ KINDS = {cls.kind: cls for cls in SLOT_OPS}
 #: one of the live ones.
 DRAW: Mapping[str, Any] = {
     Take.kind: st.builds(Take, st.integers(1, 3)),
+    Extend.kind: st.tuples(st.integers(1, 6), st.booleans()),
     Give.kind: st.sampled_from(HOWS),
     Probe.kind: st.builds(Probe, st.sampled_from(sorted(MISUSES)), st.integers(0, 3)),
 }
 
 
-def draw(data: st.DataObject, holds: list[int]) -> SlotOp:
+def draw(data: st.DataObject, holds: list[int], page_size: int) -> SlotOp:
     """One operation of this level (``holds``: the live holds, the machine's record)."""
-    kinds = [Take.kind, Probe.kind] + ([Give.kind] if holds else [])
+    kinds = [Take.kind, Probe.kind] + ([Give.kind] if holds else []) + (
+        [Extend.kind] if holds and page_size > 1 else [])
     kind = data.draw(st.sampled_from(kinds))
     if kind == Give.kind:
         return Give(data.draw(st.sampled_from(holds)), data.draw(DRAW[Give.kind]))
+    if kind == Extend.kind:
+        tokens, decode = data.draw(DRAW[Extend.kind])
+        return Extend(data.draw(st.sampled_from(holds)), 1 if decode else tokens, decode)
     op: SlotOp = data.draw(DRAW[kind])
     return op
 
@@ -318,6 +362,18 @@ def take(n):
     if got is not None:
         holds.append(got)
     print("alloc", got)
+
+
+def extend(hold, tokens, decode):
+    """the hold's KV row grows by alloc_extend (or alloc_decode: one token)."""
+    row = holds[hold]
+    if decode:
+        got = tree.alloc_decode(len(row) + 1, row[-1])
+    else:
+        got = tree.alloc_extend(len(row), len(row) + tokens, row[-1])
+    if got is not None:
+        row.extend(got)
+    print("extend", got)
 
 
 def give(hold, how):
@@ -351,6 +407,9 @@ def from_json(data: Mapping[str, Any]) -> SlotOp:
     kind = data.get("op")
     if kind == Take.kind:
         return Take(int(data["pages"]))
+    if kind == Extend.kind:
+        return Extend(int(data["hold"]), int(data.get("tokens", 1)),
+                      bool(data.get("decode", False)))
     if kind == Give.kind:
         how = str(data.get("how", "free"))
         if how not in HOWS:

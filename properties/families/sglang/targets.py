@@ -79,6 +79,15 @@ class BundledTree:
             self.free(part)
         self.allocator.free_group_end()
 
+    def alloc_extend(self, prefix_len: int, seq_len: int, last_loc: int) -> list[int] | None:
+        got = self.allocator.alloc_extend([prefix_len], [prefix_len], [seq_len], [seq_len],
+                                          [last_loc], seq_len - prefix_len)
+        return None if got is None else list(got)
+
+    def alloc_decode(self, seq_len: int, last_loc: int) -> list[int] | None:
+        got = self.allocator.alloc_decode([seq_len], [seq_len], [last_loc])
+        return None if got is None else list(got)
+
     def available_size(self) -> int:
         return int(self.allocator.available_size())
 

@@ -134,11 +134,10 @@ MUTANTS: dict[str, Mutant] = {
         "only a misuse probe makes the call",
         ("BaseTokenToKVPoolAllocator._pages_of",
          "if not self._allocated.issuperset(distinct):", "if False:")),
-    "paged_available_size_counts_pages": _m(
-        ALLOC, "OWN", "available_size counts free pages, not slots (page size > 1)",
-        ("BaseTokenToKVPoolAllocator.available_size",
-         "return (len(self.free_pages) + len(self.release_pages)) * self.page_size",
-         "return len(self.free_pages) + len(self.release_pages)")),
+    "extend_leaves_pages_free": _m(
+        ALLOC, "OWN", "alloc_extend / alloc_decode hand out new pages they leave on the free "
+        "list",
+        ("PagedTokenToKVPoolAllocator._extend", "del free[:taken]", "pass")),
     "free_group_drops_first_free": _m(
         ALLOC, "OWN", "free_group_end releases every free of the group but the first: its "
         "slots are lost",

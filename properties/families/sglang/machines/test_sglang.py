@@ -118,8 +118,9 @@ class TreeMachine(OracleMachine):
     @rule(data=st.data())
     def allocator(self, data: st.DataObject) -> None:
         """The allocator level, one rule: a bare allocation (the pool shrinks under the
-        requests), a hold's slots given back, or a misuse probe on a fresh tree."""
-        op = slots.draw(data, self.holds)
+        requests), its KV row extended (paged), its slots given back, or a misuse probe on a
+        fresh tree."""
+        op = slots.draw(data, self.holds, self.config.page_size)
         if isinstance(op, slots.Give):
             self.holds.remove(op.hold)
         before = len(self.judge.log)
