@@ -140,3 +140,22 @@ def test_rows_grow_by_alloc_extend_and_alloc_decode(spec: str) -> None:
     assert judge.tree.available_size() == config.size
     with pytest.raises(OutOfContract):
         FAMILY.judge(_target(spec), TreeConfig(4, 1)).step(Extend(0, 1))
+
+
+def test_the_bundled_extend_refuses_a_wrong_last_loc_and_takes_nothing() -> None:
+    from prefixcache.sglang.errors import InvalidArgumentError, InvalidSlotError
+    from prefixcache.sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator
+
+    alloc = PagedTokenToKVPoolAllocator(16, 4)
+    row = alloc.alloc(4)
+    assert row is not None
+    with pytest.raises(InvalidArgumentError):  # not the slot of token 3
+        alloc.alloc_extend([4], [4], [6], [6], [row[-2]], 2)
+    with pytest.raises(InvalidArgumentError):  # extend_num_tokens is not the sum
+        alloc.alloc_extend([4], [4], [6], [6], [row[-1]], 3)
+    with pytest.raises(InvalidSlotError):  # mid-page, and that page is free
+        alloc.alloc_decode([3], [3], [9])
+    assert alloc.available_size() == 12
+    assert alloc.alloc_extend([4], [4], [6], [6], [row[-1]], 2) == [8, 9]
+    assert alloc.alloc_decode([7], [7], [9]) == [10]
+    assert alloc.alloc_decode([9], [9], [11]) == [12] and alloc.available_size() == 4
