@@ -159,3 +159,15 @@ def test_the_bundled_extend_refuses_a_wrong_last_loc_and_takes_nothing() -> None
     assert alloc.alloc_extend([4], [4], [6], [6], [row[-1]], 2) == [8, 9]
     assert alloc.alloc_decode([7], [7], [9]) == [10]
     assert alloc.alloc_decode([9], [9], [11]) == [12] and alloc.available_size() == 4
+
+
+@upstream_only
+def test_only_releases_with_a_cpu_path_extend_rows() -> None:
+    from properties.families.sglang.driver import UpstreamTree
+
+    mods = sgl.load_sglang()
+    assert UpstreamTree(mods, "classic", 16, 4).extends
+    assert not UpstreamTree(mods, "classic", 16, 1).extends  # no paged allocator
+    if sgl.unavailable_reason(sgl.CLASSIC_VERSION) is None:  # 0.5.18: triton kernels only
+        assert not UpstreamTree(sgl.load_sglang(version=sgl.CLASSIC_VERSION), "classic", 16,
+                                4).extends

@@ -36,6 +36,11 @@ class UpstreamTree:
         self.kind = kind
         self.page_size = page_size
         self.allocator = mods.new_allocator(size, page_size)
+        # alloc_extend / alloc_decode run here only through a CPU path (0.5.21 on:
+        # alloc_extend_naive when triton is absent; 0.5.18 launches its triton kernels).
+        module = mods.modules.get(type(self.allocator).__module__)
+        self.extends = (page_size > 1 and hasattr(module, "alloc_extend_naive")
+                        and not getattr(self.allocator, "use_triton_kernels", True))
         if kind == "classic":
             self.cache = mods.new_radix_cache(self.allocator, page_size)
         elif kind in ("unified-python", "unified-rust"):

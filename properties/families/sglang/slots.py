@@ -12,8 +12,9 @@ else of them.
   back (OWN).
 * :class:`Extend`: the paged allocator's ``alloc_extend`` / ``alloc_decode`` growing a hold's
   KV row, as prefill chunks and decode steps grow a request's (page size > 1 only; upstream
-  runs them on a CPU host through its torch fallbacks ``alloc_extend_naive`` /
-  ``alloc_decode_naive``, triton being absent): the rest of the row's last page first, then
+  0.5.23 runs them on a CPU host through its torch fallbacks ``alloc_extend_naive`` /
+  ``alloc_decode_naive``, triton being absent; 0.5.18 has only its triton kernels, so they are
+  not drawn there): the rest of the row's last page first, then
   whole free pages; None only when too few pages are free (OWN). One request per call.
 * :class:`Give`: a hold's slots back to the allocator by ``free``, by ``free_segment`` (a KV row
   segment starting at 0) or by two ``free`` calls inside ``free_group_begin``/``free_group_end``;
@@ -100,7 +101,9 @@ class Extend:
     """The paged allocator's ``alloc_extend`` for hold ``hold``'s KV row by ``tokens`` tokens
     (``decode``: ``alloc_decode``, one token), as a scheduler's prefill chunk or decode step
     grows a request: the rest of the row's last page first, then whole free pages; None only
-    when too few pages are free. Page size 1 has no such call (out of contract)."""
+    when too few pages are free. Page size 1 has no such call, nor has a release whose
+    allocator has no CPU path for it (0.5.18 launches triton kernels): never drawn there, out
+    of contract in a replay."""
 
     kind: ClassVar[str] = "alloc_extend"
     hold: int
@@ -114,8 +117,9 @@ class Extend:
         return out
 
     def run(self, judge: Judging) -> list[int] | None:
-        if judge.config.page_size == 1:
-            raise OutOfContract("alloc_extend / alloc_decode are the paged allocator's")
+        if not getattr(judge.tree, "extends", False):
+            raise OutOfContract("alloc_extend / alloc_decode are the paged allocator's, and "
+                                "run here only on a CPU path (not 0.5.18's triton kernels)")
         row = judge.model.hold(self.hold)
         prefix, last = len(row), row[-1]
         if self.decode:
@@ -337,10 +341,11 @@ DRAW: Mapping[str, Any] = {
 }
 
 
-def draw(data: st.DataObject, holds: list[int], page_size: int) -> SlotOp:
-    """One operation of this level (``holds``: the live holds, the machine's record)."""
+def draw(data: st.DataObject, holds: list[int], extends: bool) -> SlotOp:
+    """One operation of this level (``holds``: the live holds, the machine's record;
+    ``extends``: the tree's allocator runs ``alloc_extend`` here)."""
     kinds = [Take.kind, Probe.kind] + ([Give.kind] if holds else []) + (
-        [Extend.kind] if holds and page_size > 1 else [])
+        [Extend.kind] if holds and extends else [])
     kind = data.draw(st.sampled_from(kinds))
     if kind == Give.kind:
         return Give(data.draw(st.sampled_from(holds)), data.draw(DRAW[Give.kind]))

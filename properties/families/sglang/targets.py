@@ -1,12 +1,14 @@
 """SGLang targets: a radix cache and its token-slot allocator behind one driver interface.
 
 A :class:`TreeTarget` builds trees of one implementation: ``create(size, page_size)`` returns
-a driver with ``alloc``, ``free``, ``available_size``, ``free_slots`` (the allocator's free
-slots as a multiset), ``match``, ``insert`` (duplicates end freed, whichever tree it is),
-``lock``, ``unlock``, ``evict`` (tokens evicted, the slots it freed) and ``sizes``: upstream's
-trees through :class:`~properties.families.sglang.driver.UpstreamTree`, a bundled-style tree
-(a module with ``RadixCache``, ``RadixKey``, ``CacheInitParams`` and the parameter records,
-over an allocator module) through :class:`BundledTree`. The suite never imports the bundled
+a driver with ``alloc``, ``free``, ``free_segment``, ``free_group``, ``alloc_extend`` and
+``alloc_decode`` (where ``extends``: paged, with a CPU path), ``available_size``,
+``free_slots`` (the allocator's free slots as a multiset), ``match``, ``insert`` (duplicates
+end freed, whichever tree it is), ``lock``, ``unlock``, ``lock_count``, ``evict`` (tokens
+evicted, the slots it freed) and ``sizes``: upstream's trees through
+:class:`~properties.families.sglang.driver.UpstreamTree`, a bundled-style tree (a module with
+``RadixCache``, ``RadixKey``, ``CacheInitParams`` and the parameter records, over an allocator
+module) through :class:`BundledTree`. The suite never imports the bundled
 reference: it is found by name, as any target is.
 """
 
@@ -58,6 +60,7 @@ class BundledTree:
         self.page_size = page_size
         self.allocator = (alloc_module.TokenToKVPoolAllocator(size) if page_size == 1
                           else alloc_module.PagedTokenToKVPoolAllocator(size, page_size))
+        self.extends = page_size > 1 and hasattr(self.allocator, "alloc_extend")
         m = cache_module
         self.cache = m.RadixCache(m.CacheInitParams(False, None, self.allocator, page_size))
         self._key, self._match = m.RadixKey, m.MatchPrefixParams

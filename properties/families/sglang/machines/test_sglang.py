@@ -120,7 +120,7 @@ class TreeMachine(OracleMachine):
         """The allocator level, one rule: a bare allocation (the pool shrinks under the
         requests), its KV row extended (paged), its slots given back, or a misuse probe on a
         fresh tree."""
-        op = slots.draw(data, self.holds, self.config.page_size)
+        op = slots.draw(data, self.holds, bool(getattr(self.judge.tree, "extends", False)))
         if isinstance(op, slots.Give):
             self.holds.remove(op.hold)
         before = len(self.judge.log)
