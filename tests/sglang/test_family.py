@@ -93,9 +93,26 @@ def test_a_broken_cache_is_caught_with_a_short_program(tmp_path: Path) -> None:
 @pytest.mark.skipif(sgl.unavailable_reason() is not None, reason=str(sgl.unavailable_reason()))
 def test_upstream_deviations_are_absorbed_by_the_committed_xfails(tmp_path: Path) -> None:
     xfails = ROOT / "conformance" / "sglang-0.5.23.xfails.json"
-    status, _, out = _check(tmp_path, *BUDGET, "--allocator",
-                            "properties.upstream:sglang_radix_cache", "--xfails-file",
-                            str(xfails))
+    status, report, out = _check(tmp_path, *BUDGET, "--allocator",
+                                 "properties.upstream:sglang_radix_cache", "--xfails-file",
+                                 str(xfails))
     assert status == cli.EXIT_CONFORMS, out
     entries = json.loads(xfails.read_text(encoding="utf-8"))
     assert entries and all(e["class"] == "design deviation" for e in entries)
+    robust = report["robustness"]  # the allocator level's probes: misuse accepted, listed
+    assert isinstance(robust, list) and {"double_free", "free_unallocated", "free_outside"} <= {
+        f["kind"] for f in robust}, out
+    assert "over the capacity" in out and "robustness finding(s)" in out
+
+
+@pytest.mark.skipif(sgl.unavailable_reason() is not None, reason=str(sgl.unavailable_reason()))
+def test_the_classic_caches_second_unlock_is_a_robustness_finding(tmp_path: Path) -> None:
+    status, report, out = _check(
+        tmp_path, *BUDGET, "--allocator", "properties.upstream:sglang_classic_radix_cache",
+        "--xfails-file", str(ROOT / "conformance" / "sglang-0.5.23-classic.xfails.json"))
+    assert status == cli.EXIT_CONFORMS, out
+    found = report["robustness"]
+    assert isinstance(found, list)
+    robust = {f["kind"]: f for f in found}
+    assert "lock count 0 -> -1" in robust["double_unlock"]["detail"], out
+    assert "tree.unlock(receipt)" in robust["double_unlock"]["script"]

@@ -13,8 +13,9 @@ class SGLangInvariants(Invariants):
                                "the key in its extra_key namespace")
     CACHE = Invariant("CACHE", "the tree holds exactly the slots inserted and not evicted; "
                                "insert's prefix_len counts the tokens it already held")
-    OWN = Invariant("OWN", "the tree, the running requests and the allocator's free list "
-                           "partition the pool: no slot is owned twice or lost")
+    OWN = Invariant("OWN", "the tree, the running requests, the bare allocations and the "
+                           "allocator's free list partition the pool: no slot is owned twice "
+                           "or lost; available_size is the free count, never above capacity")
     LOCK = Invariant("LOCK", "lock counts never go below zero; a locked node and its ancestors "
                              "are never evicted; a split node keeps its locks")
     SIZE = Invariant("SIZE", "evictable_size + protected_size is the tree's tokens; each is "

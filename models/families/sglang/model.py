@@ -4,8 +4,9 @@ call, raises a :class:`~models.core.invariants.Violation` naming the broken inva
 otherwise applies the call to the model.
 
 Ownership: every slot of the pool is owned by exactly one of the tree, a running request (the
-slots it allocated and computed, until its insert hands them over) and the allocator's free
-list. Shadow KV memory: ``kv[slot]`` is the KV the slot holds, named by the token prefix that
+slots it allocated and computed, until its insert hands them over), a hold (a bare ``alloc``
+at the allocator level, until it frees them) and the allocator's free list. Shadow KV
+memory: ``kv[slot]`` is the KV the slot holds, named by the token prefix that
 computed it and its ``extra_key`` (``(extra_key, tokens[:i + 1])`` for the ``i``-th token). A
 request writes it for every slot it allocated, when it allocates them (its prefill computes
 them); a slot freed (a duplicate insert frees, an evicted one) holds no KV any more.
@@ -54,6 +55,10 @@ class TreeModel:
     free: set[int] = field(init=False)
     kv: dict[int, Key] = field(default_factory=dict)
     requests: list[Request | None] = field(default_factory=list)
+    #: Bare allocations (``alloc`` outside a request, the allocator level): each hold's KV
+    #: row (a slot per token; ``alloc_extend`` / ``alloc_decode`` grow it, its last page may
+    #: be partly used but is held whole) until it frees it (None: freed); numbered by grant.
+    holds: list[list[int] | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.tree = ModelTree(self.config.page_size)
@@ -71,7 +76,69 @@ class TreeModel:
         for i, req in enumerate(self.requests):
             if req is not None and req.state == "running" and slot in req.slots[req.matched:]:
                 return f"running request {i}"
+        for i, held in enumerate(self.holds):
+            if held is not None and slot in self.pages_of(held):
+                return f"hold {i}"
         return "nobody"
+
+    def pages_of(self, row: Sequence[int]) -> set[int]:
+        """Every slot of the pages ``row`` uses (a partly used page is held whole)."""
+        ps = self.config.page_size
+        return {page * ps + i for page in {s // ps for s in row} for i in range(ps)}
+
+    def hold(self, hold: int) -> list[int]:
+        """The slots of live hold ``hold`` (out of contract: never granted, or freed)."""
+        if not 0 <= hold < len(self.holds):
+            raise OutOfContract(f"hold {hold} was never granted ({len(self.holds)} were)")
+        found = self.holds[hold]
+        if found is None:
+            raise OutOfContract(f"hold {hold} was freed already")
+        return found
+
+    def release(self, hold: int) -> list[int]:
+        """Hold ``hold`` frees its slots: they go back to the free list, holding no KV."""
+        slots = self.hold(hold)
+        self.holds[hold] = None
+        for slot in self.pages_of(slots):
+            self.free.add(slot)
+            self.kv.pop(slot, None)
+        return slots
+
+    def check_extend(self, hold: int, tokens: int, got: Sequence[int] | None) -> None:
+        """``alloc_extend`` of hold ``hold``'s row by ``tokens`` tokens (``alloc_decode``: 1)
+        answered ``got``: the rest of the row's last page first (the slots after its last
+        slot), then whole free pages, a token's slot at its offset in its page; None only
+        when fewer pages are free than needed. The new pages become the hold's."""
+        row = self.hold(hold)
+        ps = self.config.page_size
+        prefix, seq = len(row), len(row) + tokens
+        need = -(-seq // ps) - -(-prefix // ps)
+        free_pages = {s // ps for s in self.free}
+        if got is None:
+            if len(free_pages) >= need:
+                raise Violation(F.OWN, f"alloc_extend refused {need} page(s) with "
+                                f"{len(free_pages)} free", expected=need, observed=None)
+            return
+        got = list(got)
+        if len(got) != tokens:
+            raise Violation(F.OWN, "alloc_extend hands out a slot per new token",
+                            expected=tokens, observed=got)
+        new: list[int] = []
+        for pos, slot in zip(range(prefix, seq), got, strict=True):
+            if pos % ps:  # the page of the token before
+                before = row[-1] if pos == prefix else got[pos - prefix - 1]
+                if slot != before + 1:
+                    raise Violation(F.OWN, f"alloc_extend: token {pos} continues the page of "
+                                    "the token before", expected=before + 1, observed=got)
+            elif slot % ps or slot // ps not in free_pages or slot // ps in new:
+                raise Violation(F.OWN, f"alloc_extend: token {pos} starts a whole free page "
+                                "of its own", expected="a free page's first slot",
+                                observed=(slot, self.owner(slot)))
+            else:
+                new.append(slot // ps)
+        for page in new:
+            self.free -= {page * ps + i for i in range(ps)}
+        row.extend(got)
 
     def request(self, req: int, state: str) -> Request:
         if not 0 <= req < len(self.requests):
@@ -201,6 +268,10 @@ class TreeModel:
         if lost:
             raise Violation(F.OWN, "every slot nobody owns is on the free list (lost slots)",
                             observed=lost)
+        capacity = self.config.size
+        if available > capacity:
+            raise Violation(F.OWN, "available_size never exceeds the capacity",
+                            expected=capacity, observed=available)
         if available != len(self.free):
             raise Violation(F.OWN, "available_size counts the free slots",
                             expected=len(self.free), observed=available)

@@ -36,6 +36,11 @@ class UpstreamTree:
         self.kind = kind
         self.page_size = page_size
         self.allocator = mods.new_allocator(size, page_size)
+        # alloc_extend / alloc_decode run here only through a CPU path (0.5.21 on:
+        # alloc_extend_naive when triton is absent; 0.5.18 launches its triton kernels).
+        module = mods.modules.get(type(self.allocator).__module__)
+        self.extends = (page_size > 1 and hasattr(module, "alloc_extend_naive")
+                        and not getattr(self.allocator, "use_triton_kernels", True))
         if kind == "classic":
             self.cache = mods.new_radix_cache(self.allocator, page_size)
         elif kind in ("unified-python", "unified-rust"):
@@ -58,6 +63,34 @@ class UpstreamTree:
     def free(self, slots: Sequence[int]) -> None:
         if slots:
             self.allocator.free(self._torch.tensor(list(slots), dtype=self._torch.int64))
+
+    def free_segment(self, slots: Sequence[int], start_pos: int = 0) -> None:
+        """``free_segment(slots, start_pos=...)``: one request's KV row segment."""
+        if slots:
+            self.allocator.free_segment(
+                self._torch.tensor(list(slots), dtype=self._torch.int64), start_pos=start_pos)
+
+    def free_group(self, parts: Sequence[Sequence[int]]) -> None:
+        """``free_group_begin()``, ``free`` of each part, ``free_group_end()``."""
+        self.allocator.free_group_begin()
+        for part in parts:
+            self.free(part)
+        self.allocator.free_group_end()
+
+    def alloc_extend(self, prefix_len: int, seq_len: int, last_loc: int) -> list[int] | None:
+        """The paged allocator's ``alloc_extend`` for one request (CPU tensors)."""
+        t = self._torch
+        prefix, seq = t.tensor([prefix_len]), t.tensor([seq_len])
+        got = self.allocator.alloc_extend(prefix, prefix, seq, seq, t.tensor([last_loc]),
+                                          seq_len - prefix_len)
+        return None if got is None else [int(x) for x in got.tolist()]
+
+    def alloc_decode(self, seq_len: int, last_loc: int) -> list[int] | None:
+        """The paged allocator's ``alloc_decode`` for one request (CPU tensors)."""
+        t = self._torch
+        seq = t.tensor([seq_len])
+        got = self.allocator.alloc_decode(seq, seq, t.tensor([last_loc]))
+        return None if got is None else [int(x) for x in got.tolist()]
 
     def available_size(self) -> int:
         return int(self.allocator.available_size())
@@ -113,6 +146,12 @@ class UpstreamTree:
             self.cache.unlock(receipt)
         else:
             self.cache.dec_lock_ref(receipt)
+
+    def lock_count(self, node: Any) -> int | None:
+        """The node's lock count, where the tree keeps one on its node (None: not readable
+        here)."""
+        count = getattr(node, "lock_ref", None)
+        return None if count is None else int(count)
 
     def evict(self, num_tokens: int) -> tuple[int, Counter[int]]:
         """(tokens the tree says it evicted, the slots that became free)."""

@@ -33,6 +33,7 @@ from models.families.sglang.ops import (
 )
 from properties.core.family import Family, Script, TargetOptions
 from properties.core.targets import Target, TargetError, speaks, step_timeout_setting
+from properties.families.sglang import slots
 from properties.families.sglang.judge import Arrived, TreeJudge
 from properties.families.sglang.targets import (
     BUNDLED_SPEC,
@@ -51,17 +52,22 @@ REF = "properties.families.sglang.family:FAMILY"
 
 
 class SGLangVocabulary:
-    """Operations (``arrive``, ``finish``, ``unlock``, ``evict``, ``match``) and pools
-    (``pages``, ``page_size``), as JSON."""
+    """Operations (``arrive``, ``finish``, ``unlock``, ``evict``, ``match``; the allocator
+    level's ``alloc``, ``alloc_extend``, ``free``, ``probe``) and pools (``pages``,
+    ``page_size``), as JSON."""
 
     def op_to_json(self, op: Any) -> dict[str, Any]:
+        if isinstance(op, slots.SLOT_OPS):
+            return op.to_json()
         return op_to_json(op)
 
     def op_from_json(self, data: Mapping[str, Any]) -> Any:
+        if data.get("op") in slots.KINDS:
+            return slots.from_json(data)
         return op_from_json(data)
 
     def is_op(self, value: object) -> bool:
-        return isinstance(value, OP_TYPES)
+        return isinstance(value, OP_TYPES + slots.SLOT_OPS)
 
     def config(self, target: Target, geometry: Mapping[str, Any]) -> TreeConfig:
         return TreeConfig(int(geometry["pages"]), int(geometry["page_size"]))
@@ -108,8 +114,10 @@ def unlock(req):
 '''
 
 
-def call_line(op: Any) -> str:
+def call_line(op: Any, config: TreeConfig) -> str:
     """One operation as a call of the prelude's helpers or the driver."""
+    if isinstance(op, slots.SLOT_OPS):
+        return op.line(config)
     if isinstance(op, Arrive):
         extra = f", {op.extra_key!r}" if op.extra_key is not None else ""
         return f"arrive({list(op.tokens)}{extra})"
@@ -137,7 +145,7 @@ class SGLangFamily:
     #: Optional role (properties.core.roles.PoolShrinking): smaller pools replay shorter.
     pool_fields: tuple[tuple[str, int], ...] = (("pages", 1),)
     #: Optional role (properties.core.roles.HandleShrinking): requests, by their Arrive.
-    handle_fields: Mapping[str, tuple[str, ...]] = {"req": ("req",)}
+    handle_fields: Mapping[str, tuple[str, ...]] = {"req": ("req",), "hold": ("hold",)}
 
     def zoo(self) -> Mapping[str, ZooMutant]:
         """Optional role (fuzz.core.tools.Zoo): the known-broken targets
@@ -168,25 +176,28 @@ class SGLangFamily:
                               f"{type(exc).__name__}: {exc}") from exc
         return Target(spec, tree.create, tree, tree.name, tree.version, family=self.name,
                       description=f"{tree.describe()} [{spec}]",
+                      misuse_types=tree.misuse_types,
                       step_timeout=step_timeout_setting(options.step_timeout))
 
     def judge(self, target: Target, config: TreeConfig) -> TreeJudge:
-        return TreeJudge(target.factory, config)
+        return TreeJudge(target.factory, config, spec=target.spec,
+                         name=target.describe().split(" (")[0],
+                         misuse_types=target.misuse_types)
 
     def script(self, target: Target, config: TreeConfig, steps: Sequence[Any],
                judge: Any | None = None) -> Script:
         """The driver built from the spec, the scheduler's helpers, one call per step; then
         the same program replayed under the judge."""
         body = ["from properties.families.sglang.targets import open_target", "",
-                f"PAGE = {config.page_size}",
+                f"PAGE, SIZE, SPEC = {config.page_size}, {config.size}, {target.spec!r}",
                 f"tree = open_target({target.spec!r}).create({config.size}, {config.page_size})",
-                "requests = []", *PRELUDE.split("\n")]
+                "requests = []", *PRELUDE.split("\n"), *slots.PRELUDE.split("\n")]
         for i, step in enumerate(steps):
-            body += [f"# step {i}: {step.op!r}", call_line(step.op)]
+            body += [f"# step {i}: {step.op!r}", call_line(step.op, config)]
         body += ["# what the judge reads after every step: the free list and the sizes",
                  "print('free slots', sorted(tree.free_slots().elements()))",
                  "print('evictable, protected, total', tree.sizes())"]
-        program = [op_to_json(step.op) for step in steps]
+        program = [self.vocabulary.op_to_json(step.op) for step in steps]
         check = ["from properties.core.replay import check",
                  f"check({target.spec!r}, {self.vocabulary.geometry(config)!r}, [",
                  *[f"    {op!r}," for op in program],
@@ -216,6 +227,14 @@ class SGLangFamily:
         elif isinstance(op, Evict):
             for n in range(op.num_tokens):
                 yield Evict(n), {}
+        elif isinstance(op, slots.Take):
+            for pages in range(1, op.pages):
+                yield slots.Take(pages), {}
+        elif isinstance(op, slots.Give) and op.how != "free":
+            yield replace(op, how="free"), {}
+        elif isinstance(op, slots.Probe):
+            for arg in range(op.arg):
+                yield replace(op, arg=arg), {}
 
 
 FAMILY: Family = SGLangFamily()

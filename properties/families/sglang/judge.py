@@ -13,13 +13,14 @@ from models.core.invariants import Violation
 from models.families.sglang.invariants import SGLangInvariants as F
 from models.families.sglang.model import Request, TreeModel
 from models.families.sglang.ops import Arrive, Evict, Finish, Op, TreeConfig, Unlock
+from properties.families.sglang.slots import SLOT_OPS, SlotOp
 
 
 @dataclass(slots=True)
 class Step:
     """One operation the judge ran, and what it came to (or the error the target raised)."""
 
-    op: Op
+    op: Op | SlotOp
     outcome: Any = None
 
 
@@ -35,11 +36,15 @@ class Arrived:
 
 @dataclass
 class TreeJudge:
-    """A fresh tree of ``create`` (``(size, page_size) -> driver``) and the model."""
+    """A fresh tree of ``create`` (``(size, page_size) -> driver``) and the model; ``spec``,
+    ``name`` and ``misuse_types`` are the target's (for the allocator level's probes)."""
 
     create: Callable[[int, int], Any]
     config: TreeConfig
     log: list[Step] = field(default_factory=list)
+    spec: str = ""
+    name: str = ""
+    misuse_types: tuple[type[BaseException], ...] = ()
 
     def __post_init__(self) -> None:
         self.model = TreeModel(self.config)
@@ -48,7 +53,7 @@ class TreeJudge:
                                self.config.page_size)
         self._check_pool()
 
-    def step(self, op: Op) -> Any:
+    def step(self, op: Op | SlotOp) -> Any:
         index = len(self.log)
         entry = Step(op)
         self.log.append(entry)
@@ -61,7 +66,13 @@ class TreeJudge:
 
     # ------------------------------------------------------------------ operations
 
-    def _step(self, op: Op) -> Any:
+    def fresh(self) -> Any:
+        """Another tree of the target with the run's pool shape (for misuse probes)."""
+        return self.create(self.config.size, self.config.page_size)
+
+    def _step(self, op: Op | SlotOp) -> Any:
+        if isinstance(op, SLOT_OPS):  # the allocator level: each operation runs itself
+            return op.run(self)
         if isinstance(op, Arrive):
             return self._arrive(op)
         if isinstance(op, Finish):

@@ -1,12 +1,14 @@
 """SGLang targets: a radix cache and its token-slot allocator behind one driver interface.
 
 A :class:`TreeTarget` builds trees of one implementation: ``create(size, page_size)`` returns
-a driver with ``alloc``, ``free``, ``available_size``, ``free_slots`` (the allocator's free
-slots as a multiset), ``match``, ``insert`` (duplicates end freed, whichever tree it is),
-``lock``, ``unlock``, ``evict`` (tokens evicted, the slots it freed) and ``sizes``: upstream's
-trees through :class:`~properties.families.sglang.driver.UpstreamTree`, a bundled-style tree
-(a module with ``RadixCache``, ``RadixKey``, ``CacheInitParams`` and the parameter records,
-over an allocator module) through :class:`BundledTree`. The suite never imports the bundled
+a driver with ``alloc``, ``free``, ``free_segment``, ``free_group``, ``alloc_extend`` and
+``alloc_decode`` (where ``extends``: paged, with a CPU path), ``available_size``,
+``free_slots`` (the allocator's free slots as a multiset), ``match``, ``insert`` (duplicates
+end freed, whichever tree it is), ``lock``, ``unlock``, ``lock_count``, ``evict`` (tokens
+evicted, the slots it freed) and ``sizes``: upstream's trees through
+:class:`~properties.families.sglang.driver.UpstreamTree`, a bundled-style tree (a module with
+``RadixCache``, ``RadixKey``, ``CacheInitParams`` and the parameter records, over an allocator
+module) through :class:`BundledTree`. The suite never imports the bundled
 reference: it is found by name, as any target is.
 """
 
@@ -34,13 +36,15 @@ CACHE_METHODS = ("match_prefix", "insert", "evict", "inc_lock_ref", "dec_lock_re
 class TreeTarget:
     """One implementation: ``kind`` is ``bundled``, ``classic``, ``unified-python`` or
     ``unified-rust``; ``frees_duplicates``: its insert frees the caller's duplicate slots
-    (classic's caller does it, the driver plays that part)."""
+    (classic's caller does it, the driver plays that part); ``misuse_types``: the typed
+    errors it claims to refuse misuse with, changing nothing (empty: no such claim)."""
 
     name: str
     version: str
     kind: str
     create: Callable[[int, int], Any]
     frees_duplicates: bool = True
+    misuse_types: tuple[type[BaseException], ...] = ()
 
     def describe(self) -> str:
         who = "the tree frees" if self.frees_duplicates else "the caller frees"
@@ -56,6 +60,7 @@ class BundledTree:
         self.page_size = page_size
         self.allocator = (alloc_module.TokenToKVPoolAllocator(size) if page_size == 1
                           else alloc_module.PagedTokenToKVPoolAllocator(size, page_size))
+        self.extends = page_size > 1 and hasattr(self.allocator, "alloc_extend")
         m = cache_module
         self.cache = m.RadixCache(m.CacheInitParams(False, None, self.allocator, page_size))
         self._key, self._match = m.RadixKey, m.MatchPrefixParams
@@ -67,6 +72,24 @@ class BundledTree:
 
     def free(self, slots: Sequence[int]) -> None:
         self.allocator.free(list(slots))
+
+    def free_segment(self, slots: Sequence[int], start_pos: int = 0) -> None:
+        self.allocator.free_segment(list(slots), start_pos=start_pos)
+
+    def free_group(self, parts: Sequence[Sequence[int]]) -> None:
+        self.allocator.free_group_begin()
+        for part in parts:
+            self.free(part)
+        self.allocator.free_group_end()
+
+    def alloc_extend(self, prefix_len: int, seq_len: int, last_loc: int) -> list[int] | None:
+        got = self.allocator.alloc_extend([prefix_len], [prefix_len], [seq_len], [seq_len],
+                                          [last_loc], seq_len - prefix_len)
+        return None if got is None else list(got)
+
+    def alloc_decode(self, seq_len: int, last_loc: int) -> list[int] | None:
+        got = self.allocator.alloc_decode([seq_len], [seq_len], [last_loc])
+        return None if got is None else list(got)
 
     def available_size(self) -> int:
         return int(self.allocator.available_size())
@@ -94,6 +117,9 @@ class BundledTree:
     def unlock(self, receipt: Any) -> None:
         self.cache.unlock(receipt)
 
+    def lock_count(self, node: Any) -> int | None:
+        return int(node.lock_ref)
+
     def evict(self, num_tokens: int) -> tuple[int, Counter[int]]:
         before = self.free_slots()
         result = self.cache.evict(self._evict(num_tokens))
@@ -116,7 +142,10 @@ def bundled_target(cache_module: ModuleType, alloc_module: ModuleType | None = N
     def create(size: int, page_size: int) -> BundledTree:
         return BundledTree(cache_module, allocators, size, page_size)
 
-    return TreeTarget(name, version, "bundled", create)
+    # A bundled-style tree claims typed errors when its module names their base class.
+    base = getattr(cache_module, "SGLangCacheError", None)
+    claimed = (base,) if isinstance(base, type) and issubclass(base, Exception) else ()
+    return TreeTarget(name, version, "bundled", create, misuse_types=claimed)
 
 
 def upstream_target(version: str, kind: str) -> TreeTarget:

@@ -128,6 +128,21 @@ MUTANTS: dict[str, Mutant] = {
         ALLOC, "OWN", "paged alloc hands out slots shifted by one (not whole pages)",
         ("BaseTokenToKVPoolAllocator.alloc", "range(p * ps, p * ps + ps)",
          "range(p * ps + 1, p * ps + ps + 1)")),
+    # ---------------------------------------------------------------- OWN: the allocator level
+    "free_skips_the_double_free_check": _m(
+        ALLOC, "OWN", "free takes back a slot that is free already (upstream's double free): "
+        "only a misuse probe makes the call",
+        ("BaseTokenToKVPoolAllocator._pages_of",
+         "if not self._allocated.issuperset(distinct):", "if False:")),
+    "extend_leaves_pages_free": _m(
+        ALLOC, "OWN", "alloc_extend / alloc_decode hand out new pages they leave on the free "
+        "list",
+        ("PagedTokenToKVPoolAllocator._extend", "del free[:taken]", "pass")),
+    "free_group_drops_first_free": _m(
+        ALLOC, "OWN", "free_group_end releases every free of the group but the first: its "
+        "slots are lost",
+        ("BaseTokenToKVPoolAllocator.free_group_end", "for pages in pending:",
+         "for pages in pending[1:]:")),
     # ---------------------------------------------------------------- LOCK
     "split_drops_locks": _m(
         RADIX, "SIZE", "a split's new parent starts unlocked (its unlock then miscounts)",

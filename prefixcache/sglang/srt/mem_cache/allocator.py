@@ -18,6 +18,11 @@ Contract (both allocators):
   are staged and merged in sorted order when ``alloc`` runs short.
 * ``free_group_begin``/``free_group_end`` defer frees to the end of the group; each ``free``
   in the group is still checked when it is called.
+* The paged allocator's ``alloc_extend`` / ``alloc_decode`` extend requests' KV rows (upstream's
+  CPU path, ``alloc_extend_naive`` / ``alloc_decode_naive``): the rest of the page of a row's
+  last slot first, then whole new pages from the front of the free list; None, taking
+  nothing, when fewer pages are free than the batch needs. A ``last_loc`` that is not the
+  slot of the token before the extension, or not handed out, raises.
 """
 
 from __future__ import annotations
@@ -211,6 +216,63 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
     def __init__(self, size: int, page_size: int, dtype: object = None, device: str = "cpu",
                  kvcache: object = None, need_sort: bool = False) -> None:
         super().__init__(size, page_size, dtype, device, kvcache, need_sort)
+
+    def alloc_extend(self, prefix_lens: Sequence[int], prefix_lens_cpu: Sequence[int],
+                     seq_lens: Sequence[int], seq_lens_cpu: Sequence[int],
+                     last_loc: Sequence[int], extend_num_tokens: int,
+                     num_new_pages: int | None = None) -> list[int] | None:
+        """Slots for tokens ``prefix_lens[i]..seq_lens[i] - 1`` of each request, in request
+        order: first the rest of the page holding ``last_loc[i]`` (the slot of the request's
+        last token; ``-1`` with an empty prefix), then whole new pages from the front of the
+        free list. None (nothing taken) when fewer pages are free than the batch needs.
+        ``prefix_lens_cpu``, ``seq_lens_cpu`` and ``num_new_pages`` are upstream's host copies
+        and hint; the lists given are used."""
+        ps = self.page_size
+        if not len(prefix_lens) == len(seq_lens) == len(last_loc):
+            raise InvalidArgumentError("prefix_lens, seq_lens and last_loc differ in length")
+        spans = list(zip(prefix_lens, seq_lens, last_loc, strict=True))
+        for prefix, seq, last in spans:
+            if not 0 <= prefix <= seq:
+                raise InvalidArgumentError(f"prefix {prefix} and sequence {seq} lengths")
+            if (last + 1) % ps != prefix % ps:
+                raise InvalidArgumentError(f"last_loc {last} is not token {prefix - 1}'s slot "
+                                           f"(page size {ps})")
+            if prefix % ps and not self.allocated(last):
+                raise InvalidSlotError(f"last_loc {last} is not handed out")
+        if extend_num_tokens != sum(seq - prefix for prefix, seq, _ in spans):
+            raise InvalidArgumentError(f"extend_num_tokens {extend_num_tokens} is not the "
+                                       "sum of the extensions")
+        need = sum(-(-seq // ps) - -(-prefix // ps) for prefix, seq, _ in spans)
+        return self._extend(spans, need)
+
+    def alloc_decode(self, seq_lens: Sequence[int], seq_lens_cpu: Sequence[int],
+                     last_loc: Sequence[int]) -> list[int] | None:
+        """One slot per request for token ``seq_lens[i] - 1``: ``last_loc[i] + 1`` inside a
+        page, else a new page's first slot; None (nothing taken) when too few pages are
+        free."""
+        spans = [(seq - 1, seq, last) for seq, last in zip(seq_lens, last_loc, strict=True)]
+        return self.alloc_extend([p for p, _, _ in spans], [], [s for _, s, _ in spans], [],
+                                 [last for _, _, last in spans], len(spans))
+
+    def _extend(self, spans: list[tuple[int, int, int]], need: int) -> list[int] | None:
+        if self.need_sort and need > len(self.free_pages):
+            self.merge_and_sort_free()
+        free = self.free_pages
+        if need > len(free):
+            return None
+        ps, taken = self.page_size, 0
+        out: list[int] = []
+        for prefix, seq, last in spans:
+            for pos in range(prefix, seq):
+                if pos % ps:  # inside the page of the token before
+                    out.append(out[-1] + 1 if pos > prefix else last + 1)
+                else:
+                    out.append(free[taken] * ps)
+                    taken += 1
+        pages = free[:taken]
+        del free[:taken]
+        self._allocated.update(pages)
+        return out
 
     def free_page_ids(self, page_ids: Sequence[int]) -> None:
         """Free exactly these pages, each once, in the order given."""

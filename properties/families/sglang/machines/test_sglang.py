@@ -14,6 +14,7 @@ from properties.core.expected import replay_expected
 from properties.core.machine import OracleMachine
 from properties.core.plugin import ExpectedFailure
 from properties.core.targets import load_target
+from properties.families.sglang import slots
 from properties.families.sglang.family import REF
 from properties.families.sglang.judge import Arrived, TreeJudge
 
@@ -29,7 +30,9 @@ PREV_ZERO = st.sampled_from([False, False, False, True])
 class TreeMachine(OracleMachine):
     """Requests arrive (often sharing an earlier prompt, as a shared system prompt does),
     run, finish (some keeping a lock for their next turn), are unlocked; the cache is evicted
-    and looked up between them."""
+    and looked up between them. Beside them, the allocator level
+    (:mod:`properties.families.sglang.slots`): bare allocations taken and given back, and
+    misuse probes on fresh trees."""
 
     judge: TreeJudge
 
@@ -41,6 +44,7 @@ class TreeMachine(OracleMachine):
         self.running: list[int] = []
         self.held: list[int] = []
         self.prompts: list[tuple[tuple[int, ...], str | None]] = []
+        self.holds: list[int] = []
 
     @initialize(pages=st.integers(2, 16), page_size=st.sampled_from([1, 4]))
     def start(self, pages: int, page_size: int) -> None:
@@ -110,6 +114,20 @@ class TreeMachine(OracleMachine):
         else:
             tokens, extra_key = self.tokens(data), data.draw(NAMESPACES)
         self.do(Match(tokens, extra_key))
+
+    @rule(data=st.data())
+    def allocator(self, data: st.DataObject) -> None:
+        """The allocator level, one rule: a bare allocation (the pool shrinks under the
+        requests), its KV row extended (paged), its slots given back, or a misuse probe on a
+        fresh tree."""
+        op = slots.draw(data, self.holds, bool(getattr(self.judge.tree, "extends", False)))
+        if isinstance(op, slots.Give):
+            self.holds.remove(op.hold)
+        before = len(self.judge.log)
+        self.do(op)
+        outcome = self.judge.log[-1].outcome if len(self.judge.log) > before else None
+        if isinstance(op, slots.Take) and isinstance(outcome, int):
+            self.holds.append(outcome)
 
     def _arrive(self, tokens: tuple[int, ...], extra_key: str | None) -> int | None:
         before = len(self.judge.log)
