@@ -18,8 +18,10 @@ violation
 *matches* an entry when its family is the entry's (or one of ``families``: one upstream defect
 often surfaces as several families, depending on what reads the corrupted state) and, where
 given, it fired at an operation of one of ``ops``, ``message`` is found in its message
-(``re.search``), the operations before it contain one of the ``after`` sequences of kinds as a
-subsequence (e.g. ``[["allocate", "free"]]``: an allocation, later a free), and the program so
+(``re.search``), the operations it needs contain one of the ``after`` sequences of kinds as a
+subsequence (e.g. ``[["allocate", "free"]]``: an allocation, later a free; read in its shrunk
+mechanism where that is computed, so a program that merely held those operations before an
+unrelated failure is not absorbed, else in the program before it), and the program so
 far used one of the ``tokens`` (e.g. the values Python's ``hash`` folds onto small ints), and it was
 raised by an allocator of one of the ``allocator_types``. The first
 matching entry wins, so list narrow entries before broad ones. Other keys (``observe``, used by
@@ -168,9 +170,13 @@ class ExpectedFailure:
             return False
         if history is None:
             return True
-        kinds = [op.kind for op in history[:-1]]
-        if self.after and not any(_subsequence(seq, kinds) for seq in self.after):
-            return False
+        if self.after:
+            # What the failure needs, not what the program happened to hold: the shrunk
+            # mechanism where it is known, else the program before the failing operation.
+            kinds = list(mechanism()) if mechanism is not None else [
+                op.kind for op in history[:-1]]
+            if not any(_subsequence(seq, kinds) for seq in self.after):
+                return False
         if self.tokens and not _uses_tokens(self.tokens, history):
             return False
         return (not self.mechanisms or mechanism is None

@@ -10,11 +10,12 @@ import pytest
 
 from fuzz.families.v0.decoder import Level
 from models.core.invariants import Violation
+from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.invariants import Family
 from models.families.v0.operations import op_from_json
 from properties.core.baseline import Deviation, attach, deviation, merge, write_xfails
-from properties.core.plugin import load_expected
+from properties.core.plugin import load_expected, parse_expected
 from properties.core.replay import run_program
 from properties.core.signature import Signature, signature
 from properties.core.targets import Target, load_target
@@ -46,6 +47,20 @@ def test_a_deviation_covers_histories_that_contain_its_mechanism() -> None:
     assert dev.covers(["swap", "free", "append", "free"])
     assert not dev.covers(["swap", "free"])
     assert _dev("free", 1, 1, "a").covers([])
+
+
+def test_after_reads_the_mechanism_where_it_is_known() -> None:
+    """An entry's ``after`` names what the failure needs: a program that merely held a swap
+    before an unrelated failure is not absorbed by an entry that wants one."""
+    entry = parse_expected([{"id": "needs-swap", "family": "CRASH", "explanation": "",
+                             "config": {}, "program": [],
+                             "match": {"ops": ["free"], "after": [["swap"]]}}])[0]
+    violation = Violation(Family.CRASH, "x").at(ops.Free(0), 2)
+    history = [ops.AllocateMutable(None), ops.Swap((0,), ops.Dev.GPU, ops.Dev.CPU),
+               ops.Free(0)]
+    assert entry.matches(violation, history)  # no mechanism known: the program decides
+    assert entry.matches(violation, history, mechanism=lambda: ("allocate_mutable", "swap"))
+    assert not entry.matches(violation, history, mechanism=lambda: ("allocate_mutable",))
 
 
 @pytest.fixture(scope="module")
