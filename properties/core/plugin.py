@@ -516,7 +516,7 @@ def _install_wrapper() -> Any:
         if call is None or not (call.entries or call.explore):
             original(self, op)
             return
-        if getattr(self, "_prefixcache_absorbed", False):
+        if self.absorbed:
             return
         try:
             try:
@@ -550,7 +550,7 @@ def _install_wrapper() -> Any:
                 violation.prefixcache_history = history  # type: ignore[attr-defined]
                 violation.prefixcache_mechanism = mechanism  # type: ignore[attr-defined]
                 raise
-            self._prefixcache_absorbed = True  # type: ignore[attr-defined]
+            self.absorbed = True
             if call.explore:
                 # Under --all an example that ends at a deviation (expected or not) is
                 # discarded: it does not use the budget, and Hypothesis draws another in its
