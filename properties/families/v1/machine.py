@@ -91,12 +91,13 @@ Rule = TypeVar("Rule", bound=Callable[..., None])
 
 
 def _live(rule_fn: Rule) -> Rule:
-    """The rule does nothing once its example absorbed an operation (the core's expected
-    failures and ``--all``): the pool and the model no longer move together."""
+    """The rule does nothing once its example absorbed a violation
+    (:attr:`~properties.core.machine.OracleMachine.absorbed`): the pool and the model no longer
+    move together."""
 
     @functools.wraps(rule_fn)
     def run(self: PoolMachine, *args: Any, **kwargs: Any) -> None:
-        if not self.over:
+        if not self.absorbed:
             rule_fn(self, *args, **kwargs)
 
     return run  # type: ignore[return-value]
@@ -121,7 +122,6 @@ class PoolMachine(OracleMachine):
     config: PoolConfig
 
     def __init__(self) -> None:
-        self.over = False
         self.tables: list[Table] = []
         if self.bound_target is None:
             super().__init__()
@@ -144,15 +144,10 @@ class PoolMachine(OracleMachine):
         return self.judge.executor
 
     def step(self, op: ops.Op) -> Any:
-        """:meth:`do` ``op``; what the pool returned (None, and :attr:`over` set, when the
-        example absorbed it)."""
-        log = self.judge.log
-        before = len(log)
+        """:meth:`do` ``op``; what the pool returned (None once the example absorbed a
+        violation: the caller's rule stops)."""
         self.do(op)
-        if len(log) == before or self.over:
-            self.over = True
-            return None
-        return log[-1].outcome
+        return None if self.absorbed else self.judge.log[-1].outcome
 
     @property
     def groups(self) -> int:

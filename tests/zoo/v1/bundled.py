@@ -186,7 +186,8 @@ VARIANTS: tuple[Variant, ...] = (
        BP, "BlockPool.emit_cached_block_events",
        "self._stored_event(request, block_hashes, 0, present, block_size, kv_cache_group_id)",
        "self._stored_event(request, block_hashes, 0, min(present + 1, len(block_hashes)),\n"
-       "                   block_size, kv_cache_group_id)  # BUG: one past the hits"),
+       "                   block_size, kv_cache_group_id)  # BUG: one past the hits",
+       examples=1500),
     _v("evict_first_ignored", F.LRU, "free_blocks(evict_first=True) queues keyed blocks last",
        BP, "BlockPool.free_blocks", "caching = self.enable_caching and not evict_first",
        "caching = self.enable_caching  # BUG: evict_first ignored"),
