@@ -20,9 +20,13 @@ from properties.core.targets import load_target
 
 def replay_expected(entry: ExpectedFailure, config: pytest.Config) -> None:
     """xfail when the entry's program still fails as it says; fail when it no longer fails
-    (a stale entry: remove it) or fails otherwise; skip a ``flaky`` entry that passed.
-    ``config``: the session's (its other entries' tolerated deviations apply)."""
+    (a stale entry: remove it) or fails otherwise; skip a ``flaky`` entry that passed, and one
+    for other releases (``versions``). ``config``: the session's (its other entries' tolerated
+    deviations apply)."""
     current = selection.current_target()
+    if not entry.applies(current.version):
+        pytest.skip(f"{entry.id} is listed for other releases ({', '.join(entry.versions)}) "
+                    f"than {current.version or 'this target'}")
     target = current if entry.allocator_type in ("", current.allocator_type) else load_target(
         current.spec, family=current.family, allocator_type=entry.allocator_type)
     target = selection.tolerating(target, tolerated_by(expected_entries(config), entry))

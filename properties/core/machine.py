@@ -38,6 +38,10 @@ class OracleMachine(RuleBasedStateMachine):
     family: Family
     config: Any
     judge: Judge
+    #: Whether this example absorbed a violation (an expected failure, or under ``--all`` any
+    #: deviation: :mod:`properties.core.plugin`); its later :meth:`do` calls run nothing, so a
+    #: rule that reads what an operation returned stops here.
+    absorbed: bool = False
 
     def __init__(self) -> None:
         super().__init__()

@@ -59,6 +59,12 @@ matching entry wins, so list narrow entries before broad ones. Other keys (``obs
   ``--strict-xfails`` fails the session on it. ``match.mechanism`` (one list of kinds, what
   ``--write-xfails`` writes) or ``match.mechanisms`` (the triaged instances of one defect)
   narrows an entry to exactly those mechanisms.
+- Releases: ``"versions": [...]`` limits an entry to targets of those releases
+  (``Target.version``; absent: every release). An entry for other releases absorbs nothing and
+  its replay is skipped, naming them (:func:`expected_entries` holds the entries that apply).
+- Generator features: ``"avoid": [names]`` asks the family's machines to leave those features
+  out, so a run with a known deviation there still explores the rest (:func:`avoided`: the
+  names the applicable entries give; each family's machines say which names they know).
 
 While a state-machine test runs (any ``RuleBasedStateMachine``'s ``TestCase``), the collector's
 young-generation threshold is raised (``properties.core.collector``) and restored after it.
@@ -133,6 +139,12 @@ class ExpectedFailure:
     # Match only these shrunk mechanisms (``match.mechanism``: one; ``match.mechanisms``: the
     # triaged instances of one defect). Empty: any.
     mechanisms: tuple[tuple[str, ...], ...] = ()
+    versions: tuple[str, ...] = ()  # the releases it applies to (empty: every release)
+    avoid: frozenset[str] = frozenset()  # generator features the machines leave out
+
+    def applies(self, version: str) -> bool:
+        """Whether the entry applies to a target of release ``version``."""
+        return not self.versions or version in self.versions
 
     def matches(self, violation: Violation, history: Sequence[Op] | None = None,
                 allocator_type: str | None = None,
@@ -227,7 +239,8 @@ def parse_expected(data: Sequence[dict[str, Any]], invariants: InvariantSet | No
             str(e.get("allocator_type", "")),
             tuple(str(t) for t in match.get("allocator_types", ())), bool(e.get("flaky")),
             tuple(Measure.from_json(m) for m in e.get("measures", ())),
-            _mechanisms(match)))
+            _mechanisms(match), tuple(str(v) for v in e.get("versions", ())),
+            frozenset(str(f) for f in e.get("avoid", ()))))
     return entries
 
 
@@ -334,8 +347,22 @@ _absorbed: dict[str, baseline.Absorbed] = {}
 
 
 def expected_entries(config: pytest.Config) -> list[ExpectedFailure]:
-    """The session's expected failures (``--xfails-file``)."""
-    return config.stash.get(_EXPECTED, [])
+    """The session's expected failures (``--xfails-file``) that apply to the selected target's
+    release (``versions``; the target is loaded only when an entry names releases)."""
+    entries = config.stash.get(_EXPECTED, [])
+    if not any(e.versions for e in entries):
+        return entries
+    try:
+        version = selection.current_target().version
+    except Exception:  # an unloadable target: the tests that need it report that themselves
+        return entries
+    return [e for e in entries if e.applies(version)]
+
+
+def avoided(config: pytest.Config) -> frozenset[str]:
+    """The generator features the applicable expected failures ask the machines to leave out
+    (``avoid``); which names it knows is each family's (an unknown one is its usage error)."""
+    return frozenset(f for e in expected_entries(config) for f in e.avoid)
 
 
 def exploring(config: pytest.Config) -> bool:
@@ -495,7 +522,7 @@ def _install_wrapper() -> Any:
         if call is None or not (call.entries or call.explore):
             original(self, op)
             return
-        if getattr(self, "_prefixcache_absorbed", False):
+        if self.absorbed:
             return
         try:
             try:
@@ -529,7 +556,7 @@ def _install_wrapper() -> Any:
                 violation.prefixcache_history = history  # type: ignore[attr-defined]
                 violation.prefixcache_mechanism = mechanism  # type: ignore[attr-defined]
                 raise
-            self._prefixcache_absorbed = True  # type: ignore[attr-defined]
+            self.absorbed = True
             if call.explore:
                 # Under --all an example that ends at a deviation (expected or not) is
                 # discarded: it does not use the budget, and Hypothesis draws another in its
@@ -681,7 +708,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
     global _active
-    call = _Call(item.config.stash.get(_EXPECTED, []), [], exploring(item.config))
+    call = _Call(expected_entries(item.config), [], exploring(item.config))
     item.stash[_OBSERVED] = call.hits
     item.stash[_CALL] = call
     _active = call
@@ -761,7 +788,7 @@ def pytest_runtest_makereport(item: pytest.Item,
     ran = item.stash.get(_CALL, None)
     news = list(ran.new) if ran is not None else []
     repeats = dict(ran.repeats) if ran is not None else {}
-    entries = item.config.stash.get(_EXPECTED, [])
+    entries = expected_entries(item.config)
     found: list[ExpectedFailure] | None = None
     if call.excinfo is not None and not getattr(report, "wasxfail", ""):
         found = matching(entries, call.excinfo.value)

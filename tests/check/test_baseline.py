@@ -15,7 +15,7 @@ from models.families.v0.capabilities import Config
 from models.families.v0.invariants import Family
 from models.families.v0.operations import op_from_json
 from properties.core.baseline import Deviation, attach, deviation, merge, write_xfails
-from properties.core.plugin import load_expected, parse_expected
+from properties.core.plugin import ExpectedFailure, load_expected, parse_expected
 from properties.core.replay import run_program
 from properties.core.signature import Signature, signature
 from properties.core.targets import Target, load_target
@@ -122,3 +122,19 @@ def test_attach_records_the_shown_violation_and_the_type() -> None:
     dev = deviation(v, "t", "prefix_caching")
     assert dev.signature.allocator_type == "naive" and dev.text == "count 1"
     assert dev.config == {"block_size": 2, "num_gpu_blocks": 3, "num_cpu_blocks": 1}
+
+
+def test_versions_and_avoid_are_read_for_every_family() -> None:
+    """``versions`` limits an entry to those releases (absent: all); ``avoid`` names generator
+    features for the family's machines to leave out."""
+    raw = {"id": "e", "family": "CRASH", "explanation": "", "config": {}, "program": []}
+    limited, anywhere = _parse([{**raw, "versions": ["0.33.0"], "avoid": ["mm", "duplicates"]},
+                                {**raw, "id": "f"}])
+    assert limited.applies("0.33.0") and not limited.applies("0.34.0")
+    assert not limited.applies("")
+    assert anywhere.applies("0.34.0") and anywhere.applies("")
+    assert limited.avoid == frozenset({"mm", "duplicates"}) and anywhere.avoid == frozenset()
+
+
+def _parse(data: list[dict[str, object]]) -> list[ExpectedFailure]:
+    return parse_expected(data)

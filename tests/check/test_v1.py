@@ -38,8 +38,8 @@ def test_the_bundled_pool_conforms_with_family_v1(tmp_path: Path) -> None:
                      out, re.M), out
     assert "verdict: CONFORMS (0 distinct deviation(s)" in out
     assert data["conforming"] is True
-    assert list(data["tests"]) == ["families/v1/test_pool_level.py::TestPoolLevel::"
-                                   "test_block_pool"]
+    assert list(data["tests"]) == ["families/v1/machines/test_pool.py::TestPoolLevel::"
+                                   "runTest"]
     # Only what the v1 family checks gets a verdict: v1 has no copy-on-write or device swaps.
     assert set(data["families"]) >= {"RC", "CACHE", "HASH", "ATOMIC"}
     assert not {"COW", "SWAP"} & set(data["families"]), data["families"]
@@ -82,13 +82,14 @@ def test_vllm_034_conforms_with_its_xfails_file(tmp_path: Path) -> None:
 @needs_wheel
 def test_vllm_034_without_xfails_lists_known_deviations_with_reproducers_then_ratchets(
         tmp_path: Path) -> None:
-    """One run without an xfails file answers both: it fails listing deviations the shipped
-    file knows, each with a reproducer, and (``--write-xfails``, which changes nothing else
-    in the run) writes them as an xfails file, which a second run then accepts."""
+    """One ``--all`` run without an xfails file answers both: it fails listing every distinct
+    deviation it met (each one the shipped file knows), each with a reproducer, and
+    (``--write-xfails``, which changes nothing else in the run) writes them as an xfails file,
+    which a second ``--all`` run (the same examples) then accepts."""
     written = tmp_path / "adopted.xfails.json"
     # 30 examples of the machine with the transfer and copy rules find no deviation of 0.34;
-    # 80 find two (25 s with the shrinking, measured on 2 shared cores).
-    finding_budget = ("--profile", "ci", "--max-examples", "80", "--max-steps", "20")
+    # 80 find several.
+    finding_budget = ("--profile", "ci", "--max-examples", "80", "--max-steps", "20", "--all")
     code, out, data = check(tmp_path, "--allocator", UPSTREAM, "--write-xfails", str(written),
                             *finding_budget)
     assert code == 1, out
@@ -97,8 +98,10 @@ def test_vllm_034_without_xfails_lists_known_deviations_with_reproducers_then_ra
     found = [f for f in data["findings"] if not f["expected"]]
     assert found, out
     for finding in found:
-        assert any(finding["family"] == e["family"]
-                   and re.search(e["match"]["message"], finding["message"])
+        # The violation's own message: "[FAMILY] message at step N: op", then details.
+        head = finding["message"].splitlines()[0].split(" at step ")[0]
+        head = head.removeprefix(f"[{finding['family']}] ")
+        assert any(finding["family"] == e["family"] and re.search(e["match"]["message"], head)
                    for e in entries), finding["message"]
         assert finding["program"] and "check_program(" in finding["script"]
     script = tmp_path / "reproducer.py"
@@ -132,21 +135,22 @@ def test_a_stale_entry_fails_the_check(tmp_path: Path) -> None:
     code, out, data = check(tmp_path, "--family", "v1", "--xfails-file", str(path), *BUDGET)
     assert code == 1, out
     assert re.search(r"^  expected-failure replays +1 failed$", out, re.M), out
-    assert "error: families/v1/test_expected_failures.py::test_expected_failure[fixed-long-ago]" \
+    assert "error: families/v1/machines/test_pool.py::test_expected_failure[fixed-long-ago]" \
         in out
     assert data["conforming"] is False
 
 
-def test_the_old_pool_options_select_the_v1_tests_only(tmp_path: Path) -> None:
+def test_plain_pytest_takes_the_core_options_for_a_pool(tmp_path: Path) -> None:
+    """``pytest`` on the v1 machines with the core's ``--allocator`` and ``--xfails-file``: the
+    pool machine and one replay per entry (the v1-only ``--pool`` options are gone)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", str(ROOT / "properties"), "--collect-only", "-q",
-         "-p", "no:cacheprovider", "--rootdir", str(ROOT), "--pool",
-         "prefixcache.v1.core.block_pool:BlockPool", "--pool-xfails-file", str(XFAILS)],
+        [sys.executable, "-m", "pytest", str(FAMILY.machines), "--collect-only", "-q",
+         "-p", "no:cacheprovider", "--rootdir", str(ROOT), "--allocator",
+         "prefixcache.v1.core.block_pool:BlockPool", "--xfails-file", str(XFAILS)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     tests = [line for line in run.stdout.splitlines() if "::" in line]
-    assert tests and all(t.startswith("properties/families/v1/") for t in tests), tests
-    assert "properties/families/v1/test_pool_level.py::TestPoolLevel::test_block_pool" in tests
+    assert "properties/families/v1/machines/test_pool.py::TestPoolLevel::runTest" in tests
     assert sum("test_expected_failure[" in t for t in tests) == len(
         json.loads(XFAILS.read_text(encoding="utf-8")))

@@ -82,3 +82,11 @@ def test_adopt_then_ratchet_works_for_the_toy_family(tmp_path: Path) -> None:
                for e in written), written  # the toy's targets come in one variant
     status, _, out = _check(tmp_path / "ratchet", *mutant, "--xfails-file", str(xfails))
     assert status == cli.EXIT_CONFORMS, out
+    # Entries for another release (``versions``) absorb nothing here, and their replays skip.
+    other = tmp_path / "other-release.xfails.json"
+    other.write_text(json.dumps([{**e, "versions": ["0.0.0-other"]} for e in written]),
+                     encoding="utf-8")
+    status, data, out = _check(tmp_path / "other", *mutant, "--xfails-file", str(other))
+    assert status == cli.EXIT_DEVIATIONS, out
+    replays = [t for t in data["tests"] if "test_expected_failure[" in t]
+    assert replays and all(data["tests"][t] == "skipped" for t in replays), data["tests"]

@@ -84,12 +84,11 @@ def shrink(target: PoolTarget, program: list[ops.Op], family: Invariant,
 def test_variant_is_caught(variant: Variant) -> None:
     target = patched_bundled_pool(variant.name, variant.patches)
     machine = bind(target, CONFIG)
-    v, executor, elapsed = catch(machine, settings(SETTINGS, max_examples=variant.examples),
-                                 target.name)
+    v, program, elapsed = catch(machine, settings(SETTINGS, max_examples=variant.examples),
+                                target.name)
     assert v.family in (variant.family, *variant.also), str(v)
     found = _PROBE.match(v.message)
     probe = None if found is None else (found[1], int(found[2]))
-    program = list(executor.program)
     if probe is None:
         program = program[:v.step + 1] if v.step is not None else program
     assert _fails(target, program, v.family, probe), "the failure does not replay"

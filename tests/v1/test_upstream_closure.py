@@ -28,11 +28,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from properties.core.plugin import parse_expected
 from properties.core.sources import MARKER
 from properties.families.v1 import stand_ins, upstream
 from properties.families.v1.closure import Policy
 from properties.families.v1.targets import from_modules
-from properties.families.v1.xfails import applies
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,8 +118,9 @@ def test_tree_unpacked_from_a_wheel_reports_its_version(tmp_path: Path) -> None:
     target = from_modules(mods)
     assert target.version == "0.33.0"
     entries = json.loads((ROOT / "conformance/vllm-0.33.xfails.json").read_text())
-    assert entries and all(applies(raw, target.version) for raw in entries)
-    assert not applies({"versions": ["0.34.0"]}, target.version)
+    assert entries and all(e.applies(target.version) for e in parse_expected(entries))
+    assert not parse_expected([{**entries[0], "versions": ["0.34.0"]}])[0].applies(
+        target.version)
 
 
 # --------------------------------------------------------------------------- #

@@ -40,11 +40,10 @@ def test_variant_is_caught(variant: Variant) -> None:
                         events=variant.events)
     machine = bind(target, config, avoid=variant.avoid)
     # The zoo's findings are its patches', not news about upstream.
-    v, executor, elapsed = catch(machine, settings(SETTINGS, max_examples=variant.examples),
-                                 variant.name)
+    v, program, elapsed = catch(machine, settings(SETTINGS, max_examples=variant.examples),
+                                variant.name)
     assert v.family is variant.family, str(v)
-    program = executor.program
-    run_program(vllm_v1_block_pool(), machine.config, program)  # clean on the baseline
+    run_program(vllm_v1_block_pool(), config, program)  # clean on the baseline
     report = os.environ.get("PREFIXCACHE_V1_ZOO_REPORT")
     if report:
         with open(report, "a", encoding="utf-8") as out:

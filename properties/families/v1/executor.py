@@ -20,8 +20,8 @@ from models.families.v1.invariants import Family
 from models.families.v1.keys import check_keys
 from models.families.v1.pool_model import PoolConfig, PoolModel
 from properties.core import robustness
+from properties.core.stepping import ProgramExecutor
 from properties.families.v1.adapter import PoolAdapter
-from properties.families.v1.stepping import ProgramExecutor
 from properties.families.v1.targets import PoolTarget
 
 

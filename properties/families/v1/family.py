@@ -1,14 +1,14 @@
 """The v1 family as the core sees it (:class:`properties.core.family.Family`): vLLM v1's
 ``BlockPool`` at the block level.
 
-``prefixcache check --family v1`` runs this folder's pytest modules (the block-level machine and
-the replay of each ``--xfails-file`` entry) against the bundled pool
+``prefixcache check --family v1`` runs :attr:`V1Family.machines` (the pool machine on the core's
+``OracleMachine``, and the replay of each ``--xfails-file`` entry) against the bundled pool
 (``prefixcache.v1.core.block_pool:BlockPool``), and ``--allocator SPEC`` picks this family by
 itself for a pool class or a function returning a
 :class:`~properties.families.v1.targets.PoolTarget` (``properties.upstream:vllm_v1_block_pool``).
-The xfails files are the core's format (``id``, ``family``, ``class``, ``explanation``,
-``config``, ``program``, ``match``: ``ops`` and ``message``, a regex); the v1 keys ``versions``,
-``avoid`` (generator features the machine leaves out) and ``vllm_tests_miss`` ride along.
+``--all``, ``--write-xfails``, shrinking and reproducers are the core's. The xfails files are the
+core's format, with its ``versions`` (the releases an entry applies to) and ``avoid`` (generator
+features the machine leaves out, ``machine.AVOIDABLE``); ``vllm_tests_miss`` rides along.
 
 One operation, one place: the v1 executor applies an operation to the pool and the model and
 judges it in the same step; :class:`PoolJudge` runs it and then re-checks what needs no model
@@ -77,7 +77,9 @@ class Step:
 class PoolJudge:
     """A fresh pool of the target and the model, side by side (the :class:`Executor`), then
     what a snapshot must show whatever the program: the free queue holds each id once, only
-    unreferenced ids, and ``get_num_free_blocks`` counts it; no reference count is negative."""
+    unreferenced ids, and ``get_num_free_blocks`` counts it; no reference count is negative.
+    ``log`` holds every step that reached the target, the failing one included (its outcome
+    None)."""
 
     def __init__(self, target: Target, config: PoolConfig) -> None:
         self.target = target
@@ -106,6 +108,7 @@ class PoolJudge:
         try:
             outcome = self.executor.step(op)
         except Violation as violation:
+            self.log.append(Step(op, None))  # it reached the target: a replay fails here too
             raise (violation if violation.op is not None else violation.at(op, index)) from None
         self.log.append(Step(op, outcome))
         self.outcome, self.snapshot = outcome, self.adapter.snapshot()
@@ -180,7 +183,7 @@ class V1Family:
     name = "v1"
     description = "vLLM v1 BlockPool (vllm/v1/core/block_pool.py), block level"
     default_spec = targets.DEFAULT_SPEC
-    machines = Path(__file__).resolve().parent
+    machines = Path(__file__).resolve().parent / "machines"
     out_of_contract: type[Exception] = OutOfContract
     invariants: type[Family] = Family
     vocabulary: V1Vocabulary = V1Vocabulary()

@@ -15,22 +15,32 @@ rule keys a block or takes a hit, as the engine's manager does. Each step checks
 observable state (:class:`~properties.families.v1.executor.Executor`). Misuse is probed on
 copies of the pool (:meth:`~properties.families.v1.executor.Executor.probe`); findings go to
 :data:`FINDINGS`.
+
+The machine is the core's :class:`~properties.core.machine.OracleMachine`: every operation goes
+through the family's judge (:class:`~properties.families.v1.family.PoolJudge`) with
+:meth:`~properties.core.machine.OracleMachine.do`, so expected failures, ``--all`` absorption,
+shrinking and reproducers are the core's. Once an operation is absorbed the example's rules do
+nothing more.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.pool_model import PoolConfig
-from properties.core.plugin import PROGRESS
+from properties.core import selection
+from properties.core.machine import OracleMachine
+from properties.core.targets import Target
 from properties.families.v1.executor import Executor, Finding
+from properties.families.v1.family import FAMILY, PoolJudge, pool_of
 from properties.families.v1.targets import PoolTarget
 
 FINDINGS: dict[tuple[str, str], Finding] = {}
@@ -77,48 +87,85 @@ def requests(hash_block_size: int, embeds: bool, mm_items: bool = True
     return build()
 
 
-class PoolMachine(RuleBasedStateMachine):
-    """Bind :attr:`target` (and optionally :attr:`config`) in a subclass; see :func:`bind`."""
+Rule = TypeVar("Rule", bound=Callable[..., None])
 
-    target: ClassVar[PoolTarget]
-    config: ClassVar[PoolConfig]
+
+def _live(rule_fn: Rule) -> Rule:
+    """The rule does nothing once its example absorbed a violation
+    (:attr:`~properties.core.machine.OracleMachine.absorbed`): the pool and the model no longer
+    move together."""
+
+    @functools.wraps(rule_fn)
+    def run(self: PoolMachine, *args: Any, **kwargs: Any) -> None:
+        if not self.absorbed:
+            rule_fn(self, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
+def default_config(pool: PoolTarget) -> PoolConfig:
+    """The pool shape the machine judges ``pool`` with: two groups of different block sizes
+    where hashing is finer than blocks, else one (0.11 turns the hybrid manager off when KV
+    events are on, and its events carry no group)."""
+    sizes = (2, 6) if pool.caps.hash_block_size else (2,)
+    return PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=sizes)
+
+
+class PoolMachine(OracleMachine):
+    """Judges the session's target (or :attr:`bound_target`, :func:`bind`) shaped by
+    :attr:`pool_config` (None: :func:`default_config`), leaving out :attr:`avoid`."""
+
+    bound_target: ClassVar[Target | None] = None
+    pool_config: ClassVar[PoolConfig | None] = None
     avoid: ClassVar[frozenset[str]] = frozenset()
+    judge: PoolJudge
+    config: PoolConfig
 
     def __init__(self) -> None:
-        super().__init__()
-        PROGRESS.examples += 1
-        self.ex = Executor(self.target, self.config)
         self.tables: list[Table] = []
+        if self.bound_target is None:
+            super().__init__()
+            return
+        with selection.kept():
+            selection.use(self.bound_target)
+            super().__init__()
 
     @initialize()
     def start(self) -> None:
-        self.ex.check()
+        self.setup(self.pool_config or default_config(self.pool))
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def pool(self) -> PoolTarget:
+        return pool_of(self.target)
+
+    @property
+    def ex(self) -> Executor:
+        return self.judge.executor
+
     def step(self, op: ops.Op) -> Any:
-        PROGRESS.steps += 1
-        if PROGRESS.ticker is not None:
-            PROGRESS.ticker()
-        return self.ex.step(op)
+        """:meth:`do` ``op``; what the pool returned (None once the example absorbed a
+        violation: the caller's rule stops)."""
+        self.do(op)
+        return None if self.absorbed else self.judge.log[-1].outcome
 
     @property
     def groups(self) -> int:
         return len(self.config.group_block_sizes)
 
-    def teardown(self) -> None:
-        pass
-
     # ------------------------------------------------------------------ rules
     @precondition(lambda self: len(self.ex.reqs) < MAX_REQUESTS)
     @rule(data=st.data())
+    @_live
     def new_request(self, data: st.DataObject) -> None:
-        embeds = self.target.caps.keys_prompt_embeds
+        embeds = self.pool.caps.keys_prompt_embeds
         req = data.draw(requests(self.config.hash_block_size, embeds, "mm" not in self.avoid),
                         label="request")
         self.step(req)
 
     @precondition(lambda self: self.ex.reqs and len(self.ex.reqs) < MAX_REQUESTS)
     @rule(data=st.data(), field=st.sampled_from(["lora", "salt", "mm", "embeds", "tokens"]))
+    @_live
     def sibling_request(self, data: st.DataObject, field: str) -> None:
         """A request equal to an earlier one but for one input: the key contract's edge."""
         base = data.draw(st.sampled_from(self.ex.reqs), label="base")
@@ -131,7 +178,7 @@ class PoolMachine(RuleBasedStateMachine):
             ident = data.draw(st.sampled_from(sorted(MM_LENGTHS)))
             off = data.draw(st.integers(0, min(n - 1, 3)))
             req = replace(base, mm=((ident, off, MM_LENGTHS[ident]),))
-        elif field == "embeds" and n and self.target.caps.keys_prompt_embeds:
+        elif field == "embeds" and n and self.pool.caps.keys_prompt_embeds:
             req = replace(base, embeds=bytes(data.draw(
                 st.lists(st.integers(0, 1), min_size=n, max_size=n))))
         else:
@@ -142,6 +189,7 @@ class PoolMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.ex.reqs)
     @rule(data=st.data())
+    @_live
     def allocate(self, data: st.DataObject) -> None:
         r = data.draw(st.integers(0, len(self.ex.reqs) - 1), label="req")
         g = data.draw(st.integers(0, self.groups - 1), label="group")
@@ -149,7 +197,7 @@ class PoolMachine(RuleBasedStateMachine):
         scale = self.config.scale(g)
         need = -(-len(self.ex.reqs[r].tokens) // size) + data.draw(st.integers(0, 1))
         nulls = 0
-        if self.target.caps.skips_null_blocks and "window_nulls" not in self.avoid:
+        if self.pool.caps.skips_null_blocks and "window_nulls" not in self.avoid:
             nulls = data.draw(st.sampled_from([0, 0, 1, 2]), label="nulls")
         hits: list[int] = []
         # A request scheduled before another one cached the same prefix takes no hits:
@@ -164,7 +212,7 @@ class PoolMachine(RuleBasedStateMachine):
             if hits:
                 self.step(ops.Touch(tuple(hits)))
                 # The manager re-announces every hit for the routers (events on).
-                if self.target.caps.emit_cached_events and self.config.events:
+                if self.pool.caps.emit_cached_events and self.config.events:
                     self.step(ops.EmitCached(r, len(hits), g))
         n = max(0, min(need - len(hits) - nulls, self.ex.model.num_free))
         new = self.step(ops.GetNew(n)) if n or data.draw(st.booleans()) else []
@@ -195,13 +243,14 @@ class PoolMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: any(self._cacheable(t) > t.num_cached for t in self.tables))
     @rule(data=st.data())
+    @_live
     def cache_full(self, data: st.DataObject) -> None:
         ready = [t for t in self.tables if self._cacheable(t) > t.num_cached]
         t = data.draw(st.sampled_from(ready), label="table")
         limit = self._cacheable(t)
         full = data.draw(st.integers(t.num_cached + 1, limit), label="num_full")
         mask = None
-        skips = self.target.caps.skips_null_blocks and "window_nulls" not in self.avoid
+        skips = self.pool.caps.skips_null_blocks and "window_nulls" not in self.avoid
         if skips and data.draw(st.integers(0, 3), label="masked?") == 0:
             n = full - t.num_cached
             mask = tuple(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
@@ -215,10 +264,11 @@ class PoolMachine(RuleBasedStateMachine):
             return 0
         return min(scale - 1, len(self.ex.hashes[t.req]) - i * scale)
 
-    @precondition(lambda self: self.target.caps.partial_blocks
+    @precondition(lambda self: self.pool.caps.partial_blocks
                   and "partial_blocks" not in self.avoid
                   and any(self._partial_units(t) > 0 for t in self.tables))
     @rule(data=st.data())
+    @_live
     def cache_partial(self, data: st.DataObject) -> None:
         ready = [t for t in self.tables if self._partial_units(t) > 0]
         t = data.draw(st.sampled_from(ready), label="table")
@@ -229,16 +279,18 @@ class PoolMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.tables)
     @rule(data=st.data(), reverse=st.sampled_from([True, True, False]))
+    @_live
     def free_table(self, data: st.DataObject, reverse: bool) -> None:
         t = data.draw(st.sampled_from(self.tables), label="table")
         self.tables.remove(t)
         # An offloading connector frees blocks another tier holds to the eviction end.
-        first = (self.target.caps.free_evict_first
+        first = (self.pool.caps.free_evict_first
                  and data.draw(st.integers(0, 3), label="evict_first?") == 0)
         self.step(ops.Free(tuple(reversed(t.ids)) if reverse else tuple(t.ids), first))
 
-    @precondition(lambda self: self.target.caps.unpin_blocks and self.tables)
+    @precondition(lambda self: self.pool.caps.unpin_blocks and self.tables)
     @rule(data=st.data())
+    @_live
     def unpin_tail(self, data: st.DataObject) -> None:
         """A sparse-attention coordinator unpins a table's last pages, tail first: they stay
         readable (and the table keeps them as far as its reader goes) until reused."""
@@ -255,9 +307,10 @@ class PoolMachine(RuleBasedStateMachine):
     def _keyed_positions(self, t: Table) -> list[int]:
         return [i for i, b in enumerate(t.ids) if b in self.ex.model.primary]
 
-    @precondition(lambda self: self.target.caps.move_block_hashes and self.ex.model.num_free
+    @precondition(lambda self: self.pool.caps.move_block_hashes and self.ex.model.num_free
                   and any(self._keyed_positions(t) for t in self.tables))
     @rule(data=st.data())
+    @_live
     def copy_on_write(self, data: st.DataObject) -> None:
         """A request keeps writing a keyed block: a fresh block takes a copy and the keys
         (``move_block_hashes``); the copy is then freed to the cache or kept a while."""
@@ -265,6 +318,8 @@ class PoolMachine(RuleBasedStateMachine):
         t = data.draw(st.sampled_from(ready), label="table")
         i = data.draw(st.sampled_from(self._keyed_positions(t)), label="position")
         new = self.step(ops.GetNew(1))
+        if new is None:
+            return
         self.step(ops.MoveHashes(t.ids[i], new[0]))
         if data.draw(st.booleans(), label="free copy?"):
             self.step(ops.Free((new[0],)))
@@ -273,6 +328,7 @@ class PoolMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.tables)
     @rule(data=st.data())
+    @_live
     def share_table(self, data: st.DataObject) -> None:
         """Another request of the same prefix takes the cached part of a table (a v1 engine
         shares only cached blocks)."""
@@ -285,6 +341,7 @@ class PoolMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: any(self.ex.hashes))
     @rule(data=st.data())
+    @_live
     def lookup(self, data: st.DataObject) -> None:
         r = data.draw(st.sampled_from([i for i, h in enumerate(self.ex.hashes) if h]))
         index = data.draw(st.integers(0, len(self.ex.hashes[r]) - 1), label="index")
@@ -294,11 +351,12 @@ class PoolMachine(RuleBasedStateMachine):
     @rule(action=st.sampled_from(["events", "events", "evict", "reset", "over_allocate",
                                   "misuse"]),
           arg=st.integers(0, 15))
+    @_live
     def housekeeping(self, action: str, arg: int) -> None:
         """Less frequent operations, one rule so the engine-shaped rules dominate the runs."""
         if action == "events":
             self.step(ops.TakeEvents())
-        elif action == "evict" and self.target.caps.evict_blocks:
+        elif action == "evict" and self.pool.caps.evict_blocks:
             # the null block (id 0) too: the connector may report a window's null entry
             ids = sorted({arg % self.config.num_blocks, 1 + (arg // 4) % 3})
             if "evict_held" in self.avoid:
@@ -319,30 +377,31 @@ class PoolMachine(RuleBasedStateMachine):
         """State is checked inside every step; this keeps Hypothesis's failure report tidy."""
 
 
+#: Generator features a run may leave out (an xfails entry's ``avoid``), so a run against a
+#: target with a known deviation there still explores everything else.
 AVOIDABLE = frozenset({"window_nulls", "partial_blocks", "mm", "evict_held", "duplicates"})
 
 
-def bind(target: PoolTarget, config: PoolConfig | None = None,
-         avoid: frozenset[str] = frozenset()) -> type[PoolMachine]:
-    """A machine class over ``target`` (the default config fits its capabilities).
-
-    ``avoid``: generator features left out (:data:`AVOIDABLE`), so a run against a target with
-    a known deviation there still explores everything else (xfails entries name them).
-    """
-    if avoid - AVOIDABLE:
-        raise ValueError(f"unknown features to avoid: {sorted(avoid - AVOIDABLE)}")
-    if config is None:
-        # 0.11 turns the hybrid (multi-group) manager off when KV events are on, and its
-        # events carry no group: one group there.
-        sizes = (2, 6) if target.caps.hash_block_size else (2,)
-        config = PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=sizes)
-    return type("PoolMachine", (PoolMachine,),
-                {"target": target, "config": config, "avoid": frozenset(avoid)})
+def checked_avoid(avoid: Iterable[str]) -> frozenset[str]:
+    """``avoid`` as a set; a name not in :data:`AVOIDABLE` is a ``ValueError``."""
+    names = frozenset(avoid)
+    if names - AVOIDABLE:
+        raise ValueError(f"unknown features to avoid: {sorted(names - AVOIDABLE)}")
+    return names
 
 
-def program_of(machine: PoolMachine) -> list[dict[str, Any]]:
-    return ops.program_json(machine.ex.program)
+def bind(target: PoolTarget | None = None, config: PoolConfig | None = None,
+         avoid: Iterable[str] | None = None, name: str = "PoolMachine") -> type[PoolMachine]:
+    """A machine class: over ``target`` (None: the session's), shaped by ``config`` (None: the
+    one fitting the target, :func:`default_config`), leaving out ``avoid`` (None: what
+    :attr:`PoolMachine.avoid` says when it runs; names from :data:`AVOIDABLE`)."""
+    attrs: dict[str, Any] = {"pool_config": config, "__module__": PoolMachine.__module__}
+    if target is not None:
+        attrs["bound_target"] = FAMILY.target_of(target)
+    if avoid is not None:
+        attrs["avoid"] = checked_avoid(avoid)
+    return type(name, (PoolMachine,), attrs)
 
 
-__all__ = ["FINDINGS", "MISUSE_KINDS", "PoolMachine", "Table", "Violation", "bind",
-           "program_of", "requests"]
+__all__ = ["AVOIDABLE", "FINDINGS", "MISUSE_KINDS", "PoolMachine", "Table", "Violation", "bind",
+           "checked_avoid", "default_config", "requests"]

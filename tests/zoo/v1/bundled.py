@@ -107,7 +107,8 @@ VARIANTS: tuple[Variant, ...] = (
     _v("eviction_keeps_aliases", F.CACHE, "a reused block's alias keys still reach it",
        BP, "BlockPool._remove_cached_block_hashes",
        "keys = self._block_keys(block)",
-       "keys = [] if block._block_hash is None else [block._block_hash]  # BUG: no aliases"),
+       "keys = [] if block._block_hash is None else [block._block_hash]  # BUG: no aliases",
+       examples=1000),
     # --- keys: different inputs never share a block
     _v("key_ignores_lora", F.HASH, "(tracker) requests of different LoRA adapters share KV",
        KU, "_gen_lora_extra_hash_keys",
@@ -136,7 +137,7 @@ VARIANTS: tuple[Variant, ...] = (
     _v("removal_per_copy", F.CACHE,
        "(tracker) BlockRemoved for a key other blocks still hold",
        BP, "BlockPool._remove_cached_block_hashes", "if key not in cache._cache:",
-       "if True:  # BUG: was only when no block holds the key"),
+       "if True:  # BUG: was only when no block holds the key", examples=1000),
     _v("reset_not_announced", F.CACHE, "reset_prefix_cache emits no AllBlocksCleared",
        BP, "BlockPool.reset_prefix_cache",
        "self.kv_event_queue.append(self.kv_event_classes.AllBlocksCleared())",
@@ -185,7 +186,8 @@ VARIANTS: tuple[Variant, ...] = (
        BP, "BlockPool.emit_cached_block_events",
        "self._stored_event(request, block_hashes, 0, present, block_size, kv_cache_group_id)",
        "self._stored_event(request, block_hashes, 0, min(present + 1, len(block_hashes)),\n"
-       "                   block_size, kv_cache_group_id)  # BUG: one past the hits"),
+       "                   block_size, kv_cache_group_id)  # BUG: one past the hits",
+       examples=1500),
     _v("evict_first_ignored", F.LRU, "free_blocks(evict_first=True) queues keyed blocks last",
        BP, "BlockPool.free_blocks", "caching = self.enable_caching and not evict_first",
        "caching = self.enable_caching  # BUG: evict_first ignored"),

@@ -12,24 +12,25 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from models.core.invariants import Violation
+from models.families.v1 import ops
 from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
-from properties.families.v1.executor import Executor
 from properties.families.v1.machine import FINDINGS, PoolMachine
 
 
 def catch(machine: type[PoolMachine], budget: settings,
-          target_name: str) -> tuple[Violation, Executor, float]:
+          target_name: str) -> tuple[Violation, list[ops.Op], float]:
     """Run ``machine`` under ``budget`` until it raises a :class:`Violation` (a
-    ``pytest.fail`` if it does not): the violation, the executor of the failing example and
-    the seconds it took. The misuse findings of ``target_name`` are dropped (a zoo's findings
+    ``pytest.fail`` if it does not): the violation, the program of the failing example (every
+    operation that reached the pool, the failing one last; empty when the fresh pool failed)
+    and the seconds it took. The misuse findings of ``target_name`` are dropped (a zoo's findings
     are its patches', not news about the target)."""
-    executors: list[Executor] = []
+    made: list[PoolMachine] = []
     original = machine.__init__
 
     def init(self: Any) -> None:
         original(self)
-        executors.append(self.ex)
+        made.append(self)
 
     machine.__init__ = init  # type: ignore[method-assign]
     start = time.perf_counter()
@@ -39,4 +40,5 @@ def catch(machine: type[PoolMachine], budget: settings,
     elapsed = time.perf_counter() - start
     for key in [k for k in FINDINGS if k[0].startswith(target_name)]:
         del FINDINGS[key]
-    return info.value, executors[-1], elapsed
+    judge = getattr(made[-1], "judge", None)
+    return info.value, [] if judge is None else [step.op for step in judge.log], elapsed

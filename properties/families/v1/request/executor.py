@@ -27,10 +27,10 @@ from models.families.v1.request_model import (
     check_hit,
     check_reads,
 )
+from properties.core.stepping import ProgramExecutor
 from properties.families.v1.request.stand_ins import ManagerRequest, RequestStatus
 from properties.families.v1.request.target import ManagerConfig, ManagerTarget
 from properties.families.v1.stand_ins import LoraRef
-from properties.families.v1.stepping import ProgramExecutor
 
 Tables = tuple[tuple[int, ...], ...]
 

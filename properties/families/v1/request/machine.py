@@ -17,6 +17,7 @@ reproducers are the core's. One machine class per manager configuration (:func:`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
@@ -164,10 +165,10 @@ def bind(config: ManagerConfig, name: str = "ManagerMachine") -> type[ManagerMac
                                           "__module__": ManagerMachine.__module__})
 
 
-def avoided(entries: list[dict[str, Any]]) -> frozenset[str]:
-    """The generator features the raw xfails ``entries`` leave out (``avoid``); an unknown
-    one is a ``ValueError``."""
-    avoid = frozenset(str(f) for e in entries for f in e.get("avoid", ()))
-    if avoid - AVOIDABLE:
-        raise ValueError(f"unknown features to avoid: {sorted(avoid - AVOIDABLE)}")
-    return avoid
+def checked_avoid(avoid: Iterable[str]) -> frozenset[str]:
+    """``avoid`` (the session's, :func:`properties.core.plugin.avoided`) as a set; a name not in
+    :data:`AVOIDABLE` is a ``ValueError``."""
+    names = frozenset(avoid)
+    if names - AVOIDABLE:
+        raise ValueError(f"unknown features to avoid: {sorted(names - AVOIDABLE)}")
+    return names

@@ -3,8 +3,8 @@ once per manager configuration (full attention, sliding window, hybrid full + sl
 with equal and with different block sizes), and the replay of each ``--xfails-file`` entry.
 
 A run whose session target is another family's skips here, saying how to select a manager.
-The session's xfails entries' ``avoid`` (generator features the machine leaves out) apply to
-every machine of the run.
+The session's applicable xfails entries' ``avoid`` (generator features the machine leaves out)
+apply to every machine of the run.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from properties.core import plugin, selection
 from properties.core.expected import replay_expected
 from properties.core.plugin import ExpectedFailure
 from properties.families.v1.request.family import FAMILY
-from properties.families.v1.request.machine import ManagerMachine, avoided, bind
+from properties.families.v1.request.machine import ManagerMachine, bind, checked_avoid
 from properties.families.v1.request.target import FULL, HYBRID, HYBRID_MIXED, WINDOW
 
 
@@ -27,7 +27,7 @@ def _manager_session(request: pytest.FixtureRequest) -> Iterator[None]:
         pytest.skip(f"the request level judges a {FAMILY.name} target: --allocator "
                     f"properties.upstream:vllm_v1_manager (or --family {FAMILY.name})")
     try:
-        avoid = avoided(plugin.load_raw(request.config.getoption("xfails_file")))
+        avoid = checked_avoid(plugin.avoided(request.config))
     except ValueError as exc:
         raise pytest.UsageError(f"--xfails-file: {exc}") from None
     saved = ManagerMachine.avoid

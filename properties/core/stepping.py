@@ -1,13 +1,13 @@
-"""One step of a v1 program, for either level: apply, check, attribute.
+"""One step of a program against a target and a model, for a family's executor: record,
+apply, check, attribute.
 
-Both v1 executors (the pool's, :mod:`properties.families.v1.executor`, and the manager's,
-:mod:`properties.families.v1.request.executor`) run programs the same way: an operation is
-recorded, applied to the target and the model, and the whole observable state is checked. A
-:class:`~models.core.invariants.Violation` raised by either leaves with the program so far
-(JSON, replayable) as a note and the failing operation and index attached; any other exception
-the target raises inside a call is a ``CRASH`` violation naming the call. A step that outlives
-the target's per-step time limit (the core's :class:`~properties.core.watchdog.Watchdog`) is a
-``TARGET`` violation (a hang), never a killed process.
+An operation is recorded, applied to the target and the model, and the whole observable state
+is checked. A :class:`~models.core.invariants.Violation` raised by either leaves with the
+program so far (JSON, replayable) as a note and the failing operation and index attached; any
+other exception the target raises inside a call (:func:`guarded`) is a ``CRASH`` violation
+naming the call. A step that outlives the target's per-step time limit
+(:class:`~properties.core.watchdog.Watchdog`) is a ``TARGET`` violation (a
+:class:`~properties.core.watchdog.Hang`), never a killed process.
 """
 
 from __future__ import annotations
@@ -16,16 +16,12 @@ import json
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from models.core.invariants import Violation
-from models.families.v1.invariants import Family
+from models.core.invariants import Invariants, Violation
 from properties.core.watchdog import Hang, StepTimeout, Watchdog
 
-__all__ = ["PROGRAM_ATTR", "ProgramExecutor", "guarded"]
+__all__ = ["ProgramExecutor", "guarded"]
 
 OpT = TypeVar("OpT")
-
-#: Set on a violation a step raised: the program up to and including that step (a list of ops).
-PROGRAM_ATTR = "prefixcache_v1_program"
 
 
 def guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -35,7 +31,7 @@ def guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except Violation:
         raise
     except Exception as exc:
-        raise Violation(Family.CRASH, f"{getattr(fn, '__name__', fn)} raised "
+        raise Violation(Invariants.CRASH, f"{getattr(fn, '__name__', fn)} raised "
                         f"{type(exc).__name__}: {exc}") from exc
 
 
@@ -65,11 +61,10 @@ class ProgramExecutor(Generic[OpT]):
             else:
                 hung = False
             if hung:
-                raise Hang(Family.TARGET, f"step {len(self.program) - 1} "
+                raise Hang(Invariants.TARGET, f"step {len(self.program) - 1} "
                                 f"{getattr(op, 'kind', op)} exceeded "
                                 f"{self.watchdog.seconds:g} s (a hang)")
         except Violation as v:
-            setattr(v, PROGRAM_ATTR, list(self.program))
             v.add_note("program: " + json.dumps(self._program_json(self.program)))
             raise v.at(op, len(self.program) - 1) from None
         return result
