@@ -78,7 +78,8 @@ def run_zoo(family: Family, *, seconds: float, seed: int, only: Sequence[str] | 
             machine = MachineHarness(machine_level(family, name)).bind(target)
             engine = Engine(machine.run, machine.seeds(seed), seed=seed)
         else:
-            assert isinstance(family, Fuzzing)
+            if not isinstance(family, Fuzzing):  # levels() gave a decoder level: it is
+                raise ValueError(f"family {family.name!r} has no decoder route")
             harness = Harness(family.fuzz_level(name), family=family.name).bind(target)
             engine = Engine(harness.run, seeds, seed=seed, dictionary=words)
         stats = engine.fuzz(seconds=seconds, stop_on_failure=True)

@@ -48,7 +48,8 @@ def test_the_families_take_the_roles_they_have() -> None:
     v0, v1 = families.by_name("v0"), families.by_name("v1")
     assert isinstance(v0, Traces) and isinstance(v0, SeedCorpora) and isinstance(v0, Zoo)
     assert subcommands(v0) == ["run", "regress", "replay", "traces", "zoo", "corpus"]
-    assert subcommands(v1) == ["run", "regress"]
+    assert isinstance(v1, Zoo) and not isinstance(v1, Traces | SeedCorpora)
+    assert subcommands(v1) == ["run", "regress", "zoo"]
     for name in ("sglang", "offload"):
         family = families.by_name(name)
         assert isinstance(family, Zoo) and not isinstance(family, Traces | SeedCorpora)
@@ -114,6 +115,17 @@ def test_the_v0_zoo_on_both_routes(route: str, capsys: pytest.CaptureFixture[str
     assert f"by block_level, {route} route" in out
 
 
+@pytest.mark.parametrize("route", ["decoder", "machine"])
+def test_the_v1_zoo_on_both_routes(route: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The broken bundled pools are targets by name (``tests.zoo.v1.bundled:<variant>``)."""
+    assert main(["--family", "v1", "zoo", "--seconds", "20", "--only", "touch_accepts_foreign",
+                 "--route", route]) == 0
+    out = capsys.readouterr().out
+    found, _, _, invariant, expected = _rows(out)["touch_accepts_foreign"]
+    assert (found, invariant, expected) == ("yes", "CRASH", "yes")
+    assert f"{route} route" in out
+
+
 @pytest.mark.parametrize(("family", "mutant"), [("sglang", "match_skips_partial_node"),
                                                  ("offload", "offer_not_protected")])
 def test_a_family_without_a_decoder_runs_its_zoo_through_its_machines(
@@ -149,10 +161,9 @@ def test_zoo_refuses_unknown_levels_routes_and_mutants(
 
 
 @pytest.mark.parametrize(("family", "argv", "has"), [
-    ("v1", ["replay", "trace.jsonl"], "run, regress"),
-    ("v1", ["traces"], "run, regress"),
-    ("v1", ["corpus"], "run, regress"),
-    ("v1", ["zoo"], "run, regress"),
+    ("v1", ["replay", "trace.jsonl"], "run, regress, zoo"),
+    ("v1", ["traces"], "run, regress, zoo"),
+    ("v1", ["corpus"], "run, regress, zoo"),
     ("sglang", ["corpus"], "run, zoo"),
     ("offload", ["replay", "trace.jsonl"], "run, zoo"),
 ])

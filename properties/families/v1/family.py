@@ -44,6 +44,9 @@ from properties.families.v1.reproducer import (
 )
 from properties.families.v1.targets import PoolTarget
 
+if TYPE_CHECKING:
+    from fuzz.core.tools import ZooMutant
+
 __all__ = ["FAMILY", "OutOfContract", "V1Family", "check_program", "pool_of"]
 
 #: The pool methods that make a class a v1 ``BlockPool`` (detection reads the API only).
@@ -188,6 +191,13 @@ class V1Family:
     invariants: type[Family] = Family
     vocabulary: V1Vocabulary = V1Vocabulary()
     pool_fields: tuple[tuple[str, int], ...] = (("num_blocks", 2),)
+
+    def zoo(self) -> Mapping[str, ZooMutant]:
+        """Optional role (fuzz.core.tools.Zoo): the broken bundled pools
+        (``fuzz/families/v1/zoo.py``)."""
+        from fuzz.families.v1.zoo import zoo
+
+        return zoo()
 
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A ``BlockPool`` class (it has :data:`POOL_METHODS`), or a callable annotated to

@@ -10,10 +10,12 @@ allocations with side effects, events disagreeing with the cache.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from models.core.invariants import Invariant
 from models.families.v1.invariants import Family
+from properties.families.v1.targets import PoolTarget
 from tests.zoo.patching import Patch
 
 BP, KU = "v1.core.block_pool", "v1.core.kv_cache_utils"
@@ -201,3 +203,21 @@ VARIANTS: tuple[Variant, ...] = (
        BP, "BlockPool.touch", "if block is self.null_block:\n    continue\nbreak",
        "if block is not self.null_block:  # BUG: the null block is not skipped\n    break"),
 )
+
+BY_NAME = {v.name: v for v in VARIANTS}
+
+
+def __getattr__(name: str) -> Callable[[], PoolTarget]:
+    """``tests.zoo.v1.bundled:<variant>``: a factory of that variant's pool (the spec
+    ``python -m fuzz --family v1 zoo`` loads)."""
+    variant = BY_NAME.get(name)
+    if variant is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def make() -> PoolTarget:
+        from tests.zoo.v1.bundled_copy import patched_bundled_pool
+
+        return patched_bundled_pool(variant.name, variant.patches)
+
+    make.__name__ = make.__qualname__ = name
+    return make
