@@ -4,16 +4,26 @@ the other entries' tolerated deviations, must still raise a violation the entry 
 
 A family's machines folder holds ``def test_expected_failure(expected_failure, request):
 replay_expected(expected_failure, request.config)``; the plugin parametrizes it with the
-entries.
+entries. :func:`machine_session` is the fixture body of a family whose machines leave out the
+generator features the entries ``avoid``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from models.core.invariants import Violation
 from properties.core import selection
-from properties.core.plugin import ExpectedFailure, expected_entries, record, tolerated_by
+from properties.core.plugin import (
+    ExpectedFailure,
+    avoided,
+    expected_entries,
+    record,
+    tolerated_by,
+)
 from properties.core.replay import run_program
 from properties.core.targets import load_target
 
@@ -44,3 +54,25 @@ def replay_expected(entry: ExpectedFailure, config: pytest.Config) -> None:
         pytest.skip(f"{entry.id} is marked flaky (it depends on per-process state) and did not "
                     "reproduce in this process")
     pytest.fail(f"expected failure {entry.id!r} no longer fails: remove the entry")
+
+
+def machine_session(config: pytest.Config, family: str, what: str, spec: str, machine: Any,
+                    check: Callable[[frozenset[str]], frozenset[str]]) -> Iterator[None]:
+    """For a test of ``family``'s machines: skip it unless the session's target is that
+    family's (saying how to select one: ``--allocator spec``), and run it with
+    ``machine.avoid`` set to the features the applicable entries ``avoid`` (``check``: the
+    family's validation, a ``ValueError`` for a name its machines do not know, reported as a
+    usage error); restored afterwards."""
+    if selection.family_name() != family:
+        pytest.skip(f"{what} judges a {family} target: --allocator {spec} (or --family "
+                    f"{family})")
+    try:
+        avoid = check(avoided(config))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--xfails-file: {exc}") from None
+    saved = machine.avoid
+    machine.avoid = avoid
+    try:
+        yield
+    finally:
+        machine.avoid = saved

@@ -14,8 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from properties.core import plugin, selection
-from properties.core.expected import replay_expected
+from properties.core.expected import machine_session, replay_expected
 from properties.core.plugin import ExpectedFailure
 from properties.families.v1.family import FAMILY
 from properties.families.v1.machine import PoolMachine, bind, checked_avoid
@@ -23,19 +22,8 @@ from properties.families.v1.machine import PoolMachine, bind, checked_avoid
 
 @pytest.fixture(autouse=True)
 def _pool_session(request: pytest.FixtureRequest) -> Iterator[None]:
-    if selection.family_name() != FAMILY.name:
-        pytest.skip(f"the pool machine judges a {FAMILY.name} target: --allocator "
-                    f"properties.upstream:vllm_v1_block_pool (or --family {FAMILY.name})")
-    try:
-        avoid = checked_avoid(plugin.avoided(request.config))
-    except ValueError as exc:
-        raise pytest.UsageError(f"--xfails-file: {exc}") from None
-    saved = PoolMachine.avoid
-    PoolMachine.avoid = avoid
-    try:
-        yield
-    finally:
-        PoolMachine.avoid = saved
+    yield from machine_session(request.config, FAMILY.name, "the pool machine",
+                               "properties.upstream:vllm_v1_block_pool", PoolMachine, checked_avoid)
 
 
 TestPoolLevel = bind(name="PoolLevelMachine").TestCase

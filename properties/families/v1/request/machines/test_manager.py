@@ -13,8 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from properties.core import plugin, selection
-from properties.core.expected import replay_expected
+from properties.core.expected import machine_session, replay_expected
 from properties.core.plugin import ExpectedFailure
 from properties.families.v1.request.family import FAMILY
 from properties.families.v1.request.machine import ManagerMachine, bind, checked_avoid
@@ -23,19 +22,8 @@ from properties.families.v1.request.target import FULL, HYBRID, HYBRID_MIXED, WI
 
 @pytest.fixture(autouse=True)
 def _manager_session(request: pytest.FixtureRequest) -> Iterator[None]:
-    if selection.family_name() != FAMILY.name:
-        pytest.skip(f"the request level judges a {FAMILY.name} target: --allocator "
-                    f"properties.upstream:vllm_v1_manager (or --family {FAMILY.name})")
-    try:
-        avoid = checked_avoid(plugin.avoided(request.config))
-    except ValueError as exc:
-        raise pytest.UsageError(f"--xfails-file: {exc}") from None
-    saved = ManagerMachine.avoid
-    ManagerMachine.avoid = avoid
-    try:
-        yield
-    finally:
-        ManagerMachine.avoid = saved
+    yield from machine_session(request.config, FAMILY.name, "the request level",
+                               "properties.upstream:vllm_v1_manager", ManagerMachine, checked_avoid)
 
 
 TestFull = bind(FULL, "FullMachine").TestCase
