@@ -106,14 +106,8 @@ class Harness:
         }
 
     def write_crash(self, data: bytes, result: Execution, directory: Path) -> Path:
-        """``crash-<harness>-<sha1>`` (the raw input) and the same name ``.json``."""
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"crash-{self.name}-{hashlib.sha1(data).hexdigest()[:16]}"
-        path.write_bytes(data)
-        record = self.crash_record(data, result)
-        path.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n",
-                                             encoding="utf-8")
-        return path
+        """``crash-<harness>-<sha1>`` and its ``.json`` record (:func:`write_crash_files`)."""
+        return write_crash_files(self.name, data, self.crash_record(data, result), directory)
 
     # ------------------------------------------------------------------ atheris
 
@@ -134,6 +128,16 @@ class Harness:
         sys.stderr.write(f"[{self.name}] target: {target.describe()}\n")
         atheris.Setup(args, libfuzzer_entry(self))
         atheris.Fuzz()
+
+
+def write_crash_files(name: str, data: bytes, record: dict[str, Any], directory: Path) -> Path:
+    """``crash-<name>-<sha1>`` (the raw input) and the same name ``.json`` (``record``) in
+    ``directory``, for either route's harness; returns the input's path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"crash-{name}-{hashlib.sha1(data).hexdigest()[:16]}"
+    path.write_bytes(data)
+    path.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return path
 
 
 class Fuzzable(Protocol):

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import json
 import os
 import random
 import re
@@ -38,7 +37,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test
 
 from fuzz.core.execution import Execution, size_rung
-from fuzz.core.harness import libfuzzer_entry, quiet_target_logs, take_allocator
+from fuzz.core.harness import (
+    libfuzzer_entry,
+    quiet_target_logs,
+    take_allocator,
+    write_crash_files,
+)
 from fuzz.core.instrumentation import atheris_module, instrumented
 from models.core.invariants import Violation
 from properties.core import family as families
@@ -244,13 +248,8 @@ class MachineHarness:
         }
 
     def write_crash(self, data: bytes, result: Execution, directory: Path) -> Path:
-        """``crash-<level>-<sha1>`` (the raw input) and the same name ``.json``."""
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"crash-{self.name}-{hashlib.sha1(data).hexdigest()[:16]}"
-        path.write_bytes(data)
-        path.with_suffix(".json").write_text(
-            json.dumps(self.crash_record(data, result), indent=1) + "\n", encoding="utf-8")
-        return path
+        """``crash-<level>-<sha1>`` and its ``.json`` record (:func:`write_crash_files`)."""
+        return write_crash_files(self.name, data, self.crash_record(data, result), directory)
 
 
 def harness_for(name: str | None, *, spec: str | None = None, family: str | None = None,
