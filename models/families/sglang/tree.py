@@ -100,13 +100,7 @@ class ModelTree:
         key = self.aligned(tokens)
         if not key:
             return self.root, 0, []
-        node, pos, child, at = self._walk(key, extra_key)
-        stamp = self._tick()
-        self._stamp(node, stamp)
-        if child is not None:
-            child.time = stamp
-            node = self._split(child, at)
-            pos += at
+        node, pos, _ = self._reach(*self._walk(key, extra_key))
         return node, pos, self.path_slots(node)
 
     def insert(self, tokens: Sequence[int], value: Sequence[int], extra_key: str | None,
@@ -121,12 +115,7 @@ class ModelTree:
         matched = pos + at
         duplicates = tuple(value[i] for i in range(prev_prefix_len, matched)
                            if value[i] != held[i])
-        stamp = self._tick()
-        self._stamp(node, stamp)
-        if child is not None:
-            child.time = stamp
-            node = self._split(child, at)
-            pos += at
+        node, pos, stamp = self._reach(node, pos, child, at)
         adopted: tuple[int, ...] = ()
         if pos < n:
             leaf = self._node(key[pos:], value[pos:], extra_key, node, stamp)
@@ -202,6 +191,19 @@ class ModelTree:
                 common += 1
             return node, pos, child, common // ps * ps
         return node, pos, None, 0
+
+    def _reach(self, node: Node, pos: int, child: Node | None, at: int
+               ) -> tuple[Node, int, int]:
+        """After a walk (:meth:`_walk`): stamp the path with a fresh time and, where the key
+        ends ``at`` tokens into ``child``, split it there; the node ending at the key's match,
+        the match's length and the stamp."""
+        stamp = self._tick()
+        self._stamp(node, stamp)
+        if child is not None:
+            child.time = stamp
+            node = self._split(child, at)
+            pos += at
+        return node, pos, stamp
 
     def _stamp(self, node: Node, stamp: int) -> None:
         x: Node | None = node
