@@ -141,51 +141,32 @@ class OffloadJudge:
         return (tuple(self.tier.lookup(None, k) for k in range(o.NUM_KEYS)),
                 self.tier.free_count(), self.tier.pins())
 
-    def _misuse(self, op: Any, why: str) -> Any:
-        """A call the tier must refuse with a typed error, changing nothing."""
-        methods = {"prepare_store": self.tier.prepare_store,
-                   "prepare_load": self.tier.prepare_load,
-                   "complete_load": self.tier.complete_load}
+    def _misuse(self, op: Any, why: str, may_ignore: bool = False) -> Any:
+        """A call the tier must refuse with a typed error (``may_ignore``: or let through),
+        changing nothing either way."""
+        args = (op.req, op.keys, op.success) if isinstance(op, o.CompleteStore) else (
+            op.req, op.keys)
         before = self._snapshot()
         line = self.tier.line(op)
+        outcome: Any
         try:
-            outcome = methods[op.kind](op.req, op.keys)
+            outcome = getattr(self.tier, op.kind)(*args)  # the Tier method of that name
         except Exception as exc:
             self.log.append(Step(op, exc, line))
             if not isinstance(exc, self.offload.misuse_types):
-                raise Violation(F.CRASH, f"{op.kind} misuse ({why}) must be refused with a "
-                                f"typed error, raised {type(exc).__name__}: {exc}") from exc
-            after = self._snapshot()
-            if after != before:
-                raise Violation(F.ATOMIC, f"a refused {op.kind} changed the tier ({why})",
-                                expected=before, observed=after) from None
-            return exc
-        self.log.append(Step(op, outcome, line))
-        raise Violation(F.ATOMIC, f"{op.kind} must be refused, changing nothing; it went "
-                        f"through ({why})", observed=outcome)
-
-    def _stale_completion(self, op: o.CompleteStore) -> Any:
-        """A completion of a store nothing is writing (a worker reporting twice, or after the
-        write was already reported): the tier may refuse it with a typed error or ignore it,
-        but it changes nothing either way (a second report must not release, re-count or
-        re-announce a chunk)."""
-        before = self._snapshot()
-        line = self.tier.line(op)
-        try:
-            outcome = self.tier.complete_store(op.req, op.keys, op.success)
-        except Exception as exc:
-            self.log.append(Step(op, exc, line))
-            if not isinstance(exc, self.offload.misuse_types):
-                raise Violation(F.CRASH, f"completing a store of {list(op.keys)}, which "
-                                f"nothing is writing, raised {type(exc).__name__}: {exc}"
-                                ) from exc
-            outcome = exc
+                rule = "may be refused only" if may_ignore else "must be refused"
+                raise Violation(F.CRASH, f"{op.kind} misuse ({why}) {rule} with a typed error, "
+                                f"raised {type(exc).__name__}: {exc}") from exc
+            outcome, changed = exc, f"a refused {op.kind} changed the tier ({why})"
         else:
             self.log.append(Step(op, outcome, line))
+            if not may_ignore:
+                raise Violation(F.ATOMIC, f"{op.kind} must be refused, changing nothing; it "
+                                f"went through ({why})", observed=outcome)
+            changed = f"an ignored {op.kind} changed the tier ({why})"
         after = self._snapshot()
         if after != before:
-            raise Violation(F.ATOMIC, f"completing a store of {list(op.keys)}, which nothing "
-                            "is writing, changed the tier", expected=before, observed=after)
+            raise Violation(F.ATOMIC, changed, expected=before, observed=after)
         return outcome
 
     def _call(self, op: Any, method: Any, *args: Any) -> Any:
@@ -220,8 +201,9 @@ class OffloadJudge:
             return self._prepare_store(op)
         if isinstance(op, o.CompleteStore):
             job = m.store_job(op.req, op.keys)
-            if job is None:
-                return self._stale_completion(op)
+            if job is None:  # a worker reporting twice: the tier may refuse or ignore it
+                return self._misuse(op, f"completing a store of {list(op.keys)}, which "
+                                        "nothing is writing", may_ignore=True)
             self._call(op, t.complete_store, op.req, op.keys, op.success)
             m.complete_store(job, op.success)
             return None
