@@ -23,6 +23,7 @@ from properties.core.signature import Signature, message_regex, signature
 
 if TYPE_CHECKING:
     from properties.core.family import Step
+    from properties.core.shrink import Keep
     from properties.core.targets import Target
 
 #: Set on a violation by the machines and the corpus replay: how to replay it.
@@ -184,25 +185,27 @@ def merge(into: dict[str, Deviation], new: Iterable[Deviation]) -> None:
 #: A deviation's mechanism: the operation kinds of its shrunk program before the failing one.
 Mechanism = tuple[str, ...]
 
-#: Programs already shrunk for their mechanism in this process: (signature, kinds) -> it.
-_MECHANISMS: dict[tuple[str, Mechanism], Mechanism] = {}
+#: Programs already shrunk for their mechanism in this process: (scope, signature, kinds) -> it.
+_MECHANISMS: dict[tuple[str, str, Mechanism], Mechanism] = {}
 
 
 def mechanism_of(target: Target, config: Any, program: Sequence[Any],
-                 violation: Violation, shrink: bool = True) -> Mechanism:
+                 violation: Violation, shrink: bool = True,
+                 keep: Keep | None = None, scope: str = "") -> Mechanism:
     """The mechanism of ``violation``, raised by ``program`` (run on a pool of ``config``, up to
     and including the failing operation, or further): the kinds before the failing operation of
     the shortest program with its signature (``properties.core.shrink``, as ``--all`` shrinks
-    a new deviation). A program too long to shrink, or one that does not replay, is its own
-    mechanism, and so is any program when ``shrink`` is False (a family whose programs are
-    shrunk by Hypothesis only). Cached per process by signature and kinds."""
+    a new deviation), or that ``keep`` accepts (``scope`` names it: the cache's key). A program
+    too long to shrink, or one that does not replay, is its own mechanism, and so is any
+    program when ``shrink`` is False (a family whose programs are shrunk by Hypothesis only).
+    Cached per process by scope, signature and kinds."""
     from properties.core.shrink import MAX_SHRUNK_STEPS, shrink_with_pools
 
     stop = len(program) if violation.step is None else min(len(program), violation.step + 1)
     ran = list(program[:stop])
     kinds = tuple(str(op.kind) for op in ran[:-1])
     sig = signature(violation, target.allocator_type)
-    key = (sig.key(), kinds)
+    key = (scope, sig.key(), kinds)
     known = _MECHANISMS.get(key)
     if known is not None:
         return known
@@ -210,16 +213,30 @@ def mechanism_of(target: Target, config: Any, program: Sequence[Any],
     if shrink and 1 < len(ran) <= MAX_SHRUNK_STEPS:
         _, shorter, _ = shrink_with_pools(
             target, config, ran, violation,
-            keep=lambda v: signature(v, target.allocator_type) == sig)
+            keep=keep or (lambda v: signature(v, target.allocator_type) == sig))
         mechanism = tuple(str(op.kind) for op in shorter[:-1])
     _MECHANISMS[key] = mechanism
     return mechanism
 
 
+def canonical(family: object, mechanism: Sequence[str]) -> Mechanism:
+    """``mechanism`` as one defect's fingerprint: each kind as the call it amounts to (the
+    family's :class:`~properties.core.roles.MechanismKinds`, if it has the role; none: left
+    out) and each run of
+    one call as one (filling a pool takes as many allocations as it has ids: its size, not its
+    mechanism)."""
+    from properties.core.roles import MechanismKinds
+
+    kinds = [family.mechanism_kind(k) for k in mechanism] \
+        if isinstance(family, MechanismKinds) else list(mechanism)
+    kinds = [k for k in kinds if k]  # "": no allocator call (bookkeeping)
+    return tuple(k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k)
+
+
 @dataclass
 class Resolver:
     """:func:`mechanism_of` a violation, computed on first call (entries that do not ask for
-    it cost nothing)."""
+    it cost nothing); :meth:`absorbed` the one an entry absorbed."""
 
     target: Target
     config: Any
@@ -233,6 +250,18 @@ class Resolver:
             self._value = mechanism_of(self.target, self.config, self.program, self.violation,
                                        self.shrink)
         return self._value
+
+    def absorbed(self, entry_id: str, keep: Keep | None) -> Mechanism:
+        """The mechanism the entry ``entry_id`` absorbed: the :func:`canonical` kinds of the
+        shortest program whose failure the entry still accepts (``keep``). The consequences
+        of one defect (a wrong table here, a leak there, after the same swap) converge on the
+        defect's own shortest program; a failure the entry absorbs only by being wide keeps a
+        program of its own. ``keep`` None: the signature's (:meth:`__call__`)."""
+        if keep is None:
+            return canonical(self.target.family_object, self())
+        return canonical(self.target.family_object, mechanism_of(
+            self.target, self.config, self.program, self.violation, self.shrink, keep,
+            scope=entry_id))
 
 
 def mechanism_text(mechanism: Sequence[str]) -> str:
@@ -270,16 +299,20 @@ class Absorbed:
         return out
 
     def unlike(self, mechanism: Mechanism) -> bool:
-        """Whether ``mechanism`` is not one the entry stands for (declared, else its own)."""
-        if self.declared:
-            return mechanism not in self.declared
-        return self.reference is not None and mechanism != self.reference
+        """Whether ``mechanism`` is not one the entry stands for: it does not pass through
+        (hold, in order) one the entry declares, else its own. Steps around the defect's own
+        ones are how its consequence reached this observation (a fork before the swap that
+        clobbers, a second allocation that reads the clobbered block); a mechanism without
+        them is another way in."""
+        stands = self.declared + ((self.reference,) if self.reference is not None else ())
+        return bool(stands) and not any(_passes_through(mechanism, m) for m in stands)
 
     @property
     def too_wide(self) -> bool:
-        """Absorbed more than one mechanism, or one unlike its own program's (an entry that
-        declares several, one defect's triaged instances, only one it does not declare)."""
-        if self.declared:
+        """Absorbed a mechanism unlike its own program's (one that does not pass through it),
+        or, without a program of its own, more than one (an entry that declares several, one
+        defect's triaged instances: one that passes through none of them)."""
+        if self.declared or self.reference is not None:
             return any(self.unlike(m) for m in self.distinct)
         return len(self.distinct) > 1
 
@@ -292,6 +325,15 @@ class Absorbed:
                                for m, n in self.mechanisms.items()]}
 
 
+def _passes_through(mechanism: Sequence[str], own: Sequence[str]) -> bool:
+    """Whether ``mechanism`` holds every step of ``own``, in order (nothing before the
+    failing call is a mechanism of its own, not one every other passes through)."""
+    if not own:
+        return not mechanism
+    it = iter(mechanism)
+    return all(kind in it for kind in own)
+
+
 def absorbed_key(mechanism: Sequence[str]) -> str:
     """A mechanism as one string (JSON keys across xdist workers)."""
     return json.dumps(list(mechanism))
@@ -301,15 +343,18 @@ def absorbed_from_key(key: str) -> Mechanism:
     return tuple(str(k) for k in json.loads(key))
 
 
-def absorbed_by_entry(entries: Sequence[Any], absorbed: Mapping[str, Absorbed]
-                      ) -> list[Absorbed]:
+def absorbed_by_entry(entries: Sequence[Any], absorbed: Mapping[str, Absorbed],
+                      family: object = None) -> list[Absorbed]:
     """One :class:`Absorbed` per entry of ``entries`` (expected failures: ``id`` and
-    ``mechanisms``), in their order, with what the run absorbed (``absorbed``, by id)."""
+    ``mechanisms``), in their order, with what the run absorbed (``absorbed``, by id); the
+    entries' declared mechanisms are compared :func:`canonical` for ``family``."""
     out = []
     for e in entries:
         got = absorbed.get(e.id)
+        declared = tuple(dict.fromkeys(canonical(family, m)
+                                       for m in (*e.mechanisms, *e.instances)))
         one = Absorbed(e.id, dict(got.mechanisms) if got else {}, got.own if got else None,
-                       tuple(e.mechanisms), dict(got.examples) if got else {})
+                       declared, dict(got.examples) if got else {})
         out.append(one)
     listed = {e.id for e in entries}
     # Entries of another file that recorded what they absorbed (the v1 manager's own file).

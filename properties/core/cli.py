@@ -9,7 +9,7 @@ program that replays it; raw pytest output only with ``-v`` or ``--pytest-args``
 the machines run their whole budget); ``--write-xfails FILE`` writes the deviations found as an
 xfails file, which ``--xfails-file FILE`` then accepts: only new deviations fail the check (and
 findings worse than the size an entry recorded); ``--strict-xfails`` also fails on an entry that
-absorbed more than one mechanism.
+absorbed a mechanism not passing through its own program's (too wide).
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--write-xfails", default=None, metavar="FILE",
                    help="write the deviations found (and --xfails-file's entries) to FILE")
     p.add_argument("--strict-xfails", action="store_true",
-                   help="fail when an expected failure is too wide (absorbed more than one "
-                        "mechanism, or one unlike its own program's)")
+                   help="fail when an expected failure is too wide (absorbed a mechanism "
+                        "that does not pass through its own program's)")
     p.add_argument("--all", dest="explore_all", action="store_true",
                    help="keep exploring after a deviation; list every distinct one")
     p.add_argument("--strict-robustness", action="store_true",
@@ -147,7 +147,7 @@ def check(argv: Sequence[str]) -> int:
     robust = plugin.session_robustness()
     failed = [t for t, r in collector.results.items() if r == "failed"]
     absorbed = absorbed_by_entry(plugin.load_expected(args.xfails_file),
-                                 plugin.absorbed_mechanisms())
+                                 plugin.absorbed_mechanisms(), plugin.selected_family())
     wide = args.strict_xfails and any(row.too_wide for row in absorbed)
     conforming = not failed and not collector.errors and not deviations and not wide \
         and not (args.strict_robustness and robust)

@@ -17,10 +17,12 @@ import pytest
 
 from models.core.invariants import Violation
 from properties.core import selection
+from properties.core.baseline import Resolver
 from properties.core.plugin import (
     ExpectedFailure,
     avoided,
     expected_entries,
+    note_worse,
     record,
     tolerated_by,
 )
@@ -42,13 +44,17 @@ def replay_expected(entry: ExpectedFailure, config: pytest.Config) -> None:
     target = selection.tolerating(target, tolerated_by(expected_entries(config), entry))
     vocabulary = target.family_object.vocabulary
     program = [vocabulary.op_from_json(op) for op in entry.program]
+    shape = vocabulary.config(target, entry.config)
     try:
-        run_program(target, vocabulary.config(target, entry.config), program)
+        run_program(target, shape, program)
     except Violation as violation:
         history = program[: (violation.step or 0) + 1]
-        if not entry.matches(violation, history, target.allocator_type):
+        kind = target.allocator_type
+        mechanism = Resolver(target, shape, program, violation)
+        if not entry.matches(violation, history, kind, mechanism):
+            note_worse([entry], violation, history, kind, mechanism)
             raise
-        record(entry, violation)
+        record(entry, violation, mechanism.absorbed(entry.id, entry.keep(kind)), own=True)
         pytest.xfail(f"{entry.id}: {entry.explanation}")
     if entry.flaky:
         pytest.skip(f"{entry.id} is marked flaky (it depends on per-process state) and did not "

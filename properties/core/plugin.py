@@ -55,10 +55,15 @@ matching entry wins, so list narrow entries before broad ones. Other keys (``obs
   computes the violation's mechanism, the operation kinds before the failing one of the shortest
   program with its signature (``properties.core.baseline.mechanism_of``, as ``--all`` shrinks a
   new deviation; cached per process), and reports per entry the distinct mechanisms it absorbed.
-  An entry that absorbed more than one, or one unlike its own program's, is *too wide*;
-  ``--strict-xfails`` fails the session on it. ``match.mechanism`` (one list of kinds, what
-  ``--write-xfails`` writes) or ``match.mechanisms`` (the triaged instances of one defect)
-  narrows an entry to exactly those mechanisms.
+  What an entry absorbed is shrunk as the entry sees it (the shortest program whose failure
+  it still accepts, so the consequences of one defect converge on the defect's own program)
+  and compared as the calls it amounts to (``baseline.canonical``). An entry that absorbed a
+  mechanism that does not pass through its own program's (hold its steps in order), or, with
+  no program of its own, more than one, is *too wide*; ``--strict-xfails`` fails the session on
+  it. ``"instances"`` lists other ways into the same defect that triage found (width only).
+  ``match.mechanism`` (one list of kinds, what ``--write-xfails`` writes) or
+  ``match.mechanisms`` (the triaged instances of one defect) narrows an entry to exactly those
+  mechanisms.
 - Releases: ``"versions": [...]`` limits an entry to targets of those releases
   (``Target.version``; absent: every release). An entry for other releases absorbs nothing and
   its replay is skipped, naming them (:func:`expected_entries` holds the entries that apply).
@@ -141,6 +146,9 @@ class ExpectedFailure:
     mechanisms: tuple[tuple[str, ...], ...] = ()
     versions: tuple[str, ...] = ()  # the releases it applies to (empty: every release)
     avoid: frozenset[str] = frozenset()  # generator features the machines leave out
+    # Other ways into this one defect, found by triage (``"instances"``): mechanisms its width
+    # check accepts besides its own program's. Never used to match.
+    instances: tuple[tuple[str, ...], ...] = ()
 
     def applies(self, version: str) -> bool:
         """Whether the entry applies to a target of release ``version``."""
@@ -158,6 +166,18 @@ class ExpectedFailure:
         if not self.matches_but_size(violation, history, allocator_type, mechanism):
             return False
         return not self.worse(violation)
+
+    def keep(self, allocator_type: str | None) -> Callable[[Violation], bool] | None:
+        """Whether a failure met while shrinking one this entry absorbed is still this entry's
+        (:meth:`matches_but_size` on the candidate that raised it): the shrinker's ``keep``
+        for the mechanism the entry absorbed (``baseline.Resolver.absorbed``). None for an
+        entry that matches by mechanism: what it absorbed is the mechanism it matched."""
+        from properties.core.shrink import replayed
+
+        if self.mechanisms:
+            return None
+        return lambda violation: self.matches_but_size(violation, replayed(violation),
+                                                       allocator_type)
 
     def worse(self, violation: Violation) -> str:
         """How ``violation``'s sizes are worse than the recorded ones ("" when none is)."""
@@ -240,7 +260,8 @@ def parse_expected(data: Sequence[dict[str, Any]], invariants: InvariantSet | No
             tuple(str(t) for t in match.get("allocator_types", ())), bool(e.get("flaky")),
             tuple(Measure.from_json(m) for m in e.get("measures", ())),
             _mechanisms(match), tuple(str(v) for v in e.get("versions", ())),
-            frozenset(str(f) for f in e.get("avoid", ()))))
+            frozenset(str(f) for f in e.get("avoid", ())),
+            tuple(tuple(str(k) for k in m) for m in e.get("instances", ()))))
     return entries
 
 
@@ -545,7 +566,7 @@ def _install_wrapper() -> Any:
             if entry is None:
                 note_worse(call.entries, violation, history, kind, mechanism)
             if entry is not None:
-                record(entry, violation, mechanism())
+                record(entry, violation, mechanism.absorbed(entry.id, entry.keep(kind)))
             elif call.explore:
                 absorb_new(violation, kind, history,
                            shrink=functools.partial(_shrink_new, self, violation),
@@ -602,7 +623,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "xfails file")
     group.addoption("--strict-xfails", action="store_true", default=False,
                     help="fail the session when an expected failure is too wide: it absorbed "
-                         "more than one mechanism, or one unlike its own program's")
+                         "a mechanism that does not pass through its own program's")
 
 
 _ORIGINAL_DO = pytest.StashKey[Any]()
@@ -660,6 +681,15 @@ def _target_line() -> str:
         return selection.current_target().describe()
     except Exception as exc:  # reported in the header; the tests that need it fail clearly
         return f"cannot load target: {exc}"
+
+
+def selected_family() -> object:
+    """The selected target's family (None when it cannot load: mechanisms compare as they
+    are)."""
+    try:
+        return selection.current_target().family_object
+    except Exception:  # the header and the tests report why it cannot load
+        return None
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -868,7 +898,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
                                         f"hit by {_hits.get(entry.id, 0)} test(s) or "
                                         f"example(s)")
     wide = too_wide(config)
-    rows = baseline.absorbed_lines(baseline.absorbed_by_entry(entries, _absorbed))
+    rows = baseline.absorbed_lines(baseline.absorbed_by_entry(entries, _absorbed,
+                                                              selected_family()))
     if rows:
         terminalreporter.section("prefixcache mechanisms absorbed per expected failure")
         for line in rows:
@@ -893,14 +924,15 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def too_wide(config: pytest.Config) -> list[str]:
-    """The ids of the session's expected failures that absorbed more than one mechanism, or
-    one unlike their own program's (``baseline.Absorbed.too_wide``)."""
+    """The ids of the session's expected failures that are too wide
+    (``baseline.Absorbed.too_wide``)."""
     return wide_entries(expected_entries(config))
 
 
 def wide_entries(entries: Sequence[ExpectedFailure]) -> list[str]:
     """:func:`too_wide` of ``entries`` (by what the run absorbed)."""
-    return [row.entry_id for row in baseline.absorbed_by_entry(entries, _absorbed)
+    return [row.entry_id for row in baseline.absorbed_by_entry(entries, _absorbed,
+                                                               selected_family())
             if row.too_wide]
 
 

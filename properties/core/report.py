@@ -276,8 +276,8 @@ def render_absorbed(rows: list[Absorbed], strict: bool) -> str:
     wide = [row.entry_id for row in rows if row.too_wide]
     out = ["", "mechanisms absorbed per expected failure:", *[f"  {line}" for line in lines]]
     if wide:
-        out += ["", f"too wide: {', '.join(wide)} (each absorbed more than one mechanism, or one "
-                    "unlike its own program's: split or narrow it"
+        out += ["", f"too wide: {', '.join(wide)} (each absorbed a mechanism that does not pass "
+                    "through its own program's: split or narrow it, or list it in instances"
                 + ("; --strict-xfails fails the check)" if strict else
                    "; --strict-xfails would fail the check)")]
     return "\n".join(out) + "\n"

@@ -45,6 +45,18 @@ class PoolShrinking(Protocol):
 
 
 @runtime_checkable
+class MechanismKinds(Protocol):
+    """Operations that reach one allocator call through different entry points (a block
+    table's ``free`` and the allocator's, a swap by hand and ``swap``): an expected failure
+    that absorbs both has absorbed one mechanism, not two. Used only to tell defects apart when
+    judging an entry's width (``properties.core.baseline.canonical``), never to match."""
+
+    def mechanism_kind(self, kind: str) -> str:
+        """The call operation ``kind`` amounts to (``kind`` itself when it is its own; ``""``
+        when it makes none, such as an observer's bookkeeping)."""
+
+
+@runtime_checkable
 class HandleShrinking(Protocol):
     """Operations name objects earlier operations created (handles of a few kinds, each
     numbered in creation order): dropping an operation drops those that use what it made, and

@@ -50,6 +50,16 @@ def _same_family(found: Violation) -> Keep:
     return lambda violation: violation.family is family
 
 
+#: Set on a violation a candidate raised while shrinking: that candidate, up to its failing
+#: operation (a ``Keep`` that judges by what ran before the failure reads it).
+REPLAYED_ATTR = "prefixcache_replayed"
+
+
+def replayed(violation: Violation) -> list[Op] | None:
+    """The candidate program that raised ``violation`` while shrinking (None: not shrinking)."""
+    return getattr(violation, REPLAYED_ATTR, None)
+
+
 def _replay(target: Target, config: Config, program: Sequence[Op],
             keep: Keep) -> Violation | None:
     """The violation ``program`` raises if ``keep`` accepts it (anything else: None)."""
@@ -57,6 +67,8 @@ def _replay(target: Target, config: Config, program: Sequence[Op],
         with quiet():
             run_program(target, config, program)
     except Violation as violation:
+        stop = len(program) if violation.step is None else violation.step + 1
+        setattr(violation, REPLAYED_ATTR, list(program[:stop]))
         return violation if keep(violation) else None
     except Exception:  # out of contract, or a candidate the oracle cannot judge
         return None
