@@ -18,13 +18,15 @@ from typing import Any
 
 import pytest
 
-from models.core.invariants import Violation
+from models.core.invariants import Invariants, Violation
 from models.families.v0.capabilities import Config
 from models.families.v0.operations import op_from_json
 from properties.core.baseline import (
     Absorbed,
     Deviation,
+    absorbed_by_entry,
     attach_run,
+    canonical,
     deviation,
     mechanism_of,
     write_xfails,
@@ -198,3 +200,25 @@ def test_strict_xfails_fails_on_a_too_wide_entry(tmp_path: Path) -> None:
     assert strict.returncode == 1, strict.stdout + strict.stderr
     assert "--strict-xfails fails the check" in strict.stdout
 
+
+def test_a_mechanism_is_compared_as_the_calls_it_amounts_to() -> None:
+    """A block table's free and a swap by hand are the allocator's free and swap; a run of one
+    call is one step; a tracker's bookkeeping is no call: all of it is one defect's
+    fingerprint, and a declared mechanism is compared the same way."""
+    family = _target("free_count_plus_1").family_object
+    table_form = ("tracker_start", "table_allocate", "table_free", "table_allocate",
+                  "seq_track")
+    assert canonical(family, table_form) == ("allocate_immutable", "free", "allocate_immutable")
+    assert canonical(family, ("allocate_immutable_chain", "allocate_immutable", "free",
+                              "free", "mark_stale_ids")) == (
+        "allocate_immutable", "free", "mark_stale_ids")
+    assert canonical(family, ("allocate_mutable", "device_swap")) == ("allocate_mutable", "swap")
+    # Operations of their own stay apart: a mutable block is not an immutable one.
+    assert canonical(family, ("allocate_mutable", "free")) != canonical(
+        family, ("allocate_immutable", "free"))
+    assert canonical(None, ("a", "a", "b")) == ("a", "b")
+    entry = ExpectedFailure("e", Invariants.CRASH, "", {}, [],
+                            mechanisms=(("allocate_immutable_chain", "free"),))
+    (row,) = absorbed_by_entry([entry], {"e": Absorbed(
+        "e", {("allocate_immutable", "free"): 2})}, family)
+    assert not row.too_wide, row

@@ -100,6 +100,11 @@ class V0Family:
     pool_fields: tuple[tuple[str, int], ...] = (("num_gpu_blocks", 1), ("num_cpu_blocks", 0))
     tolerable: Mapping[str, str] = TOLERABLE
 
+    def mechanism_kind(self, kind: str) -> str:
+        """The allocator call operation ``kind`` amounts to (its ``amounts_to``)."""
+        op = ops.OPS_BY_KIND.get(kind)
+        return kind if op is None or op.amounts_to is None else op.amounts_to
+
     def accepts(self, spec_or_factory: str | Callable[..., Any]) -> bool:
         """A callable (not a class) taking ``(allocator_type, num_gpu_blocks, num_cpu_blocks,
         block_size)`` positionally."""

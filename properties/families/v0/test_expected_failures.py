@@ -42,7 +42,9 @@ def test_expected_failure(expected_failure: ExpectedFailure, request: pytest.Fix
         if not expected_failure.matches(violation, history, target.allocator_type, mechanism):
             note_worse([expected_failure], violation, history, target.allocator_type, mechanism)
             raise
-        record(expected_failure, violation, mechanism(), own=True)
+        keep = expected_failure.keep(target.allocator_type)
+        record(expected_failure, violation, mechanism.absorbed(expected_failure.id, keep),
+               own=True)
         pytest.xfail(f"{expected_failure.id}: {expected_failure.explanation}")
     if expected_failure.flaky:
         pytest.skip(f"{expected_failure.id} is marked flaky (it depends on per-process state) "

@@ -38,7 +38,7 @@ def test_seed_corpus(level: Level, corpus: str, request: pytest.FixtureRequest) 
         entry = next((e for e in entries if e.matches(violation, history, kind, mechanism)),
                      None)
         if entry is not None:
-            plugin.record(entry, violation, mechanism())
+            plugin.record(entry, violation, mechanism.absorbed(entry.id, entry.keep(kind)))
             return True
         plugin.note_worse(entries, violation, history, kind, mechanism)
         if not explore:

@@ -98,6 +98,7 @@ class AllocateImmutableChain(Op):
     """``allocate_immutable_blocks(prev, chunks, device, extra_hash)``: all or nothing."""
 
     kind: ClassVar[str] = "allocate_immutable_chain"
+    amounts_to: ClassVar[str | None] = "allocate_immutable"
     misuse_family: ClassVar[Invariant] = Family.CACHE
     malformed: ClassVar[Mapping[str, ArgSpec]] = {**_ALLOCATION_ARGS,
                                                   "chunks": (Arg.CHUNKS, False)}

@@ -92,6 +92,10 @@ class Op:
     value_names_ids: ClassVar[bool] = False
     #: The batch ran: the KV of the blocks marked computed is now written (shadow memory).
     computes_kv: ClassVar[bool] = False
+    #: The allocator call it amounts to, when it reaches one through another entry point
+    #: (a table's ``free``, a swap by hand): ``None``, its own kind; ``""``, none at all (a
+    #: tracker's bookkeeping). Only to tell defects apart (``properties.core.baseline.canonical``).
+    amounts_to: ClassVar[str | None] = None
 
     def misuse(self, m: Model) -> str | None:
         """``None`` if valid, else why it is misuse; raises :class:`Out` (see the module)."""

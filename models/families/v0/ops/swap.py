@@ -143,6 +143,7 @@ class TableSwap(Op):
     The null block of a sliding-window table stays where it is."""
 
     kind: ClassVar[str] = "table_swap"
+    amounts_to: ClassVar[str | None] = "swap"
     misuse_family: ClassVar[Invariant] = F.SWAP
     moves_kv: ClassVar[bool] = True
     admitted_first: ClassVar[bool] = True
@@ -184,6 +185,7 @@ class DeviceSwap(Op):
     ``{"pairs": [[id before, id after] per block], "swapped": bool}``."""
 
     kind: ClassVar[str] = "device_swap"
+    amounts_to: ClassVar[str | None] = "swap"
     misuse_family: ClassVar[Invariant] = F.SWAP  # a valid swap by hand refused with a typed error
     moves_kv: ClassVar[bool] = True
     blocks: tuple[int, ...]

@@ -92,6 +92,7 @@ class TableAllocate(Op):
     mutable."""
 
     kind: ClassVar[str] = "table_allocate"
+    amounts_to: ClassVar[str | None] = "allocate_immutable"
     malformed: ClassVar[Mapping[str, ArgSpec]] = {
         "tokens": (Arg.TOKENS, False), "device": (Arg.DEVICE, False),
         "extra_hash": (Arg.EXTRA, False)}
@@ -157,6 +158,7 @@ class TableAppend(Op):
     """``append_token_ids(tokens, num_lookahead_slots=lookahead)`` with the table's extra_hash."""
 
     kind: ClassVar[str] = "table_append"
+    amounts_to: ClassVar[str | None] = "append"
     malformed: ClassVar[Mapping[str, ArgSpec]] = {
         "tokens": (Arg.TOKENS, False), "lookahead": (Arg.COUNT, False),
         # the table's extra_hash, which its plan passes to the call (docs/API.md §12.1)
@@ -253,6 +255,7 @@ class TableEnsureSlots(Op):
     """``ensure_num_empty_slots(slots)``."""
 
     kind: ClassVar[str] = "table_ensure_slots"
+    amounts_to: ClassVar[str | None] = "append"
     malformed: ClassVar[Mapping[str, ArgSpec]] = {
         "slots": (Arg.COUNT, False), "extra_hash": (Arg.EXTRA, False)}
     table: int
@@ -281,6 +284,7 @@ class TableFork(Op):
     """``fork()``: a new table sharing every block."""
 
     kind: ClassVar[str] = "table_fork"
+    amounts_to: ClassVar[str | None] = "fork"
     misuse_family: ClassVar[Invariant] = Family.RC
     crash_family: ClassVar[Invariant] = Family.TABLE  # forks of any length must work
     table: int
@@ -315,6 +319,7 @@ class TableFree(Op):
     """``free()``."""
 
     kind: ClassVar[str] = "table_free"
+    amounts_to: ClassVar[str | None] = "free"
     misuse_family: ClassVar[Invariant] = Family.LEAK
     table: int
 
@@ -345,6 +350,7 @@ class TableMarkAccessed(Op):
     """``mark_blocks_as_accessed(table.physical_block_ids, now)``."""
 
     kind: ClassVar[str] = "table_mark_accessed"
+    amounts_to: ClassVar[str | None] = "mark_accessed"
     misuse_family: ClassVar[Invariant] = Family.LRU
     malformed: ClassVar[Mapping[str, ArgSpec]] = {"now": (Arg.TIME, True)}
     table: int
@@ -367,6 +373,7 @@ class TableFreeBlock(Op):
     the (now id-less) object."""
 
     kind: ClassVar[str] = "table_free_block"
+    amounts_to: ClassVar[str | None] = "free"
     misuse_family: ClassVar[Invariant] = Family.LEAK  # a second free of it is a double free
     table: int
     index: int

@@ -204,6 +204,7 @@ class TrackerStart(EngineOp):
     ``LastAccessBlocksTracker(alloc)``."""
 
     kind: ClassVar[str] = "tracker_start"
+    amounts_to: ClassVar[str | None] = ""
 
     def step(self, m: Model) -> None:
         m.seqs.started = True
@@ -215,6 +216,7 @@ class SeqTrack(SeqOp):
     """``add_seq(table)`` on the last-access tracker (and the Aphrodite computed tracker)."""
 
     kind: ClassVar[str] = "seq_track"
+    amounts_to: ClassVar[str | None] = ""
 
     def contract(self, m: Model) -> str | None:
         t = self.seq_table(m)
@@ -241,6 +243,7 @@ class SeqUntrack(SeqOp):
     ``computed`` (it holds an entry for the table)."""
 
     kind: ClassVar[str] = "seq_untrack"
+    amounts_to: ClassVar[str | None] = ""
     reads_blocks: ClassVar[bool] = False
     computed: bool = True
 
@@ -367,6 +370,7 @@ class SeqAccess(SeqOp):
     """``update_last_access(table, now)``."""
 
     kind: ClassVar[str] = "seq_access"
+    amounts_to: ClassVar[str | None] = ""
     reads_blocks: ClassVar[bool] = False
     now: float
 
@@ -385,6 +389,7 @@ class SeqStampBlocks(SeqOp):
     """``update_seq_blocks_last_access(table, table.physical_block_ids)``."""
 
     kind: ClassVar[str] = "seq_stamp_blocks"
+    amounts_to: ClassVar[str | None] = "mark_accessed"
 
     def contract(self, m: Model) -> str | None:
         t = self.seq_table(m)
