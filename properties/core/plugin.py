@@ -805,6 +805,13 @@ def _kind(item: pytest.Item) -> str:
         return ""
 
 
+def _replaying(item: pytest.Item) -> ExpectedFailure | None:
+    """The entry whose own program ``item`` replays (``test_expected_failure[id]``), if any."""
+    callspec = getattr(item, "callspec", None)
+    entry = callspec.params.get("expected_failure") if callspec is not None else None
+    return entry if isinstance(entry, ExpectedFailure) else None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item,
                               call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
@@ -819,6 +826,11 @@ def pytest_runtest_makereport(item: pytest.Item,
     news = list(ran.new) if ran is not None else []
     repeats = dict(ran.repeats) if ran is not None else {}
     entries = expected_entries(item.config)
+    replaying = _replaying(item)
+    if replaying is not None:
+        # An entry's replay stands for that entry alone: a failure another entry would
+        # absorb means its own program no longer shows its own defect.
+        entries = [replaying]
     found: list[ExpectedFailure] | None = None
     if call.excinfo is not None and not getattr(report, "wasxfail", ""):
         found = matching(entries, call.excinfo.value)

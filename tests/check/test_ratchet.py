@@ -222,3 +222,29 @@ def test_a_mechanism_is_compared_as_the_calls_it_amounts_to() -> None:
     (row,) = absorbed_by_entry([entry], {"e": Absorbed(
         "e", {("allocate_immutable", "free"): 2})}, family)
     assert not row.too_wide, row
+
+
+def test_a_replay_stands_for_its_own_entry_only(tmp_path: Path) -> None:
+    """An entry whose own program no longer shows its own defect fails its replay, even when
+    another entry would absorb what the program raises now (a wide entry must not keep a stale
+    one alive)."""
+    program = [{"op": "allocate_immutable", "prev": None, "tokens": [1, 2], "device": "gpu"},
+               {"op": "allocate_immutable", "prev": None, "tokens": [1, 2], "device": "gpu"}]
+    config = {"block_size": 2, "num_gpu_blocks": 4, "num_cpu_blocks": 2}
+    entries = [{"id": "any-hit", "family": "HIT", "explanation": "every HIT finding",
+                "config": config, "program": program},
+               {"id": "stale", "family": "HIT", "explanation": "no longer what it was",
+                "config": config, "program": program,
+                "match": {"message": "^a message this target never writes$"}}]
+    path = tmp_path / "xfails.json"
+    path.write_text(json.dumps(entries), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+         str(ROOT / "properties" / "families" / "v0" / "test_expected_failures.py"),
+         "--allocator", "tests.check.targets:hit_twice", "--xfails-file", str(path),
+         "-o", f"rootdir={ROOT}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    out = run.stdout + run.stderr
+    assert "1 failed" in out and "1 xfailed" in out, out
+    assert "test_expected_failure[stale]" in out and "FAILED" in out, out
