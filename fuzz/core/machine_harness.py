@@ -24,6 +24,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import pkgutil
 import random
 import re
 import sys
@@ -90,12 +91,42 @@ def _import(path: Path) -> ModuleType:
         return module
 
 
+def _package_name(directory: Path) -> str | None:
+    """The dotted name ``directory`` has as a package under an entry of ``sys.path``."""
+    for entry in sys.path:
+        try:
+            relative = directory.relative_to(Path(entry or ".").resolve())
+        except ValueError:
+            continue
+        if relative.parts and all(part.isidentifier() for part in relative.parts):
+            return ".".join(relative.parts)
+    return None
+
+
+def _machine_modules(directory: Path) -> list[ModuleType]:
+    """The ``test_*`` modules of ``directory``, in name order: its ``test_*.py`` files, else,
+    where it has none on disk (a zip, a PyInstaller bundle: the build names the modules as
+    hidden imports), the ``test_*`` submodules of the package it is on ``sys.path``."""
+    paths = sorted(directory.glob("test_*.py"))
+    if paths:
+        return [_import(path) for path in paths]
+    package = _package_name(directory)
+    if package is None:
+        return []
+    try:
+        found = importlib.import_module(package)
+    except ImportError:
+        return []
+    names = sorted(info.name for info in pkgutil.iter_modules(getattr(found, "__path__", []))
+                   if info.name.startswith("test_"))
+    return [importlib.import_module(f"{package}.{name}") for name in names]
+
+
 def machine_levels(family: Family) -> dict[str, MachineLevel]:
     """The family's machines by level name, in file and definition order: every module-level
     ``Test*`` name of ``family.machines/test_*.py`` that is a machine's test case."""
     levels: dict[str, MachineLevel] = {}
-    for path in sorted(Path(family.machines).glob("test_*.py")):
-        module = _import(path)
+    for module in _machine_modules(Path(family.machines)):
         for name, value in vars(module).items():
             run_test = getattr(value, "runTest", None)
             machine = getattr(run_test, "_hypothesis_state_machine_class", None)
@@ -220,6 +251,24 @@ class MachineHarness:
         if result.violation is not None:
             raise result.violation
 
+    def fuzz_main(self, argv: Sequence[str]) -> None:
+        """Run under atheris/libFuzzer: ``script.py [--allocator SPEC] [libFuzzer flags and
+        corpus dirs]`` (``--allocator`` is taken out of ``argv`` first); the target's package
+        is imported under instrumentation."""
+        args = take_allocator(list(argv))
+        quiet_target_logs()
+        atheris = atheris_module()
+        if atheris is None:
+            raise SystemExit("atheris is not installed: pip install 'prefixcache[fuzz]', or use "
+                             "the built-in engine: python -m fuzz run --route machine")
+        spec = (self.spec or os.environ.get(ENV_VAR)
+                or families.select(None, self.family).default_spec)
+        with instrumented(True, [spec.partition(":")[0].split(".")[0]]):
+            target = self.target
+        sys.stderr.write(f"[{self.name}] target: {target.describe()} (machine route)\n")
+        atheris.Setup(args, libfuzzer_entry(self))
+        atheris.Fuzz()
+
     def listing(self, result: Execution) -> str:
         """``result``'s program as the family's plain script."""
         if result.config is None:
@@ -274,20 +323,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             picked[key] = next(it, "")
         else:
             rest.append(arg)
-    rest = take_allocator(rest)
-    quiet_target_logs()
-    atheris = atheris_module()
-    if atheris is None:
-        raise SystemExit("atheris is not installed: pip install 'prefixcache[fuzz]', or use "
-                         "the built-in engine: python -m fuzz run --route machine")
-    harness = harness_for(picked.get("level"), spec=os.environ.get(ENV_VAR),
-                          family=picked.get("family"))
-    spec = harness.spec or families.by_name(str(harness.family)).default_spec
-    with instrumented(True, [spec.partition(":")[0].split(".")[0]]):
-        target = harness.target
-    sys.stderr.write(f"[{harness.name}] target: {target.describe()} (machine route)\n")
-    atheris.Setup(rest, libfuzzer_entry(harness))
-    atheris.Fuzz()
+    rest = take_allocator(rest)  # before the family is chosen: the spec may name it
+    with instrumented(True):  # the family's model is imported here
+        harness = harness_for(picked.get("level"), spec=os.environ.get(ENV_VAR),
+                              family=picked.get("family"))
+    harness.fuzz_main(rest)
 
 
 if __name__ == "__main__":

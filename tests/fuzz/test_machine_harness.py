@@ -1,7 +1,8 @@
 """The machine route: a family with no decoder of its own (the toy family) is fuzzed through
 its Hypothesis machine, by the built-in engine and ``python -m fuzz run``; each toy mutant is
 found with the invariant it breaks, the bundled toy cache is not, and a crash's sidecar replays
-without the input."""
+without the input; machines are found with no source file on disk (a zip, a PyInstaller
+bundle)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -102,3 +106,36 @@ def test_fuzz_run_takes_the_machine_route_for_a_family_without_a_decoder(
     assert len(sidecars) == 1
     record = json.loads(sidecars[0].read_text(encoding="utf-8"))
     assert record["route"] == "machine" and record["invariant"] == "CACHE"
+
+
+MACHINE_MODULE = '''
+from hypothesis.stateful import RuleBasedStateMachine, rule
+
+
+class Counter(RuleBasedStateMachine):
+    @rule()
+    def step(self) -> None:
+        pass
+
+
+TestZippedCounter = Counter.TestCase
+'''
+
+
+def test_machines_are_found_as_submodules_when_no_source_is_on_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zip on ``sys.path`` stands for the bundle: ``machines/`` is no folder there."""
+    archive = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("zipfam/__init__.py", "")
+        zipped.writestr("zipfam/machines/__init__.py", "")
+        zipped.writestr("zipfam/machines/test_counter.py", MACHINE_MODULE)
+        zipped.writestr("zipfam/machines/helpers.py", "")
+    monkeypatch.syspath_prepend(str(archive))
+    for name in [n for n in sys.modules if n.startswith("zipfam")]:
+        monkeypatch.delitem(sys.modules, name)
+    family: Any = SimpleNamespace(name="zipfam", machines=archive / "zipfam" / "machines")
+    assert not family.machines.is_dir()
+    levels = machine_levels(family)
+    assert list(levels) == ["zipped_counter"]
+    assert levels["zipped_counter"].machine.__module__ == "zipfam.machines.test_counter"
