@@ -135,7 +135,8 @@ def _release(version: str) -> PoolTarget:
 
 def vllm_v1_block_pool() -> PoolTarget:
     """The newest supported release's BlockPool (:data:`upstream.DEFAULT_VERSION`, 0.34.0) from
-    its wheel (fetched on first use: ``python -m properties.upstream fetch vllm-v1``)."""
+    its wheel (fetched on first use: ``python -m properties.upstream fetch vllm-v1``), or the
+    pool of ``$PREFIXCACHE_VLLM_V1_SOURCE`` at the version that source declares."""
     return _release(upstream.DEFAULT_VERSION)
 
 
