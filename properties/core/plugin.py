@@ -65,8 +65,10 @@ matching entry wins, so list narrow entries before broad ones. Other keys (``obs
   ``match.mechanisms`` (the triaged instances of one defect) narrows an entry to exactly those
   mechanisms.
 - Releases: ``"versions": [...]`` limits an entry to targets of those releases
-  (``Target.version``; absent: every release). An entry for other releases absorbs nothing and
-  its replay is skipped, naming them (:func:`expected_entries` holds the entries that apply).
+  (``Target.xfails_release``: the release the family maps the target's version to, e.g. a
+  development build to its release; absent: every release). An entry for other releases
+  absorbs nothing and its replay is skipped, naming them (:func:`expected_entries` holds the
+  entries that apply; the report header counts the others).
 - Generator features: ``"avoid": [names]`` asks the family's machines to leave those features
   out, so a run with a known deviation there still explores the rest (:func:`avoided`: the
   names the applicable entries give; each family's machines say which names they know).
@@ -374,7 +376,7 @@ def expected_entries(config: pytest.Config) -> list[ExpectedFailure]:
     if not any(e.versions for e in entries):
         return entries
     try:
-        version = selection.current_target().version
+        version = selection.current_target().xfails_release
     except Exception:  # an unloadable target: the tests that need it report that themselves
         return entries
     return [e for e in entries if e.applies(version)]
@@ -692,19 +694,33 @@ def selected_family() -> object:
         return None
 
 
+def _version_note() -> str:
+    """What the target says about its version (e.g. that it could not be read), if anything."""
+    try:
+        return selection.current_target().version_note
+    except Exception:  # the target line says why it cannot be loaded
+        return ""
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     current = settings()
     seed = config.getoption("hypothesis_seed", default=None)
     seed_text = (str(seed) if seed is not None
                  else "fixed (derandomized)" if current.derandomize else "random")
     xfails = config.getoption("xfails_file", None)
+    entries = config.stash.get(_EXPECTED, [])
+    applying = expected_entries(config)
+    others = "" if len(applying) == len(entries) else \
+        f"; {len(entries) - len(applying)} of them listed for other releases only: not applied"
+    note = _version_note()
     return [
         f"prefixcache target: {_target_line()}",
+        *([f"prefixcache version: {note}"] if note else []),
         f"prefixcache profile: {settings.get_current_profile_name()} "
         f"(max_examples={current.max_examples}, steps={current.stateful_step_count}, "
         f"derandomize={current.derandomize}, seed={seed_text})",
-        f"prefixcache expected failures: {len(config.stash.get(_EXPECTED, []))}"
-        + (f" ({xfails})" if xfails else ""),
+        f"prefixcache expected failures: {len(entries)}"
+        + (f" ({xfails}{others})" if xfails else ""),
         f"prefixcache step timeout: {_timeout_line()}",
         "prefixcache after a deviation: "
         + ("keep exploring (--all)" if exploring(config) else "stop that test"),

@@ -71,6 +71,16 @@ class Target:
     factory_kwargs: tuple[tuple[str, Any], ...] = ()
     step_timeout: float | None = DEFAULT_STEP_TIMEOUT
     claims: Mapping[str, Any] = field(default_factory=dict)
+    # The release an expected failure's ``versions`` are matched against ("": ``version``),
+    # e.g. 0.33.0 for a development build 0.33.1.dev12+g...; and what the report header says
+    # about the version ("": nothing to say), e.g. that it could not be read.
+    release: str = ""
+    version_note: str = ""
+
+    @property
+    def xfails_release(self) -> str:
+        """The release whose expected failures apply (``release``, else ``version``)."""
+        return self.release or self.version
 
     @property
     def family_object(self) -> families.Family:

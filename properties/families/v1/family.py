@@ -227,7 +227,8 @@ class V1Family:
         return Target(spec=pool.spec, factory=pool.pool_cls, caps=pool, name=pool.name,
                       version=pool.version, misuse_types=pool.misuse_types,
                       allocator_type=pool.allocator_type, step_timeout=pool.step_timeout,
-                      family=self.name, description=pool.describe())
+                      family=self.name, description=pool.describe(), release=pool.release,
+                      version_note=pool.version_note)
 
     def create(self, target: Target, config: Any) -> Any:
         return pool_of(target).create(config)

@@ -48,13 +48,18 @@ def _ctor(config: PoolConfig, hash_block_size: bool) -> str:
             f"enable_kv_cache_events={config.events})")
 
 
-def release_prelude(version: str, config: PoolConfig) -> list[str]:
-    """Build ``pool`` and ``hasher`` from vLLM ``version``'s wheel."""
+def release_prelude(version: str, config: PoolConfig, source: str = "",
+                    hash_block_size: bool | None = None) -> list[str]:
+    """Build ``pool`` and ``hasher`` from vLLM ``version``'s wheel, or from ``source`` (a tree
+    or wheel of that version, loaded by path; the version in a comment)."""
+    load = (f"m = load_vllm_v1({source!r})  # vllm {version}" if source
+            else f"m = load_vllm_v1(version={version!r})")
+    sized = version != "0.11.0" if hash_block_size is None else hash_block_size
     return [
         "from properties.families.v1.upstream import hash_function, load_vllm_v1",
         "",
-        f"m = load_vllm_v1(version={version!r})",
-        f"pool = m.block_pool.{_ctor(config, version != '0.11.0')}",
+        load,
+        f"pool = m.block_pool.{_ctor(config, sized)}",
         f"hasher = m.kv_cache_utils.get_request_block_hasher({config.hash_block_size}, "
         "hash_function(m))",
     ]
@@ -64,7 +69,8 @@ def target_prelude(target: PoolTarget, config: PoolConfig) -> list[str]:
     """Build ``pool`` and ``hasher`` for ``target``: a vLLM release from its wheel, a pool class
     by importing it, any other spec through :func:`properties.families.v1.targets.load`."""
     if target.name == "vllm" and target.spec.startswith("properties.upstream:"):
-        return release_prelude(target.version, config)
+        return release_prelude(target.version, config, target.source,
+                               target.caps.hash_block_size)
     module, _, path = target.spec.partition(":")
     if path == "BlockPool" and target.pool_cls.__name__ == "BlockPool":
         return [

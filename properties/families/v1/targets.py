@@ -9,14 +9,16 @@ returning a :class:`PoolTarget`. Capabilities are detected from the API
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
 from models.families.v1.pool_model import ModelCaps, PoolConfig
-from properties.core.sources import UpstreamSourceMissing
+from properties.core.sources import UpstreamSourceInvalid, UpstreamSourceMissing
 from properties.core.targets import TargetError, resolve, version_of
 from properties.families.v1 import upstream
 
@@ -44,6 +46,13 @@ class PoolTarget:
     atomic: bool = False
     spec: str = ""  # the spec it was loaded from (reports, reproducers)
     step_timeout: float | None = None  # per-step time limit in seconds (None: no limit)
+    # A vLLM load's: the supported release whose expected failures apply (``""``: none, or not
+    # a vLLM load; :func:`upstream.release_of`), what the header says about the version, and
+    # the source it came from when that is not the release's cached wheel (a tree or a wheel
+    # named by $PREFIXCACHE_VLLM_V1_SOURCE; reproducers load it by path).
+    release: str = ""
+    version_note: str = ""
+    source: str = ""
 
     #: What the core's signatures call the allocator type: a pool has one.
     allocator_type: ClassVar[str] = "block_pool"
@@ -78,14 +87,20 @@ class PoolTarget:
                     if getattr(c, n)]
         claims = "typed errors" if self.misuse_types else "no typed errors"
         where = f"{self.spec}, " if self.spec else ""
-        return (f"{self.name} {self.version or 'unversioned'} ({where}v1 BlockPool); "
+        source = f" from {self.source}" if self.source else ""
+        return (f"{self.name} {self.version or 'unversioned'} ({where}v1 BlockPool{source}); "
                 f"features: {', '.join(features) or 'none'}; {claims}")
 
 
 def from_modules(mods: upstream.V1Modules, name: str = "vllm") -> PoolTarget:
-    return PoolTarget(name=name, version=mods.version.split()[-1],
+    """The target of a load: its version is the one its source declares."""
+    version = mods.version.split()[-1]
+    return PoolTarget(name=name, version=version,
                       pool_cls=mods.block_pool.BlockPool, kv_cache_utils=mods.kv_cache_utils,
-                      hash_fn=upstream.hash_function(mods), caps=upstream.capabilities(mods))
+                      hash_fn=upstream.hash_function(mods), caps=upstream.capabilities(mods),
+                      release=upstream.release_of(version) or "",
+                      version_note=upstream.version_note(version, mods.origin),
+                      source="" if upstream.is_cached_wheel(mods.origin) else mods.origin)
 
 
 _FETCH_FAILED: dict[str, UpstreamSourceMissing] = {}
@@ -105,12 +120,23 @@ def _release(version: str) -> PoolTarget:
                 f"reachable?): {exc}; fetch it with `{upstream.FETCH_COMMAND} --version "
                 f"{version}` or set ${upstream.SOURCE_ENV} to a wheel or source tree")
             raise _FETCH_FAILED[version] from exc
-    return from_modules(upstream.load_vllm_v1(version=version))
+    target = from_modules(upstream.load_vllm_v1(version=version))
+    env = os.environ.get(upstream.SOURCE_ENV)
+    if env and upstream.source_from_env(version) is None:  # another release's source: say so
+        try:
+            declared = f"declares version {upstream.source_version(Path(env).expanduser())}"
+        except UpstreamSourceInvalid as exc:
+            declared = f"cannot be read ({exc})"
+        target = replace(target, version_note=(
+            f"${upstream.SOURCE_ENV} ({env}) {declared}, not a {version} build: this target "
+            "runs the cached wheel"))
+    return target
 
 
 def vllm_v1_block_pool() -> PoolTarget:
     """The newest supported release's BlockPool (:data:`upstream.DEFAULT_VERSION`, 0.34.0) from
-    its wheel (fetched on first use: ``python -m properties.upstream fetch vllm-v1``)."""
+    its wheel (fetched on first use: ``python -m properties.upstream fetch vllm-v1``), or the
+    pool of ``$PREFIXCACHE_VLLM_V1_SOURCE`` at the version that source declares."""
     return _release(upstream.DEFAULT_VERSION)
 
 

@@ -16,9 +16,22 @@ a real ``vllm`` installation and several v1 releases coexist in one process. Loa
 memoised per (source, patches): the same source always yields the same module objects.
 
 Source lookup for a release when ``source`` is None: ``$PREFIXCACHE_VLLM_V1_SOURCE`` (a wheel or
-a tree holding ``vllm/v1/core/``), else the cached wheel ``vllm-<version>-*.whl`` under
+a tree holding ``vllm/v1/core/``: a checkout, or a wheel unzipped) when it is that release's
+source (:func:`source_from_env`: always for the default release, for another when the source's
+own version maps to it), else the cached wheel ``vllm-<version>-*.whl`` under
 :func:`properties.core.sources.cache_dir`, which ``python -m properties.families.v1.upstream
 fetch`` downloads (``--version``: 0.34.0, the default, 0.33.0 or 0.11.0).
+
+Versions: a load's version is the one the source declares (a wheel's or a tree's
+``*.dist-info/METADATA``, else the tree's ``vllm/_version.py``, parsed, never imported; see
+:mod:`properties.families.v1.closure`), never the one asked for. Capabilities are detected from
+the API whatever the version; the expected failures that apply (an entry's ``versions``) are a
+supported release's, chosen by :func:`release_of`: a release itself; any other build of a minor
+series the suite supports (``0.33.1.dev12+g...``, ``0.33.1``, ``0.34.0rc1``) that series'
+release, since the xfails files are per minor series; a build newer than every supported
+release the newest one before it (its known deviations are the best guess: a fixed one shows as
+"no longer fails"). A version older than all of them, or one that cannot be read, maps to none,
+and the report header says so (:func:`version_note`).
 
 Supported releases: 0.34.0 (the newest, the default), 0.33.0 (the bundled pool's reference) and
 0.11.0, the last release before the pool learnt
@@ -38,6 +51,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -75,6 +89,9 @@ __all__ = [
     "capabilities",
     "fetch",
     "load_vllm_v1",
+    "release_of",
+    "source_version",
+    "version_note",
 ]
 
 DEFAULT_VERSION = "0.34.0"
@@ -196,10 +213,90 @@ def cached_wheel(version: str = DEFAULT_VERSION) -> Path | None:
     return found[0] if found else None
 
 
+def source_version(source: Path) -> str:
+    """The version the wheel or tree ``source`` declares, ``"<version>"`` (``"unknown"`` when
+    it declares none; see :class:`properties.families.v1.closure.Source`)."""
+    src = Source(source, "vllm")
+    try:
+        return src.version.split()[-1]
+    finally:
+        src.close()
+
+
+_RELEASE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def _triple(version: str) -> tuple[int, int, int] | None:
+    found = _RELEASE.match(version.strip().removeprefix("v"))
+    if found is None:
+        return None
+    return int(found[1]), int(found[2]), int(found[3] or 0)
+
+
+def release_of(version: str, supported: Sequence[str] = SUPPORTED_VERSIONS) -> str | None:
+    """The supported release whose expected failures apply to a source of ``version`` (see
+    the module docstring): the release itself; else the supported release of the same minor
+    series (a development, pre-, post- or patch build of it); else, for a build newer than every
+    supported release, the newest one; else None (older than all, or not a version)."""
+    if version in supported:
+        return version
+    own = _triple(version)
+    if own is None:
+        return None
+    releases = sorted(((t, r) for r in supported if (t := _triple(r)) is not None),
+                      reverse=True)
+    for triple, release in releases:
+        if triple[:2] == own[:2]:
+            return release
+    if releases and own > releases[0][0]:
+        return releases[0][1]
+    return None
+
+
+def version_note(version: str, origin: str,
+                 supported: Sequence[str] = SUPPORTED_VERSIONS) -> str:
+    """What the report header says about a source's ``version`` (``""``: a supported
+    release, nothing to say): a build mapped to a release, or a warning that expected failures
+    listed for releases will not apply."""
+    release = release_of(version, supported)
+    if release == version:
+        return ""
+    if version in ("", "unknown"):
+        return (f"WARNING: unknown: {origin} declares no version (no vllm-*.dist-info/METADATA, "
+                "no __version__ in vllm/_version.py); expected failures listed for releases "
+                "(\"versions\") do not apply")
+    if release is None:
+        return (f"WARNING: {version} maps to no supported release ({', '.join(supported)}); "
+                "expected failures listed for releases (\"versions\") do not apply")
+    own, rel = _triple(version), _triple(release)
+    why = ("its minor series" if own is not None and rel is not None and own[:2] == rel[:2]
+           else "the newest supported release before it")
+    return (f"{version} is not a supported release: expected failures listed for releases "
+            f"apply as for {release} ({why})")
+
+
 def source_from_env(version: str) -> Path | None:
-    """``$PREFIXCACHE_VLLM_V1_SOURCE`` (it names the default release's source only)."""
+    """``$PREFIXCACHE_VLLM_V1_SOURCE`` when it is release ``version``'s source: for the
+    default release whatever it declares (the default target runs any source as the version it
+    declares), for another release when its declared version maps to that release
+    (:func:`release_of`); else None (that release comes from its cached wheel)."""
     env = os.environ.get(SOURCE_ENV)
-    return Path(env).expanduser() if env and version == DEFAULT_VERSION else None
+    if not env:
+        return None
+    path = Path(env).expanduser()
+    if version == DEFAULT_VERSION:
+        return path
+    try:
+        declared = source_version(path)
+    except UpstreamSourceInvalid:
+        return None  # neither a wheel nor a tree: the default release's load says so
+    return path if release_of(declared) == version else None
+
+
+def is_cached_wheel(origin: str) -> bool:
+    """Whether ``origin`` (a load's) is a wheel of the cache (else a user-named source)."""
+    path = Path(origin)
+    return path.suffix == ".whl" and path.parent.resolve() == cache_dir().resolve()
 
 
 def _default_source(version: str) -> Path:

@@ -3,15 +3,13 @@ release) and 0.33.0 (the zoo's and the bundled pool's reference) wheels."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from properties.families.v1 import upstream
 from properties.families.v1.request.loader import TORCH_REQUIREMENT, torch_available
 
 _MISSING = [v for v in (upstream.DEFAULT_VERSION, "0.33.0") if upstream.cached_wheel(v) is None
-            and not (v == upstream.DEFAULT_VERSION and os.environ.get(upstream.SOURCE_ENV))]
+            and upstream.source_from_env(v) is None]
 SKIP_REASON = (
     f"the v1 request level needs torch (pip install '{TORCH_REQUIREMENT}', extra v1-manager)"
     if not torch_available() else

@@ -35,7 +35,9 @@ from models.families.v1.request_invariants import ManagerInvariants
 from properties.core.family import Script, TargetOptions
 from properties.core.sources import UpstreamError
 from properties.core.targets import Target, TargetError, resolve, speaks, step_timeout_setting
+from properties.families.v1 import upstream
 from properties.families.v1.request.executor import RequestExecutor
+from properties.families.v1.request.loader import MANAGER_VERSIONS
 from properties.families.v1.request.reproducer import script_body
 from properties.families.v1.request.target import ManagerConfig, ManagerTarget
 
@@ -178,11 +180,16 @@ class ManagerFamily:
         pool = "" if manager.pool_cls is None else \
             f" on {manager.pool_cls.__module__}.{manager.pool_cls.__name__}"
         factory = manager.mods.kv_cache_manager.KVCacheManager
+        origin = manager.mods.origin
+        source = "" if upstream.is_cached_wheel(origin) else f" from {origin}"
         return Target(spec=spec, factory=factory, caps=manager,
                       name=manager.name, version=manager.version, family=self.name,
                       description=f"{manager.name} {manager.version} KVCacheManager{pool} "
-                                  f"({spec})",
-                      step_timeout=step_timeout_setting(step_timeout))
+                                  f"({spec}{source})",
+                      step_timeout=step_timeout_setting(step_timeout),
+                      release=upstream.release_of(manager.version, MANAGER_VERSIONS) or "",
+                      version_note=upstream.version_note(manager.version, origin,
+                                                         MANAGER_VERSIONS))
 
     def judge(self, target: Target, config: ManagerConfig) -> ManagerJudge:
         return ManagerJudge(target, config)
@@ -207,7 +214,12 @@ class ManagerFamily:
         recording on), and :func:`check_program` with the configuration and the program."""
         program = [s.op for s in steps]
         module, _, factory = target.spec.partition(":")
-        body = script_body(manager_of(target), config, program, module, factory)
+        manager = manager_of(target)
+        origin = manager.mods.origin
+        comment = f"  # vllm {manager.version}" + (
+            "" if upstream.is_cached_wheel(origin)
+            else f" from {origin}: run with ${upstream.SOURCE_ENV} set to it")
+        body = script_body(manager, config, program, module, factory, comment)
         rows = [self.vocabulary.op_to_json(op) for op in program]
         check = ["from properties.families.v1.request.family import check_program",
                  f"check_program({target.spec!r}, {json.dumps(config.to_json())!r},",

@@ -1,0 +1,229 @@
+"""Public API coverage of a v1 pool: how often the pool machine's generated programs call each
+public method of the pool class.
+
+The pool class is replaced by a counting subclass (every public callable of ``dir(cls)``, the
+names without a leading underscore, wrapped), and the pool machine
+(:func:`properties.families.v1.machine.bind`) runs against it as ``prefixcache check`` runs it:
+the default configuration fitting the target, under a Hypothesis profile (default ``ci``,
+derandomized), without the shrink phase (shrinking replays a failing example; its calls are not
+generated programs). Each call from outside the pool is attributed to the suite code that made
+it, found on the stack:
+
+* ``program``: an operation of a generated program (:meth:`Executor._apply`);
+* ``misuse``: a misuse probe the program asked for, on a copy of the pool
+  (:meth:`Executor.probe`);
+* ``observe``: the judge reading the pool's state after a step (:meth:`Executor.check`, the
+  snapshots of :class:`PoolAdapter`), which no program asks for;
+
+and a public method the pool calls on itself, inside one of those calls, is ``internal`` (an
+engine-facing helper the pool's own operations use, e.g. 0.34's ``generate_event_extra_keys``).
+
+A method is *never called* when no generated program called it (``program`` and ``misuse``
+zero), whatever the judge read. A run that meets a deviation stops there (its counts so far are
+reported, with the deviation); give ``--xfails-file`` to leave out the generator features its
+entries ``avoid``, as ``prefixcache check`` does.
+
+CLI::
+
+    python -m properties.families.v1.api_calls                   # the bundled pool
+    python -m properties.families.v1.api_calls \\
+        --allocator properties.upstream:vllm_v033_block_pool \\
+        --xfails-file conformance/vllm-0.33.xfails.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from types import FrameType
+from typing import Any
+
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from models.core.invariants import Violation
+from properties.core import profiles  # noqa: F401  (registers the suite's profiles)
+from properties.core.determinism import fixed_constants
+from properties.core.plugin import load_expected
+from properties.families.v1 import targets
+from properties.families.v1.adapter import PoolAdapter
+from properties.families.v1.executor import Executor
+from properties.families.v1.machine import bind, checked_avoid
+from properties.families.v1.targets import PoolTarget
+
+__all__ = ["CALLERS", "Counts", "count_calls", "counting", "main", "public_methods", "table"]
+
+CALLERS = ("program", "misuse", "observe", "internal")
+
+# Innermost suite frame -> who made the call. ``snapshot`` and ``free_queue`` are observation
+# even inside a probe or an operation (the before/after states of a failed call).
+_FRAMES: dict[Any, str] = {
+    Executor._apply.__code__: "program",
+    Executor.probe.__code__: "misuse",
+    Executor.check.__code__: "observe",
+    PoolAdapter.snapshot.__code__: "observe",
+    PoolAdapter.free_queue.__code__: "observe",
+}
+
+
+def public_methods(cls: type) -> list[str]:
+    """The public callables of ``cls`` (``dir`` without names starting with ``_``; plain
+    attributes such as a module a class holds are not methods)."""
+    out = []
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        raw = inspect.getattr_static(cls, name)
+        if isinstance(raw, (staticmethod, classmethod)) or inspect.isfunction(raw):
+            out.append(name)
+    return out
+
+
+@dataclass
+class Counts:
+    """Calls per public method and caller (:data:`CALLERS`); ``stopped``: the deviation that
+    ended the run, if one did."""
+
+    methods: list[str]
+    calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    examples: int = 0
+    stopped: str = ""
+
+    def add(self, method: str, caller: str) -> None:
+        row = self.calls.setdefault(method, dict.fromkeys(CALLERS, 0))
+        row[caller] += 1
+
+    def by(self, method: str, caller: str) -> int:
+        return self.calls.get(method, {}).get(caller, 0)
+
+    def generated(self, method: str) -> int:
+        """Calls of ``method`` by generated programs (operations and misuse probes)."""
+        return self.by(method, "program") + self.by(method, "misuse")
+
+    def never_called(self) -> list[str]:
+        return [m for m in self.methods if not self.generated(m)]
+
+
+_LOCAL = threading.local()
+
+
+def _caller() -> str:
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        found = _FRAMES.get(frame.f_code)
+        if found is not None:
+            return found
+        frame = frame.f_back
+    return "observe"  # the machine's own bookkeeping (no program operation)
+
+
+def _wrap(name: str, fn: Callable[..., Any], counts: Counts) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        depth = getattr(_LOCAL, "depth", 0)
+        counts.add(name, _caller() if depth == 0 else "internal")
+        _LOCAL.depth = depth + 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _LOCAL.depth = depth
+
+    return counted
+
+
+def counting(pool: PoolTarget, counts: Counts | None = None) -> tuple[PoolTarget, Counts]:
+    """``pool`` with its class replaced by a subclass counting the public methods' calls."""
+    cls = pool.pool_cls
+    counts = Counts(public_methods(cls)) if counts is None else counts
+    attrs: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    for name in counts.methods:
+        raw = inspect.getattr_static(cls, name)
+        if isinstance(raw, staticmethod):
+            attrs[name] = staticmethod(_wrap(name, raw.__func__, counts))
+        elif isinstance(raw, classmethod):
+            attrs[name] = classmethod(_wrap(name, raw.__func__, counts))
+        else:
+            attrs[name] = _wrap(name, raw, counts)
+    return replace(pool, pool_cls=type(cls.__name__, (cls,), attrs)), counts
+
+
+def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None = None,
+                max_steps: int | None = None, avoid: Iterable[str] = ()) -> Counts:
+    """Run the pool machine over ``pool`` (counted) under ``profile`` (optionally with fewer
+    examples or steps), leaving out ``avoid``; the calls its programs made."""
+    counted, counts = counting(pool)
+    base = settings.get_profile(profile)
+    overrides: dict[str, Any] = {
+        "phases": [p for p in base.phases if p not in (Phase.shrink, Phase.explain)]}
+    if max_examples is not None:
+        overrides["max_examples"] = max_examples
+    if max_steps is not None:
+        overrides["stateful_step_count"] = max_steps
+    machine = bind(counted, avoid=checked_avoid(avoid), name="ApiCallsMachine")
+    examples = 0
+    init = machine.__init__
+
+    def counted_init(self: Any) -> None:
+        nonlocal examples
+        examples += 1
+        init(self)
+
+    machine.__init__ = counted_init  # type: ignore[method-assign]
+    try:
+        with fixed_constants():
+            run_state_machine_as_test(machine, settings=settings(base, **overrides))
+    except Violation as v:
+        counts.stopped = str(v).splitlines()[0]
+    counts.examples = examples
+    return counts
+
+
+def table(counts: Counts, title: str) -> str:
+    """The counts as a text table, one row per public method, most called first; the methods no
+    generated program called are marked and listed at the end."""
+    width = max([len(m) for m in counts.methods] + [6])
+    lines = [title, f"  {'method':<{width}}" + "".join(f"  {c:>8}" for c in CALLERS)]
+    for m in sorted(counts.methods, key=lambda m: (-counts.generated(m), m)):
+        mark = "  never called" if not counts.generated(m) else ""
+        lines.append(f"  {m:<{width}}" + "".join(f"  {counts.by(m, c):>8}" for c in CALLERS)
+                     + mark)
+    never = counts.never_called()
+    lines.append(f"  {counts.examples} machines run; never called by a generated program: "
+                 f"{', '.join(never) if never else 'none'}")
+    if counts.stopped:
+        lines.append(f"  stopped at a deviation: {counts.stopped}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m properties.families.v1.api_calls",
+                                     description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--allocator", action="append", default=None,
+                        help=f"a pool spec (repeatable; default {targets.DEFAULT_SPEC})")
+    parser.add_argument("--xfails-file", default=None,
+                        help="leave out the generator features its entries avoid")
+    parser.add_argument("--profile", default="ci")
+    parser.add_argument("--max-examples", type=int, default=None)
+    parser.add_argument("--max-steps", type=int, default=None)
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)  # the pools' own warnings (a refused reset) are noise here
+    for spec in args.allocator or [targets.DEFAULT_SPEC]:
+        pool = targets.load(spec)
+        avoid: set[str] = set()
+        for entry in load_expected(args.xfails_file) if args.xfails_file else ():
+            if entry.applies(pool.release or pool.version):
+                avoid |= entry.avoid
+        counts = count_calls(pool, args.profile, args.max_examples, args.max_steps, avoid)
+        print(table(counts, f"{pool.name} {pool.version} ({spec}), profile {args.profile}"
+                            + (f", avoiding {', '.join(sorted(avoid))}" if avoid else "")))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
