@@ -185,20 +185,21 @@ def merge(into: dict[str, Deviation], new: Iterable[Deviation]) -> None:
 #: A deviation's mechanism: the operation kinds of its shrunk program before the failing one.
 Mechanism = tuple[str, ...]
 
-#: Programs already shrunk for their mechanism in this process: (scope, signature, kinds) -> it.
-_MECHANISMS: dict[tuple[str, str, Mechanism], Mechanism] = {}
+#: Programs already shrunk in this process: (scope, signature, kinds) -> the shortest program
+#: found, its pool and its violation.
+_SHRUNK: dict[tuple[str, str, Mechanism], tuple[Any, list[Any], Violation]] = {}
 
 
-def mechanism_of(target: Target, config: Any, program: Sequence[Any],
-                 violation: Violation, shrink: bool = True,
-                 keep: Keep | None = None, scope: str = "") -> Mechanism:
-    """The mechanism of ``violation``, raised by ``program`` (run on a pool of ``config``, up to
-    and including the failing operation, or further): the kinds before the failing operation of
-    the shortest program with its signature (``properties.core.shrink``, as ``--all`` shrinks
-    a new deviation), or that ``keep`` accepts (``scope`` names it: the cache's key). A program
-    too long to shrink, or one that does not replay, is its own mechanism, and so is any
-    program when ``shrink`` is False (a family whose programs are shrunk by Hypothesis only).
-    Cached per process by scope, signature and kinds."""
+def shrunk_of(target: Target, config: Any, program: Sequence[Any], violation: Violation,
+              shrink: bool = True, keep: Keep | None = None, scope: str = ""
+              ) -> tuple[Any, list[Any], Violation]:
+    """The shortest program (its pool, its operations up to the failing one, its violation)
+    with ``violation``'s signature (``properties.core.shrink``, as ``--all`` shrinks a new
+    deviation), or whose failure ``keep`` accepts (``scope`` names it: the cache's key), found
+    from ``program`` (run on a pool of ``config``, up to and including the failing operation,
+    or further). A program too long to shrink, or one that does not replay, is its own, and so
+    is any program when ``shrink`` is False (a family whose programs are shrunk by Hypothesis
+    only). Cached per process by scope, signature and kinds."""
     from properties.core.shrink import MAX_SHRUNK_STEPS, shrink_with_pools
 
     stop = len(program) if violation.step is None else min(len(program), violation.step + 1)
@@ -206,17 +207,26 @@ def mechanism_of(target: Target, config: Any, program: Sequence[Any],
     kinds = tuple(str(op.kind) for op in ran[:-1])
     sig = signature(violation, target.allocator_type)
     key = (scope, sig.key(), kinds)
-    known = _MECHANISMS.get(key)
+    known = _SHRUNK.get(key)
     if known is not None:
         return known
-    mechanism = kinds
+    found: tuple[Any, list[Any], Violation] = (config, ran, violation)
     if shrink and 1 < len(ran) <= MAX_SHRUNK_STEPS:
-        _, shorter, _ = shrink_with_pools(
+        shape, shorter, raised = shrink_with_pools(
             target, config, ran, violation,
             keep=keep or (lambda v: signature(v, target.allocator_type) == sig))
-        mechanism = tuple(str(op.kind) for op in shorter[:-1])
-    _MECHANISMS[key] = mechanism
-    return mechanism
+        found = (shape, list(shorter), raised)
+    _SHRUNK[key] = found
+    return found
+
+
+def mechanism_of(target: Target, config: Any, program: Sequence[Any],
+                 violation: Violation, shrink: bool = True) -> Mechanism:
+    """The mechanism of ``violation``, raised by ``program`` (run on a pool of ``config``): the
+    kinds before the failing operation of the shortest program with its signature
+    (:func:`shrunk_of`)."""
+    _, shorter, _ = shrunk_of(target, config, program, violation, shrink)
+    return tuple(str(op.kind) for op in shorter[:-1])
 
 
 def canonical(family: object, mechanism: Sequence[str]) -> Mechanism:
@@ -257,11 +267,18 @@ class Resolver:
         of one defect (a wrong table here, a leak there, after the same swap) converge on the
         defect's own shortest program; a failure the entry absorbs only by being wide keeps a
         program of its own. ``keep`` None: the signature's (:meth:`__call__`)."""
+        family = self.target.family_object
         if keep is None:
-            return canonical(self.target.family_object, self())
-        return canonical(self.target.family_object, mechanism_of(
-            self.target, self.config, self.program, self.violation, self.shrink, keep,
-            scope=entry_id))
+            return canonical(family, self())
+        # From the signature's shortest program (the machines' matching has it already, and
+        # many programs shrink to it): one short shrink more per distinct one.
+        config, program, violation = shrunk_of(self.target, self.config, self.program,
+                                               self.violation, self.shrink)
+        if not keep(violation):
+            config, program, violation = self.config, list(self.program), self.violation
+        _, shorter, _ = shrunk_of(self.target, config, program, violation, self.shrink, keep,
+                                  scope=entry_id)
+        return canonical(family, tuple(str(op.kind) for op in shorter[:-1]))
 
 
 def mechanism_text(mechanism: Sequence[str]) -> str:
