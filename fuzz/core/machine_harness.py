@@ -90,6 +90,18 @@ def _import(path: Path) -> ModuleType:
         return module
 
 
+def level_of(test_case: object, name: str | None = None) -> MachineLevel | None:
+    """The level of a machine's test case (``Machine.TestCase``, bound to a ``Test*`` name:
+    ``name``, else its ``__name__``), None when ``test_case`` is not one. An entry point that
+    imports its machine module by name (so a bundler sees it) builds its level with this
+    instead of :func:`machine_levels`, which reads the machines folder."""
+    run_test = getattr(test_case, "runTest", None)
+    machine = getattr(run_test, "_hypothesis_state_machine_class", None)
+    if not (isinstance(machine, type) and issubclass(machine, RuleBasedStateMachine)):
+        return None
+    return MachineLevel(level_name(name or str(getattr(test_case, "__name__", ""))), machine)
+
+
 def machine_levels(family: Family) -> dict[str, MachineLevel]:
     """The family's machines by level name, in file and definition order: every module-level
     ``Test*`` name of ``family.machines/test_*.py`` that is a machine's test case."""
@@ -97,11 +109,9 @@ def machine_levels(family: Family) -> dict[str, MachineLevel]:
     for path in sorted(Path(family.machines).glob("test_*.py")):
         module = _import(path)
         for name, value in vars(module).items():
-            run_test = getattr(value, "runTest", None)
-            machine = getattr(run_test, "_hypothesis_state_machine_class", None)
-            if name.startswith("Test") and isinstance(machine, type) \
-                    and issubclass(machine, RuleBasedStateMachine):
-                levels.setdefault(level_name(name), MachineLevel(level_name(name), machine))
+            level = level_of(value, name) if name.startswith("Test") else None
+            if level is not None:
+                levels.setdefault(level.value, level)
     return levels
 
 
@@ -251,6 +261,24 @@ class MachineHarness:
         """``crash-<level>-<sha1>`` and its ``.json`` record (:func:`write_crash_files`)."""
         return write_crash_files(self.name, data, self.crash_record(data, result), directory)
 
+    def fuzz_main(self, argv: Sequence[str]) -> None:
+        """Run under atheris/libFuzzer: ``script.py [--allocator SPEC] [libFuzzer flags and
+        corpus dirs]`` (``--allocator`` is taken out before libFuzzer reads the rest); the
+        target's package is imported under coverage instrumentation."""
+        args = take_allocator(list(argv))
+        quiet_target_logs()
+        atheris = atheris_module()
+        if atheris is None:
+            raise SystemExit("atheris is not installed: pip install 'prefixcache[fuzz]', or "
+                             "use the built-in engine: python -m fuzz run --route machine")
+        spec = (self.spec or os.environ.get(ENV_VAR)
+                or families.select(None, self.family).default_spec)
+        with instrumented(True, [spec.partition(":")[0].split(".")[0]]):
+            target = self.target
+        sys.stderr.write(f"[{self.name}] target: {target.describe()} (machine route)\n")
+        atheris.Setup(args, libfuzzer_entry(self))
+        atheris.Fuzz()
+
 
 def harness_for(name: str | None, *, spec: str | None = None, family: str | None = None,
                 steps: int = 50) -> MachineHarness:
@@ -275,19 +303,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         else:
             rest.append(arg)
     rest = take_allocator(rest)
-    quiet_target_logs()
-    atheris = atheris_module()
-    if atheris is None:
-        raise SystemExit("atheris is not installed: pip install 'prefixcache[fuzz]', or use "
-                         "the built-in engine: python -m fuzz run --route machine")
-    harness = harness_for(picked.get("level"), spec=os.environ.get(ENV_VAR),
-                          family=picked.get("family"))
-    spec = harness.spec or families.by_name(str(harness.family)).default_spec
-    with instrumented(True, [spec.partition(":")[0].split(".")[0]]):
-        target = harness.target
-    sys.stderr.write(f"[{harness.name}] target: {target.describe()} (machine route)\n")
-    atheris.Setup(rest, libfuzzer_entry(harness))
-    atheris.Fuzz()
+    harness_for(picked.get("level"), spec=os.environ.get(ENV_VAR),
+                family=picked.get("family")).fuzz_main(rest)
 
 
 if __name__ == "__main__":
