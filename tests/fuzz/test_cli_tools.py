@@ -53,7 +53,7 @@ def test_the_families_take_the_roles_they_have() -> None:
     for name in ("sglang", "offload"):
         family = families.by_name(name)
         assert isinstance(family, Zoo) and not isinstance(family, Traces | SeedCorpora)
-        assert subcommands(family) == ["run", "zoo"]
+        assert subcommands(family) == ["run", "regress", "zoo"]
         zoo = family.zoo()
         assert len(zoo) >= 20
         for mutant_name, mutant in zoo.items():
@@ -164,8 +164,8 @@ def test_zoo_refuses_unknown_levels_routes_and_mutants(
     ("v1", ["replay", "trace.jsonl"], "run, regress, zoo"),
     ("v1", ["traces"], "run, regress, zoo"),
     ("v1", ["corpus"], "run, regress, zoo"),
-    ("sglang", ["corpus"], "run, zoo"),
-    ("offload", ["replay", "trace.jsonl"], "run, zoo"),
+    ("sglang", ["corpus"], "run, regress, zoo"),
+    ("offload", ["replay", "trace.jsonl"], "run, regress, zoo"),
 ])
 def test_a_family_without_the_role_is_refused(family: str, argv: list[str], has: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:
