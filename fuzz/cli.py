@@ -6,7 +6,7 @@ else the registry's default) picks the allocator family from the registry
 (``properties.core.family``). This module names no family: ``run`` works for every family
 (its ``fuzz_levels``; seed corpus and dictionary in ``fuzz/families/NAME/corpus/LEVEL`` and
 ``LEVEL.dict``, atheris entry points ``fuzz/families/NAME/fuzz_LEVEL.py``; or its machines),
-``regress`` for every family with fuzz levels, and ``replay``, ``traces``, ``corpus`` and
+``regress`` for every family (by the same route), and ``replay``, ``traces``, ``corpus`` and
 ``zoo`` for a family that takes the matching role of :mod:`fuzz.core.tools` (``Traces``,
 ``SeedCorpora``, ``Zoo``); for a family without it they exit 2 naming the subcommands it has.
 
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.core.engine import Engine, Failure, minimize
-from fuzz.core.execution import Execution, fuzzing
+from fuzz.core.execution import Execution
 from fuzz.core.harness import (
     ARTIFACTS_VAR,
     HASH_MODE_VAR,
@@ -82,10 +82,8 @@ def _report_failure(harness: Harness | MachineHarness, artifacts: Path,
     path = harness.write_crash(failure.data, failure.result, artifacts)
     result = failure.result
     sidecar = path.with_suffix(".json").name
-    follow = (f"regression test: python -m fuzz regress {path} --name <name>"
-              if isinstance(harness, Harness) else
-              f"replay: the program and pool shape are in {sidecar} "
-              f"(properties.core.replay.check)")
+    follow = (f"regression test: python -m fuzz --family {harness.target.family} regress "
+              f"{path} --name <name> (the sidecar holds the program and its shape)")
     print(f"\n[{harness.name}] VIOLATION after {failure.execs} executions "
           f"({failure.seconds:.1f}s)\n{result.violation}\n\n"
           f"{harness.listing(result)}\n\n"
@@ -202,7 +200,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_regress(args: argparse.Namespace) -> int:
-    from fuzz.core.regress import harness_from_name, load, write_test
+    from fuzz.core.regress import (
+        harness_from_name,
+        load,
+        program_listing,
+        route_levels,
+        write_test,
+    )
 
     quiet_target_logs()
     family = chosen_family(args)
@@ -213,13 +217,10 @@ def cmd_regress(args: argparse.Namespace) -> int:
     except ValueError as why:
         print(f"python -m fuzz regress: {why}", file=sys.stderr)
         return 2
-    if not isinstance(family, Fuzzing):
-        print(f"python -m fuzz regress: family {family.name} has no fuzz levels; its "
-              f"subcommands: {', '.join(subcommands(family))}", file=sys.stderr)
-        return 2
-    if args.harness is not None and args.harness not in family.fuzz_levels:
+    known = route_levels(family)
+    if args.harness is not None and args.harness not in known:
         print(f"python -m fuzz regress: family {family.name} has no harness {args.harness!r}; "
-              f"known: {', '.join(family.fuzz_levels) or 'none'}", file=sys.stderr)
+              f"known: {', '.join(known) or 'none'}", file=sys.stderr)
         return 2
     try:
         reg = load(path, target, harness=args.harness, shape=shape)
@@ -229,10 +230,13 @@ def cmd_regress(args: argparse.Namespace) -> int:
               f"geometry, {{\"config\": ..., \"program\": ...}} or the crash file's sidecar",
               file=sys.stderr)
         return 2
+    except ValueError as why:  # a raw input that runs no operation
+        print(f"python -m fuzz regress: {why}", file=sys.stderr)
+        return 2
     if args.minimize and reg.violation and path.suffix != ".json":
-        default = args.harness or family.fuzz_levels[0]
+        default = args.harness or known[0]
         reg = _minimized(path, target, harness_from_name(path, default, family.name), reg)
-    print(family.format_program(reg.config, reg.program, reg.outcomes))
+    print(program_listing(family, reg.config, reg.program, reg.outcomes))
     print(f"\nagainst {target.describe()}:\n{reg.violation or 'no violation'}\n")
     out = write_test(args.name, reg, Path(args.out_dir))
     print(f"wrote {out}")
@@ -255,9 +259,11 @@ def geometry(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def _minimized(path: Path, target: Target, name: str, reg: Regression) -> Regression:
-    """The crash input shrunk (same family), decoded again into a shorter program."""
+    """The crash input shrunk (same family), run again into a shorter program."""
+    from fuzz.core.regress import route_harness
+
     family = target.family_object
-    harness = Harness(fuzzing(target).fuzz_level(name), family=family.name).bind(target)
+    harness = route_harness(family, name).bind(target)
     first = harness.run(path.read_bytes())
     if first.violation is None:
         return reg

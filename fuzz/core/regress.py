@@ -4,8 +4,10 @@ Accepted inputs:
 
 - a crash file written by either engine (``crash-<harness>-<sha1>``) with its JSON sidecar:
   the sidecar's program is used as is;
-- a raw fuzz input (e.g. libFuzzer's ``crash-<sha1>``): decoded again with the harness against
-  the target it failed on (decoding follows the target's responses, so the target matters);
+- a raw fuzz input (e.g. libFuzzer's ``crash-<sha1>``): run again through the harness of the
+  family's route (its decoder where it has one, else its machine: :func:`route_harness`)
+  against the target it failed on (a program follows the target's responses, so the target
+  matters);
 - JSON: a list of operations (what reproducer scripts and Hypothesis failures print), whose pool
   shape comes from the options, or ``{"config": {...}, "program": [...]}``.
 
@@ -21,14 +23,17 @@ import keyword
 import pprint
 import re
 import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzz.core.execution import fuzzing
 from fuzz.core.harness import Harness
+from fuzz.core.machine_harness import MachineHarness, machine_level
+from fuzz.core.zoo import default_route, levels
 from models.core.invariants import Violation
 from properties.core import family as families
+from properties.core.family import Family
 from properties.core.replay import run_program
 from properties.core.roles import Fuzzing
 from properties.core.targets import Target
@@ -69,12 +74,38 @@ def _number(value: Any) -> Any:
     return int(value)
 
 
+def route_levels(family: Family) -> tuple[str, ...]:
+    """The harness levels of ``family``'s route (:func:`fuzz.core.zoo.default_route`): its
+    decoder's levels where it has one, else its machines; the default first."""
+    return levels(family, default_route(family))
+
+
+def route_harness(family: Family, name: str | None = None) -> Harness | MachineHarness:
+    """The harness ``name`` (None: the first) of ``family``'s route: its decoder level where
+    it has one, else its machine (a ``ValueError`` naming the known ones)."""
+    if isinstance(family, Fuzzing):
+        return Harness(family.fuzz_level(name or family.fuzz_levels[0]), family=family.name)
+    return MachineHarness(machine_level(family, name), family=family.name)
+
+
+def program_listing(family: Family, geometry: Mapping[str, Any], program: Sequence[Any],
+                    outcomes: Sequence[Any] = ()) -> str:
+    """``program`` as text a person reads: the family's listing where it has one
+    (``format_program``), else the shape, then one numbered line per operation (and what it
+    returned, when known)."""
+    if isinstance(family, Fuzzing):
+        return family.format_program(geometry, program, outcomes)
+    lines = [f"config: {dict(geometry)}"]
+    for i, op in enumerate(program):
+        lines.append(f"{i:>3}. {op!r}" + (f"  -> {outcomes[i]!r}" if i < len(outcomes) else ""))
+    return "\n".join(lines) + "\n"
+
+
 def harness_from_name(path: Path, default: str, family: str | None = None) -> str:
-    """The harness a crash file names (``crash-<harness>-...``, a level of ``family``, None:
-    the default family's), else ``default``."""
+    """The harness a crash file names (``crash-<harness>-...``, a level of ``family``'s route,
+    None: the default family's), else ``default``."""
     chosen = families.by_name(family) if family else families.default()
-    levels: tuple[str, ...] = chosen.fuzz_levels if isinstance(chosen, Fuzzing) else ()
-    for name in levels:
+    for name in sorted(route_levels(chosen), key=len, reverse=True):
         if path.name.startswith(f"crash-{name}-"):
             return name
     return default
@@ -82,7 +113,7 @@ def harness_from_name(path: Path, default: str, family: str | None = None) -> st
 
 def load(path: Path, target: Target, *, harness: str | None, shape: dict[str, Any]) -> Regression:
     """Read ``path`` (crash file or program JSON) into a regression, judged against
-    ``target``."""
+    ``target``. A raw input that does not reach a first operation is a ``ValueError``."""
     family = target.family_object
     data = path.read_bytes()
     sidecar = path.with_suffix(".json")
@@ -100,9 +131,10 @@ def load(path: Path, target: Target, *, harness: str | None, shape: dict[str, An
         program = [family.vocabulary.op_from_json(o) for o in ops_json]
         outcomes, violation = judge(target, config, program)
         return Regression(config, program, source, outcomes, violation, family.name)
-    fuzz = fuzzing(target)
-    name = harness or harness_from_name(path, fuzz.fuzz_levels[0], family.name)
-    result = Harness(fuzz.fuzz_level(name), family=family.name).bind(target).run(data)
+    name = harness or harness_from_name(path, route_levels(family)[0], family.name)
+    result = route_harness(family, name).bind(target).run(data)
+    if result.config is None:
+        raise ValueError(f"{path.name} does not reach a first operation on harness {name}")
     config = family.vocabulary.geometry(result.config)
     violation = None if result.violation is None else str(result.violation)
     return Regression(config, result.program, f"{path.name} (harness {name}, target "
@@ -145,8 +177,7 @@ def render_test(name: str, reg: Regression) -> str:
     ident = test_name(name)
     family = families.by_name(reg.family)
     foreign = reg.family != families.DEFAULT_FAMILY  # the session's target may be another's
-    listing = family.format_program(reg.config, reg.program, reg.outcomes) \
-        if isinstance(family, Fuzzing) else "\n".join(repr(op) for op in reg.program)
+    listing = program_listing(family, reg.config, reg.program, reg.outcomes)
     doc = [f'"""Regression {ident}.', "", *_wrapped(f"From {reg.source}.", ""), ""]
     if reg.violation:
         doc += ["Violation when recorded:", "", *_wrapped(reg.violation, "    "), ""]

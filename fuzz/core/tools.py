@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from properties.core.roles import Fuzzing
-
 if TYPE_CHECKING:
     from properties.core.targets import Target
 
@@ -86,9 +84,9 @@ class Zoo(Protocol):
 
 
 def subcommands(family: object) -> list[str]:
-    """The ``python -m fuzz`` subcommands ``family`` supports: ``run`` (its decoder or its
-    machines), ``regress`` (with fuzz levels of its own), then those of its roles here."""
-    out = ["run", *(["regress"] if isinstance(family, Fuzzing) else [])]
+    """The ``python -m fuzz`` subcommands ``family`` supports: ``run`` and ``regress`` (its
+    decoder or its machines), then those of its roles here."""
+    out = ["run", "regress"]
     if isinstance(family, Traces):
         out += ["replay", "traces"]
     if isinstance(family, Zoo):

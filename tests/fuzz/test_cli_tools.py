@@ -1,5 +1,5 @@
 """``python -m fuzz`` reaches a family's tools through the roles of ``fuzz.core.tools``: v0's
-``replay``, ``traces``, ``corpus`` and ``zoo`` (both routes) still work; the sglang and
+``replay``, ``traces``, ``corpus`` and ``zoo`` (both routes) still work; the v1, sglang and
 offload zoos run through their machines; a family without a role is refused with exit 2 and
 the subcommands it has."""
 
@@ -53,7 +53,7 @@ def test_the_families_take_the_roles_they_have() -> None:
     for name in ("sglang", "offload"):
         family = families.by_name(name)
         assert isinstance(family, Zoo) and not isinstance(family, Traces | SeedCorpora)
-        assert subcommands(family) == ["run", "zoo"]
+        assert subcommands(family) == ["run", "regress", "zoo"]
         zoo = family.zoo()
         assert len(zoo) >= 20
         for mutant_name, mutant in zoo.items():
@@ -115,15 +115,15 @@ def test_the_v0_zoo_on_both_routes(route: str, capsys: pytest.CaptureFixture[str
     assert f"by block_level, {route} route" in out
 
 
-@pytest.mark.parametrize("route", ["decoder", "machine"])
-def test_the_v1_zoo_on_both_routes(route: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """The broken bundled pools are targets by name (``tests.zoo.v1.bundled:<variant>``)."""
-    assert main(["--family", "v1", "zoo", "--seconds", "20", "--only", "touch_accepts_foreign",
-                 "--route", route]) == 0
+def test_the_v1_zoo_runs_through_its_machine(capsys: pytest.CaptureFixture[str]) -> None:
+    """The broken bundled pools are targets by name (``tests.zoo.v1.bundled:<variant>``); v1
+    has no decoder, so its zoo takes the machine route."""
+    assert main(["--family", "v1", "zoo", "--seconds", "20", "--only",
+                 "touch_accepts_foreign"]) == 0
     out = capsys.readouterr().out
     found, _, _, invariant, expected = _rows(out)["touch_accepts_foreign"]
     assert (found, invariant, expected) == ("yes", "CRASH", "yes")
-    assert f"{route} route" in out
+    assert "by pool_level, machine route" in out
 
 
 @pytest.mark.parametrize(("family", "mutant"), [("sglang", "match_skips_partial_node"),
@@ -152,6 +152,7 @@ def test_a_family_named_by_reference_brings_its_own_zoo(
 @pytest.mark.parametrize(("argv", "message"), [
     (["zoo", "--harness", "nope"], "known: block_level, sequence_level, hashing"),
     (["--family", "sglang", "zoo", "--route", "decoder"], "has no decoder route"),
+    (["--family", "v1", "zoo", "--route", "decoder"], "has no decoder route"),
     (["zoo", "--only", "no_such_mutant"], "no zoo mutant no_such_mutant"),
 ])
 def test_zoo_refuses_unknown_levels_routes_and_mutants(
@@ -164,8 +165,8 @@ def test_zoo_refuses_unknown_levels_routes_and_mutants(
     ("v1", ["replay", "trace.jsonl"], "run, regress, zoo"),
     ("v1", ["traces"], "run, regress, zoo"),
     ("v1", ["corpus"], "run, regress, zoo"),
-    ("sglang", ["corpus"], "run, zoo"),
-    ("offload", ["replay", "trace.jsonl"], "run, zoo"),
+    ("sglang", ["corpus"], "run, regress, zoo"),
+    ("offload", ["replay", "trace.jsonl"], "run, regress, zoo"),
 ])
 def test_a_family_without_the_role_is_refused(family: str, argv: list[str], has: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,7 @@
 """The v1 family object and what it shares with the core: the step watchdog (a hanging pool
 call is a TARGET violation, the process lives on), crashes naming the call, the core target
-wrapping the pool, the structural oracle and the family's program listing."""
+wrapping the pool, the structural oracle, the program listing and the fuzzers' route (the pool
+machine)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from fuzz.core.machine_harness import machine_level, machine_levels
+from fuzz.core.regress import program_listing
+from fuzz.core.zoo import default_route
 from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.invariants import Family
@@ -95,8 +99,8 @@ def test_the_judge_logs_steps_and_checks_snapshots() -> None:
 
 
 def test_the_family_takes_the_roles_it_fills_and_no_other() -> None:
-    assert isinstance(FAMILY, Building | PoolShrinking | Fuzzing)
-    assert not isinstance(FAMILY, HandleShrinking | Tolerating)
+    assert isinstance(FAMILY, Building) and isinstance(FAMILY, PoolShrinking)
+    assert not isinstance(FAMILY, Fuzzing | HandleShrinking | Tolerating)
 
 
 def test_json_round_trip_and_listing() -> None:
@@ -105,17 +109,18 @@ def test_json_round_trip_and_listing() -> None:
     assert [vocabulary.op_from_json(vocabulary.op_to_json(op)) for op in program] == program
     geometry = vocabulary.geometry(CONFIG)
     assert vocabulary.config(None, geometry) == CONFIG
-    listing = FAMILY.format_program(geometry, program, [0, [1]])
+    listing = program_listing(FAMILY, geometry, program, [0, [1]])
     assert listing.splitlines()[2] == "  1. GetNew(n=1)  -> [1]"
     probe = ops.Probe("double_free", 3)
     assert vocabulary.op_from_json(vocabulary.op_to_json(probe)) == probe
 
 
-def test_the_fuzz_level_is_declared() -> None:
-    assert FAMILY.fuzz_levels == ("pool",)
-    assert FAMILY.fuzz_level("pool").value == "pool"
-    with pytest.raises(ValueError):
-        FAMILY.fuzz_level("block_level")
+def test_the_fuzzers_take_the_pool_machine() -> None:
+    """No decoder: the fuzzers draw v1 programs with the pool machine (one generator)."""
+    assert default_route(FAMILY) == "machine"
+    assert list(machine_levels(FAMILY)) == ["pool_level"]
+    with pytest.raises(ValueError, match="known: pool_level"):
+        machine_level(FAMILY, "block_level")
 
 
 def test_an_unfetchable_release_is_a_clear_error_tried_once(monkeypatch: pytest.MonkeyPatch

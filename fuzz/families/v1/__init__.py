@@ -1,1 +1,2 @@
-"""The v1 family's fuzzing: bytes -> v1 BlockPool operations -> the v1 executor."""
+"""The v1 family's fuzzing: its pool machine driven by fuzz inputs (``fuzz_pool.py``, the
+machine route) and its zoo (``zoo.py``)."""

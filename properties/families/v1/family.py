@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,8 +91,7 @@ class PoolJudge:
         self.adapter = self.executor.adapter
         self.log: list[Step] = []
         self.executor.check()
-        #: The last step's outcome and snapshot (the fuzz decoder follows them).
-        self.outcome: Any = None
+        #: What the pool showed after the last judged step.
         self.snapshot: Observed = self.adapter.snapshot()
         self._check(self.snapshot)
         if self.snapshot.num_free != config.num_blocks - 1:
@@ -114,7 +113,7 @@ class PoolJudge:
             self.log.append(Step(op, None))  # it reached the target: a replay fails here too
             raise (violation if violation.op is not None else violation.at(op, index)) from None
         self.log.append(Step(op, outcome))
-        self.outcome, self.snapshot = outcome, self.adapter.snapshot()
+        self.snapshot = self.adapter.snapshot()
         try:
             self._check(self.snapshot)
         except Violation as violation:
@@ -249,46 +248,6 @@ class V1Family:
         body = [*script_prelude(pool, config),
                 *call_lines(config, program, pool.caps.touch_per_group)]
         return Script(body, check_lines(pool, config, program))
-
-    # ----------------------------------------------------------------- fuzzing
-    # One level, ``pool``: fuzz.families.v1.decoder (imported when asked for, as the v0 family
-    # does, so the properties side does not load the fuzz package).
-
-    fuzz_levels: tuple[str, ...] = ("pool",)
-
-    @property
-    def max_ops(self) -> int:
-        from fuzz.families.v1.decoder import MAX_OPS
-
-        return MAX_OPS
-
-    def fuzz_level(self, name: str) -> Any:
-        from fuzz.families.v1.decoder import Level
-
-        return Level(name)
-
-    def decoder(self, data: bytes, level: Any, caps: Any, *, max_ops: int) -> Any:
-        from fuzz.families.v1.decoder import PoolDecoder
-
-        return PoolDecoder(data, caps, max_ops=max_ops)
-
-    def step_features(self, previous: str, op: Any, outcome: Any, judge: Any
-                      ) -> Iterator[tuple[object, ...]]:
-        from fuzz.families.v1.decoder import step_features
-
-        return iter(step_features(op, outcome, judge.snapshot))
-
-    def format_program(self, geometry: Mapping[str, int], program: Sequence[Any],
-                       outcomes: Sequence[Any] = ()) -> str:
-        """The pool shape, then one numbered line per operation (and what it returned)."""
-        config = config_of(geometry)
-        lines = [f"pool: {config_json(config)}"]
-        for i, op in enumerate(program):
-            line = f"{i:>3}. {op!r}"
-            if i < len(outcomes):
-                line += f"  -> {outcomes[i]!r}"
-            lines.append(line)
-        return "\n".join(lines) + "\n"
 
 
 FAMILY = V1Family()

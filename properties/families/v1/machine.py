@@ -37,6 +37,7 @@ from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.pool_model import PoolConfig
 from properties.core import selection
+from properties.core.draws import draw
 from properties.core.machine import OracleMachine
 from properties.core.targets import Target
 from properties.families.v1.executor import Executor, Finding
@@ -159,7 +160,7 @@ class PoolMachine(OracleMachine):
     @_live
     def new_request(self, data: st.DataObject) -> None:
         embeds = self.pool.caps.keys_prompt_embeds
-        req = data.draw(requests(self.config.hash_block_size, embeds, "mm" not in self.avoid),
+        req = draw(data, requests(self.config.hash_block_size, embeds, "mm" not in self.avoid),
                         label="request")
         self.step(req)
 
@@ -168,21 +169,21 @@ class PoolMachine(OracleMachine):
     @_live
     def sibling_request(self, data: st.DataObject, field: str) -> None:
         """A request equal to an earlier one but for one input: the key contract's edge."""
-        base = data.draw(st.sampled_from(self.ex.reqs), label="base")
+        base = draw(data, st.sampled_from(self.ex.reqs), label="base")
         n = len(base.tokens)
         if field == "lora":
-            req = replace(base, lora=data.draw(st.sampled_from([None, 1, 2])))
+            req = replace(base, lora=draw(data, st.sampled_from([None, 1, 2])))
         elif field == "salt":
-            req = replace(base, salt=data.draw(st.sampled_from([None, "s1", "s2"])))
+            req = replace(base, salt=draw(data, st.sampled_from([None, "s1", "s2"])))
         elif field == "mm" and n and "mm" not in self.avoid:
-            ident = data.draw(st.sampled_from(sorted(MM_LENGTHS)))
-            off = data.draw(st.integers(0, min(n - 1, 3)))
+            ident = draw(data, st.sampled_from(sorted(MM_LENGTHS)))
+            off = draw(data, st.integers(0, min(n - 1, 3)))
             req = replace(base, mm=((ident, off, MM_LENGTHS[ident]),))
         elif field == "embeds" and n and self.pool.caps.keys_prompt_embeds:
-            req = replace(base, embeds=bytes(data.draw(
-                st.lists(st.integers(0, 1), min_size=n, max_size=n))))
+            req = replace(base, embeds=bytes(draw(
+                data, st.lists(st.integers(0, 1), min_size=n, max_size=n))))
         else:
-            extra = data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=4))
+            extra = draw(data, st.lists(st.integers(0, 2), min_size=1, max_size=4))
             req = replace(base, tokens=base.tokens + tuple(extra),
                           embeds=None if base.embeds is None else base.embeds + bytes(len(extra)))
         self.step(req)
@@ -191,18 +192,18 @@ class PoolMachine(OracleMachine):
     @rule(data=st.data())
     @_live
     def allocate(self, data: st.DataObject) -> None:
-        r = data.draw(st.integers(0, len(self.ex.reqs) - 1), label="req")
-        g = data.draw(st.integers(0, self.groups - 1), label="group")
+        r = draw(data, st.integers(0, len(self.ex.reqs) - 1), label="req")
+        g = draw(data, st.integers(0, self.groups - 1), label="group")
         size = self.config.group_block_sizes[g]
         scale = self.config.scale(g)
-        need = -(-len(self.ex.reqs[r].tokens) // size) + data.draw(st.integers(0, 1))
+        need = -(-len(self.ex.reqs[r].tokens) // size) + draw(data, st.integers(0, 1))
         nulls = 0
         if self.pool.caps.skips_null_blocks and "window_nulls" not in self.avoid:
-            nulls = data.draw(st.sampled_from([0, 0, 1, 2]), label="nulls")
+            nulls = draw(data, st.sampled_from([0, 0, 1, 2]), label="nulls")
         hits: list[int] = []
         # A request scheduled before another one cached the same prefix takes no hits:
         # that is how duplicates (several blocks under one key) arise.
-        take_hits = "duplicates" in self.avoid or data.draw(st.integers(0, 2), label="hits?") > 0
+        take_hits = "duplicates" in self.avoid or draw(data, st.integers(0, 2), label="hits?") > 0
         if not nulls and take_hits and self.config.caching:
             for i in range(len(self.ex.hashes[r]) // scale):
                 got = self.step(ops.Lookup(r, (i + 1) * scale - 1, (g,)))
@@ -215,7 +216,7 @@ class PoolMachine(OracleMachine):
                 if self.pool.caps.emit_cached_events and self.config.events:
                     self.step(ops.EmitCached(r, len(hits), g))
         n = max(0, min(need - len(hits) - nulls, self.ex.model.num_free))
-        new = self.step(ops.GetNew(n)) if n or data.draw(st.booleans()) else []
+        new = self.step(ops.GetNew(n)) if n or draw(data, st.booleans()) else []
         ids = [0] * nulls + hits + (new or [])
         if ids:
             # A window's skipped prefix is null from the start: nothing is cached yet.
@@ -224,7 +225,7 @@ class PoolMachine(OracleMachine):
             # allocate_slots caches the blocks its tokens fill right away (most of the time).
             limit = self._cacheable(table)
             if (limit > table.num_cached and self.config.caching
-                    and data.draw(st.integers(0, 2), label="cache?")):
+                    and draw(data, st.integers(0, 2), label="cache?")):
                 self.step(ops.CacheFull(r, tuple(ids), table.num_cached, limit, g))
                 table.num_cached = limit
 
@@ -246,14 +247,14 @@ class PoolMachine(OracleMachine):
     @_live
     def cache_full(self, data: st.DataObject) -> None:
         ready = [t for t in self.tables if self._cacheable(t) > t.num_cached]
-        t = data.draw(st.sampled_from(ready), label="table")
+        t = draw(data, st.sampled_from(ready), label="table")
         limit = self._cacheable(t)
-        full = data.draw(st.integers(t.num_cached + 1, limit), label="num_full")
+        full = draw(data, st.integers(t.num_cached + 1, limit), label="num_full")
         mask = None
         skips = self.pool.caps.skips_null_blocks and "window_nulls" not in self.avoid
-        if skips and data.draw(st.integers(0, 3), label="masked?") == 0:
+        if skips and draw(data, st.integers(0, 3), label="masked?") == 0:
             n = full - t.num_cached
-            mask = tuple(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+            mask = tuple(draw(data, st.lists(st.booleans(), min_size=n, max_size=n)))
         self.step(ops.CacheFull(t.req, tuple(t.ids), t.num_cached, full, t.group, mask))
         t.num_cached = full
 
@@ -271,8 +272,8 @@ class PoolMachine(OracleMachine):
     @_live
     def cache_partial(self, data: st.DataObject) -> None:
         ready = [t for t in self.tables if self._partial_units(t) > 0]
-        t = data.draw(st.sampled_from(ready), label="table")
-        j = data.draw(st.integers(1, self._partial_units(t)), label="units")
+        t = draw(data, st.sampled_from(ready), label="table")
+        j = draw(data, st.integers(1, self._partial_units(t)), label="units")
         i = t.num_cached
         tokens = i * self.config.group_block_sizes[t.group] + j * self.config.hash_block_size
         self.step(ops.CachePartial(t.req, t.ids[i], tokens, t.group))
@@ -281,11 +282,11 @@ class PoolMachine(OracleMachine):
     @rule(data=st.data(), reverse=st.sampled_from([True, True, False]))
     @_live
     def free_table(self, data: st.DataObject, reverse: bool) -> None:
-        t = data.draw(st.sampled_from(self.tables), label="table")
+        t = draw(data, st.sampled_from(self.tables), label="table")
         self.tables.remove(t)
         # An offloading connector frees blocks another tier holds to the eviction end.
         first = (self.pool.caps.free_evict_first
-                 and data.draw(st.integers(0, 3), label="evict_first?") == 0)
+                 and draw(data, st.integers(0, 3), label="evict_first?") == 0)
         self.step(ops.Free(tuple(reversed(t.ids)) if reverse else tuple(t.ids), first))
 
     @precondition(lambda self: self.pool.caps.unpin_blocks and self.tables)
@@ -294,8 +295,8 @@ class PoolMachine(OracleMachine):
     def unpin_tail(self, data: st.DataObject) -> None:
         """A sparse-attention coordinator unpins a table's last pages, tail first: they stay
         readable (and the table keeps them as far as its reader goes) until reused."""
-        t = data.draw(st.sampled_from(self.tables), label="table")
-        k = data.draw(st.integers(1, len(t.ids)), label="pages")
+        t = draw(data, st.sampled_from(self.tables), label="table")
+        k = draw(data, st.integers(1, len(t.ids)), label="pages")
         tail, t.ids = t.ids[-k:], t.ids[:-k]
         t.num_cached = min(t.num_cached, len(t.ids))
         if not t.ids:
@@ -315,13 +316,13 @@ class PoolMachine(OracleMachine):
         """A request keeps writing a keyed block: a fresh block takes a copy and the keys
         (``move_block_hashes``); the copy is then freed to the cache or kept a while."""
         ready = [t for t in self.tables if self._keyed_positions(t)]
-        t = data.draw(st.sampled_from(ready), label="table")
-        i = data.draw(st.sampled_from(self._keyed_positions(t)), label="position")
+        t = draw(data, st.sampled_from(ready), label="table")
+        i = draw(data, st.sampled_from(self._keyed_positions(t)), label="position")
         new = self.step(ops.GetNew(1))
         if new is None:
             return
         self.step(ops.MoveHashes(t.ids[i], new[0]))
-        if data.draw(st.booleans(), label="free copy?"):
+        if draw(data, st.booleans(), label="free copy?"):
             self.step(ops.Free((new[0],)))
         else:
             self.tables.append(Table(t.req, t.group, [new[0]], 1))
@@ -332,7 +333,7 @@ class PoolMachine(OracleMachine):
     def share_table(self, data: st.DataObject) -> None:
         """Another request of the same prefix takes the cached part of a table (a v1 engine
         shares only cached blocks)."""
-        t = data.draw(st.sampled_from(self.tables), label="table")
+        t = draw(data, st.sampled_from(self.tables), label="table")
         shared = t.ids[: t.num_cached]
         if not shared:
             return
@@ -343,9 +344,9 @@ class PoolMachine(OracleMachine):
     @rule(data=st.data())
     @_live
     def lookup(self, data: st.DataObject) -> None:
-        r = data.draw(st.sampled_from([i for i, h in enumerate(self.ex.hashes) if h]))
-        index = data.draw(st.integers(0, len(self.ex.hashes[r]) - 1), label="index")
-        groups = data.draw(st.lists(st.integers(0, self.groups - 1), min_size=1, max_size=3))
+        r = draw(data, st.sampled_from([i for i, h in enumerate(self.ex.hashes) if h]))
+        index = draw(data, st.integers(0, len(self.ex.hashes[r]) - 1), label="index")
+        groups = draw(data, st.lists(st.integers(0, self.groups - 1), min_size=1, max_size=3))
         self.step(ops.Lookup(r, index, tuple(groups)))
 
     @rule(action=st.sampled_from(["events", "events", "evict", "reset", "over_allocate",
