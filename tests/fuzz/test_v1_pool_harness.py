@@ -1,4 +1,4 @@
-"""The v1 fuzz harness (``fuzz/families/v1/fuzz_pool.py``): the pool machine driven by fuzz
+"""The v1 fuzz harness (``fuzz/families/v1/fuzz_pool_level.py``): the pool machine driven by fuzz
 inputs (:mod:`fuzz.core.machine_harness`), clean on the bundled pool, and it finds broken ones.
 
 Seeded random inputs run as programs of the pool machine (the family's one generator), every
@@ -18,7 +18,7 @@ import pytest
 
 from fuzz.core.engine import Engine
 from fuzz.core.machine_harness import MachineHarness
-from fuzz.families.v1 import fuzz_pool
+from fuzz.families.v1 import fuzz_pool_level
 from properties.core import selection
 from properties.families.v1 import targets
 from properties.families.v1.family import FAMILY
@@ -40,13 +40,13 @@ def _quiet_and_kept() -> Iterator[None]:
 
 
 def _harness(pool: targets.PoolTarget) -> MachineHarness:
-    return MachineHarness(fuzz_pool.HARNESS.level, family=FAMILY.name).bind(
+    return MachineHarness(fuzz_pool_level.HARNESS.level, family=FAMILY.name).bind(
         FAMILY.target_of(pool))
 
 
 def test_the_harness_is_the_pool_machine() -> None:
-    assert fuzz_pool.HARNESS.name == "pool_level"
-    assert fuzz_pool.HARNESS.level.machine.__name__ == "PoolLevelMachine"
+    assert fuzz_pool_level.HARNESS.name == "pool_level"
+    assert fuzz_pool_level.HARNESS.level.machine.__name__ == "PoolLevelMachine"
 
 
 def test_seeded_inputs_run_clean_on_the_bundled_pool() -> None:
@@ -63,7 +63,7 @@ def test_seeded_inputs_run_clean_on_the_bundled_pool() -> None:
 
 def test_the_entry_point_accepts_any_bytes() -> None:
     for data in (b"", b"\xff" * 64, bytes(range(256))):
-        fuzz_pool.TestOneInput(data)
+        fuzz_pool_level.TestOneInput(data)
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])

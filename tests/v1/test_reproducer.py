@@ -12,7 +12,7 @@ import pytest
 
 from fuzz.core.engine import Engine
 from fuzz.core.machine_harness import MachineHarness
-from fuzz.families.v1 import fuzz_pool
+from fuzz.families.v1 import fuzz_pool_level
 from models.core.invariants import Violation
 from models.families.v1 import ops
 from properties.core import selection
@@ -37,7 +37,7 @@ def _quiet() -> Iterator[None]:
 def _failing_program(pool: PoolTarget) -> tuple[Any, list[ops.Op], Violation]:
     """The pool machine driven by the fuzz engine (the v1 fuzz harness) until ``pool``
     fails: the pool shape, the program and the violation."""
-    harness = MachineHarness(fuzz_pool.HARNESS.level, family=FAMILY.name)
+    harness = MachineHarness(fuzz_pool_level.HARNESS.level, family=FAMILY.name)
     harness.bind(FAMILY.target_of(pool))
     engine = Engine(harness.run, harness.seeds(0), seed=0)
     stats = engine.fuzz(max_execs=500, stop_on_failure=True)

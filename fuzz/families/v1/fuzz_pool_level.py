@@ -10,7 +10,7 @@ out of ``sys.argv`` before libFuzzer sees it), ``$PREFIXCACHE_ALLOCATOR``,
 ``$PREFIXCACHE_POOL``, else the bundled pool. The built-in engine runs the same harness
 through ``python -m fuzz --family v1 run``.
 
-    python fuzz/families/v1/fuzz_pool.py [--allocator SPEC] [libFuzzer flags] [CORPUS...]
+    python fuzz/families/v1/fuzz_pool_level.py [--allocator SPEC] [libFuzzer flags] [CORPUS...]
 """
 
 from __future__ import annotations
