@@ -71,6 +71,9 @@ class Target:
     factory_kwargs: tuple[tuple[str, Any], ...] = ()
     step_timeout: float | None = DEFAULT_STEP_TIMEOUT
     claims: Mapping[str, Any] = field(default_factory=dict)
+    # Optional judge components the family detected and runs on this target (an xfails
+    # entry's ``requires``), e.g. the v1 pool's ``dynamo-router``.
+    judges: frozenset[str] = frozenset()
 
     @property
     def family_object(self) -> families.Family:

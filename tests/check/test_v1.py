@@ -40,8 +40,9 @@ def test_the_bundled_pool_conforms_with_family_v1(tmp_path: Path) -> None:
     assert data["conforming"] is True
     # The events are judged by Dynamo's router too when its wheel is cached; the header says
     # which (tests/v1/test_router.py judges the router itself).
-    router = (f"Dynamo RadixTree {dynamo.VERSION}" if dynamo.cached_wheel() is not None
-              else f"none (fetch with `{dynamo.FETCH_COMMAND}`)")
+    router = dynamo.status()  # the check's process has this one's HOME and environment
+    assert router in (f"Dynamo RadixTree {dynamo.VERSION}",
+                      f"none (fetch with `{dynamo.FETCH_COMMAND}`)", f"off (${dynamo.SWITCH_ENV})")
     assert re.search(rf"^  target: .*; router: {re.escape(router)}$", out, re.M), out
     assert list(data["tests"]) == ["families/v1/machines/test_pool.py::TestPoolLevel::"
                                    "runTest"]

@@ -17,13 +17,16 @@ import pytest
 from models.core.invariants import Violation
 from models.families.v1.pool_model import PoolConfig
 from prefixcache.v1.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
+from properties.core.plugin import load_expected
 from properties.families.v1 import dynamo
+from properties.families.v1.family import FAMILY
 from properties.families.v1.router import DynamoRouter, external_u64, translate
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_dynamo = pytest.mark.skipif(
-    dynamo.cached_wheel() is None,
-    reason=f"no ai-dynamo-runtime {dynamo.VERSION} wheel cached (`{dynamo.FETCH_COMMAND}`)")
+    dynamo.load_router() is None,
+    reason=f"no ai-dynamo-runtime {dynamo.VERSION} wheel cached (`{dynamo.FETCH_COMMAND}`), "
+           f"or ${dynamo.SWITCH_ENV}=off")
 CONFIG = PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=(2,))
 H0, H1 = b"\x01" * 32, b"\x02" * 32  # two block hashes (bytes, as the bundled pool's)
 
@@ -101,6 +104,7 @@ def test_a_subtree_the_tree_dropped_is_dynamos_loss_not_the_pools(core: ModuleTy
 
 def test_without_the_wheel_the_router_is_off_and_says_how_to_fetch(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path)}
+    env.pop(dynamo.SWITCH_ENV, None)
     proc = subprocess.run([sys.executable, "-m", "properties.upstream", "info", "dynamo"],
                           env=env, capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 1
@@ -119,3 +123,14 @@ def test_fetch_downloads_the_pinned_wheel_without_dependencies(tmp_path: Path) -
     assert wheel.parent == tmp_path
     assert calls and calls[0][-1] == f"ai-dynamo-runtime=={dynamo.VERSION}"
     assert "--no-deps" in calls[0]
+
+
+def test_an_entry_that_needs_the_router_applies_only_to_runs_that_have_it() -> None:
+    entries = load_expected(str(ROOT / "conformance" / "vllm-0.11.xfails.json"))
+    entry = next(e for e in entries if e.id == "events-without-extra-keys")
+    assert entry.requires == {"dynamo-router"}
+    assert entry.applies("0.11.0", frozenset({"dynamo-router"}))
+    assert not entry.applies("0.11.0", frozenset())  # met and replayed only with the router
+    assert not entry.applies("0.33.0", frozenset({"dynamo-router"}))
+    judges = FAMILY.load_target().judges  # the bundled pool: judged by the router when cached
+    assert judges == (frozenset({"dynamo-router"}) if dynamo.load_router() else frozenset())

@@ -228,7 +228,8 @@ class V1Family:
                       version=pool.version, misuse_types=pool.misuse_types,
                       allocator_type=pool.allocator_type, step_timeout=pool.step_timeout,
                       family=self.name,
-                      description=f"{pool.describe()}; router: {dynamo.status()}")
+                      description=f"{pool.describe()}; router: {dynamo.status()}",
+                      judges=frozenset({"dynamo-router"}) if dynamo.load_router() else frozenset())
 
     def create(self, target: Target, config: Any) -> Any:
         return pool_of(target).create(config)
