@@ -114,7 +114,8 @@ def status() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: ``fetch`` downloads the pinned wheel; ``info`` loads it and says what loaded."""
+    """CLI: ``fetch`` downloads the pinned wheel (and, into the cache, extracts it); ``info``
+    loads it and says what loaded."""
     parser = argparse.ArgumentParser(prog="python -m properties.upstream ... dynamo")
     commands = parser.add_subparsers(dest="command", required=True)
     sub = commands.add_parser("fetch")
@@ -123,7 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "fetch":
         try:
-            print(fetch(args.dest))
+            wheel = fetch(args.dest)
+            print(wheel)
+            if args.dest is None:
+                extract(wheel)  # here, not in the first run that loads it
         except UpstreamError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
