@@ -22,6 +22,8 @@ write ``properties.upstream:<target>`` whatever the API generation.
   ``UnifiedRadixCache`` with the Python tree core), ``sglang_radix_cache_rust`` (its Rust tree
   core), ``sglang_classic_radix_cache`` (0.5.23's classic ``RadixCache``),
   ``sglang_v0518_radix_cache`` (0.5.18's default, the classic tree).
+- NVIDIA Dynamo's KV router (``ai-dynamo-runtime`` 1.6.1, not a target: the v1 pool judge
+  replays the pool's KV events into its ``RadixTree`` when cached): ``fetch dynamo``.
 - The loaders themselves (``load_vllm_v0``, ``load_aphrodite``, ``load_vllm_v1``,
   ``load_sglang``): the upstream modules, for code that drives them directly.
 """
@@ -47,6 +49,7 @@ from properties.families.v0.upstream import (
     load_vllm_v0,
     vllm_v0_allocator,
 )
+from properties.families.v1 import dynamo
 from properties.families.v1 import upstream as v1
 from properties.families.v1.request.target import (
     vllm_v033_manager,
@@ -111,7 +114,8 @@ def sglang_v0518_radix_cache() -> TreeTarget:
 
 USAGE = """usage: python -m properties.upstream {fetch,info} [vllm|aphrodite] [--dest DIR]
        python -m properties.upstream {fetch,info} vllm-v1 [--version VERSION] [...]
-       python -m properties.upstream {fetch,info} sglang [--version VERSION]"""
+       python -m properties.upstream {fetch,info} sglang [--version VERSION]
+       python -m properties.upstream {fetch,info} dynamo      (the KV router, ai-dynamo-runtime)"""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) >= 2 and args[1] == "vllm-v1":
         return v1.main([args[0], *args[2:]])
+    if len(args) >= 2 and args[1] == "dynamo":
+        return dynamo.main([args[0], *args[2:]])
     if len(args) >= 2 and args[1] == "sglang":
         return sglang.main([args[0], *args[2:]])
     if not args or args[0] not in ("fetch", "info"):

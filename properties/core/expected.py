@@ -39,6 +39,9 @@ def replay_expected(entry: ExpectedFailure, config: pytest.Config) -> None:
     if not entry.applies(current.xfails_release):
         pytest.skip(f"{entry.id} is listed for other releases ({', '.join(entry.versions)}) "
                     f"than {current.xfails_release or 'this target'}")
+    if not entry.applies(current.xfails_release, current.judges):
+        pytest.skip(f"{entry.id} needs the judge(s) {', '.join(sorted(entry.requires))}, "
+                    "which this run does not have")
     target = current if entry.allocator_type in ("", current.allocator_type) else load_target(
         current.spec, family=current.family, allocator_type=entry.allocator_type)
     target = selection.tolerating(target, tolerated_by(expected_entries(config), entry))

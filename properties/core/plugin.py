@@ -69,6 +69,8 @@ matching entry wins, so list narrow entries before broad ones. Other keys (``obs
   development build to its release; absent: every release). An entry for other releases
   absorbs nothing and its replay is skipped, naming them (:func:`expected_entries` holds the
   entries that apply; the report header counts the others).
+  Likewise ``"requires": [...]``: optional judges the deviation needs (``Target.judges``, a
+  family's detected judge components, e.g. the v1 pool's ``dynamo-router``).
 - Generator features: ``"avoid": [names]`` asks the family's machines to leave those features
   out, so a run with a known deviation there still explores the rest (:func:`avoided`: the
   names the applicable entries give; each family's machines say which names they know).
@@ -151,10 +153,15 @@ class ExpectedFailure:
     # Other ways into this one defect, found by triage (``"instances"``): mechanisms its width
     # check accepts besides its own program's. Never used to match.
     instances: tuple[tuple[str, ...], ...] = ()
+    # Optional judges its deviation needs (``"requires"``, e.g. the v1 pool's Dynamo router):
+    # a target judged without one of them neither meets nor replays it.
+    requires: frozenset[str] = frozenset()
 
-    def applies(self, version: str) -> bool:
-        """Whether the entry applies to a target of release ``version``."""
-        return not self.versions or version in self.versions
+    def applies(self, version: str, judges: frozenset[str] | None = None) -> bool:
+        """Whether the entry applies to a target of release ``version`` judged by the
+        optional ``judges`` (None: not asked)."""
+        return (not self.versions or version in self.versions) and (
+            judges is None or self.requires <= judges)
 
     def matches(self, violation: Violation, history: Sequence[Op] | None = None,
                 allocator_type: str | None = None,
@@ -263,7 +270,8 @@ def parse_expected(data: Sequence[dict[str, Any]], invariants: InvariantSet | No
             tuple(Measure.from_json(m) for m in e.get("measures", ())),
             _mechanisms(match), tuple(str(v) for v in e.get("versions", ())),
             frozenset(str(f) for f in e.get("avoid", ())),
-            tuple(tuple(str(k) for k in m) for m in e.get("instances", ()))))
+            tuple(tuple(str(k) for k in m) for m in e.get("instances", ())),
+            frozenset(str(j) for j in e.get("requires", ()))))
     return entries
 
 
@@ -373,13 +381,13 @@ def expected_entries(config: pytest.Config) -> list[ExpectedFailure]:
     """The session's expected failures (``--xfails-file``) that apply to the selected target's
     release (``versions``; the target is loaded only when an entry names releases)."""
     entries = config.stash.get(_EXPECTED, [])
-    if not any(e.versions for e in entries):
+    if not any(e.versions or e.requires for e in entries):
         return entries
     try:
-        version = selection.current_target().xfails_release
+        target = selection.current_target()
     except Exception:  # an unloadable target: the tests that need it report that themselves
         return entries
-    return [e for e in entries if e.applies(version)]
+    return [e for e in entries if e.applies(target.xfails_release, target.judges)]
 
 
 def avoided(config: pytest.Config) -> frozenset[str]:

@@ -81,6 +81,9 @@ class Target:
     def xfails_release(self) -> str:
         """The release whose expected failures apply (``release``, else ``version``)."""
         return self.release or self.version
+    # Optional judge components the family detected and runs on this target (an xfails
+    # entry's ``requires``), e.g. the v1 pool's ``dynamo-router``.
+    judges: frozenset[str] = frozenset()
 
     @property
     def family_object(self) -> families.Family:

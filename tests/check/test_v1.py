@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from properties.core import selection
-from properties.families.v1 import upstream
+from properties.families.v1 import dynamo, upstream
 from properties.families.v1.family import FAMILY
 from tests.check.test_cli import check
 
@@ -38,6 +38,12 @@ def test_the_bundled_pool_conforms_with_family_v1(tmp_path: Path) -> None:
                      out, re.M), out
     assert "verdict: CONFORMS (0 distinct deviation(s)" in out
     assert data["conforming"] is True
+    # The events are judged by Dynamo's router too when its wheel is cached; the header says
+    # which (tests/v1/test_router.py judges the router itself).
+    router = dynamo.status()  # the check's process has this one's HOME and environment
+    assert router in (f"Dynamo RadixTree {dynamo.VERSION}",
+                      f"none (fetch with `{dynamo.FETCH_COMMAND}`)", f"off (${dynamo.SWITCH_ENV})")
+    assert re.search(rf"^  target: .*; router: {re.escape(router)}$", out, re.M), out
     assert list(data["tests"]) == ["families/v1/machines/test_pool.py::TestPoolLevel::"
                                    "runTest"]
     # Only what the v1 family checks gets a verdict: v1 has no copy-on-write or device swaps.

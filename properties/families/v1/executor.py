@@ -22,6 +22,7 @@ from models.families.v1.pool_model import PoolConfig, PoolModel
 from properties.core import robustness
 from properties.core.stepping import ProgramExecutor
 from properties.families.v1.adapter import PoolAdapter
+from properties.families.v1.router import open_router
 from properties.families.v1.targets import PoolTarget
 
 
@@ -48,6 +49,7 @@ class Executor(ProgramExecutor[ops.Op]):
         self.hashes: list[list[bytes]] = []
         self.replay = Replay()
         self.unannounceable: set[object] = set()  # hashes of null/masked (never keyed) blocks
+        self.router = open_router(config)  # Dynamo's RadixTree, when its wheel is cached
 
     def _program_json(self, program: list[ops.Op]) -> list[dict[str, Any]]:
         return ops.program_json(program)
@@ -144,6 +146,9 @@ class Executor(ProgramExecutor[ops.Op]):
                 self.replay.apply(events, self.unannounceable)
                 self.replay.check(m.keys)
                 self._check_stored_tokens(events)
+                if self.router is not None:  # after the model's own checks, which it leaves
+                    self.router.apply(events)
+                    self.router.check(self.config, self.hashes, m.keys)
             return events
         if isinstance(op, ops.Probe):
             return self.probe(op.misuse, op.arg)

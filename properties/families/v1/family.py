@@ -32,7 +32,7 @@ from models.families.v1.invariants import Family
 from models.families.v1.pool_model import Observed, PoolConfig
 from properties.core.family import Script, TargetOptions
 from properties.core.targets import Target, TargetError, speaks, step_timeout_setting
-from properties.families.v1 import targets
+from properties.families.v1 import dynamo, targets
 from properties.families.v1.adapter import PoolAdapter
 from properties.families.v1.executor import Executor, run_program
 from properties.families.v1.reproducer import (
@@ -226,8 +226,10 @@ class V1Family:
         return Target(spec=pool.spec, factory=pool.pool_cls, caps=pool, name=pool.name,
                       version=pool.version, misuse_types=pool.misuse_types,
                       allocator_type=pool.allocator_type, step_timeout=pool.step_timeout,
-                      family=self.name, description=pool.describe(), release=pool.release,
-                      version_note=pool.version_note)
+                      family=self.name,
+                      description=f"{pool.describe()}; router: {dynamo.status()}",
+                      release=pool.release, version_note=pool.version_note,
+                      judges=frozenset({"dynamo-router"}) if dynamo.load_router() else frozenset())
 
     def create(self, target: Target, config: Any) -> Any:
         return pool_of(target).create(config)
