@@ -38,7 +38,7 @@ EXAMPLE_PATHS = frozenset({
 })
 
 #: Folders of vLLM's own repository (its unit tests), cited as upstream's, not ours.
-UPSTREAM_PATHS = ("tests/core/", "tests/v1/core")
+UPSTREAM_PATHS = ("tests/core/", "tests/v1/core", "tests/v1/kv_offload/", "tests/v1/kv_connector/")
 
 #: A placeholder segment of a path pattern: ``fuzz/families/NAME/fuzz_LEVEL.py``, ``ID.py``.
 _PLACEHOLDER = re.compile(r"(?:^|[/_])(?:NAME|LEVEL|ID|FILE|SPEC|REV|VERSION|FAMILY|TARGET)"
