@@ -15,6 +15,7 @@ import json
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -40,10 +41,10 @@ _PROBE = re.compile(r"^misuse (\w+) \(arg (\d+)\)")
 
 
 def _fails(target: PoolTarget, program: Sequence[ops.Op], family: Invariant,
-           probe: tuple[str, int] | None) -> bool:
+           probe: tuple[str, int] | None, config: PoolConfig = CONFIG) -> bool:
     """Whether ``program`` (then ``probe``) fails on ``target`` with ``family``."""
     try:
-        ex = run_program(target, CONFIG, program)
+        ex = run_program(target, config, program)
         if probe is not None:
             ex.probe(*probe)
     except Violation as v:
@@ -53,25 +54,27 @@ def _fails(target: PoolTarget, program: Sequence[ops.Op], family: Invariant,
     return False
 
 
-def _valid(program: Sequence[ops.Op], probe: tuple[str, int] | None) -> bool:
+def _valid(program: Sequence[ops.Op], probe: tuple[str, int] | None,
+           config: PoolConfig = CONFIG) -> bool:
     """Whether ``program`` (then ``probe``) passes on the unpatched pool: a candidate that
     fails there (a free of blocks nobody holds, say) is misuse, not the variant's bug."""
     try:
-        ex = run_program(bundled_pool(), CONFIG, program)
+        ex = run_program(bundled_pool(), config, program)
         return probe is None or ex.probe(*probe) is None
     except Exception:
         return False
 
 
 def shrink(target: PoolTarget, program: list[ops.Op], family: Invariant,
-           probe: tuple[str, int] | None) -> list[ops.Op]:
+           probe: tuple[str, int] | None, config: PoolConfig = CONFIG) -> list[ops.Op]:
     """Greedy chunk deletion (halving chunk sizes) keeping the failure's family."""
     size = max(1, len(program) // 2)
     while True:
         i = 0
         while i < len(program):
             candidate = program[:i] + program[i + size:]
-            if _fails(target, candidate, family, probe) and _valid(candidate, probe):
+            if (_fails(target, candidate, family, probe, config)
+                    and _valid(candidate, probe, config)):
                 program = candidate
             else:
                 i += size
@@ -83,7 +86,8 @@ def shrink(target: PoolTarget, program: list[ops.Op], family: Invariant,
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 def test_variant_is_caught(variant: Variant) -> None:
     target = patched_bundled_pool(variant.name, variant.patches)
-    machine = bind(target, CONFIG)
+    config = replace(CONFIG, lookahead=variant.lookahead)
+    machine = bind(target, config)
     v, program, elapsed = catch(machine, settings(SETTINGS, max_examples=variant.examples),
                                 target.name)
     assert v.family in (variant.family, *variant.also), str(v)
@@ -91,9 +95,9 @@ def test_variant_is_caught(variant: Variant) -> None:
     probe = None if found is None else (found[1], int(found[2]))
     if probe is None:
         program = program[:v.step + 1] if v.step is not None else program
-    assert _fails(target, program, v.family, probe), "the failure does not replay"
-    program = shrink(target, program, v.family, probe)
-    clean = run_program(bundled_pool(), CONFIG, program)  # raises on a baseline deviation
+    assert _fails(target, program, v.family, probe, config), "the failure does not replay"
+    program = shrink(target, program, v.family, probe, config)
+    clean = run_program(bundled_pool(), config, program)  # raises on a baseline deviation
     if probe is not None:
         assert clean.probe(*probe) is None
     report = os.environ.get("PREFIXCACHE_V1_ZOO_REPORT")

@@ -136,6 +136,21 @@ def test_keys_different_inputs_never_share(field: str, a: object, b: object) -> 
     assert info.value.family is Family.HASH
 
 
+def test_keys_with_lookahead_cover_the_tokens_after_the_block() -> None:
+    """With hash lookahead L, a block is keyed once its L next tokens exist, and requests equal
+    in a block but not in the next L tokens never share its key (equal ones should)."""
+    a, b = ops.Req(tokens=(1, 1, 0, 2)), ops.Req(tokens=(1, 1, 0, 1))
+    check_keys([a, b], [[H[0], H[1]], [H[0], H[2]]], 2)  # without: block 0 shared
+    with pytest.raises(Violation) as info:
+        check_keys([a, b], [[H[0]], [H[0]]], 2, lookahead=2)  # block 0's lookahead differs
+    assert info.value.family is Family.HASH
+    check_keys([a, b], [[H[0]], [H[1]]], 2, lookahead=2)
+    check_keys([a, b], [[H[0]], [H[0]]], 2, lookahead=1)  # the next token agrees
+    with pytest.raises(Violation) as info:  # (4 - 1) // 2 keys: block 1 lacks its lookahead
+        check_keys([a, b], [[H[0], H[1]], [H[0], H[2]]], 2, lookahead=1)
+    assert info.value.family is Family.HASH
+
+
 def test_keys_equal_prefixes_should_share() -> None:
     r = ops.Req(tokens=(1, 1, 2, 2))
     with pytest.raises(Violation) as info:

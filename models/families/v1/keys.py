@@ -4,6 +4,12 @@ The KV of positions ``[0, end)`` depends on the tokens, the LoRA adapter, the ca
 multimodal items placed there (content identifier and offset) and the prompt embeddings of
 those positions. Two prefixes that differ in any of these must never share a key (HASH);
 equal prefixes should share one, or hits are lost (HIT).
+
+With hash lookahead (``num_hash_lookahead_tokens = L``, speculative decoding) the KV a block
+holds at its last position depends on the ``L`` tokens after it (the drafter's), so the key of
+the prefix ending at ``end`` names the identity of ``[0, end + L)``: a block is keyed only once
+its lookahead tokens exist, and two requests equal up to ``end`` but not in the next ``L``
+tokens (or in the inputs placed there) must not share it.
 """
 
 from __future__ import annotations
@@ -25,21 +31,22 @@ def prefix_identity(req: Req, end: int) -> Identity:
 
 
 def check_keys(reqs: Sequence[Req], hashes: Sequence[Sequence[bytes]], hash_block_size: int,
-               embeds_keyed: bool = True) -> None:
+               embeds_keyed: bool = True, lookahead: int = 0) -> None:
     """Check every pair of (request, prefix) keys; ``hashes[r]`` are request ``r``'s.
 
     ``embeds_keyed``: whether the release keys prompt embeddings (requests carrying them are
-    then included; a release without the feature is not given any).
+    then included; a release without the feature is not given any). ``lookahead``: the
+    pool's ``num_hash_lookahead_tokens`` (see the module docstring).
     """
     seen: dict[bytes, tuple[Identity, int, int]] = {}
     by_identity: dict[Identity, tuple[bytes, int, int]] = {}
     for r, (req, hs) in enumerate(zip(reqs, hashes, strict=True)):
-        expected_len = len(req.tokens) // hash_block_size
+        expected_len = max(len(req.tokens) - lookahead, 0) // hash_block_size
         if len(hs) != expected_len:
             raise Violation(Family.HASH, f"request {r}: number of block hashes",
                             expected=expected_len, observed=len(hs))
         for i, h in enumerate(hs):
-            ident = prefix_identity(req, (i + 1) * hash_block_size)
+            ident = prefix_identity(req, (i + 1) * hash_block_size + lookahead)
             if h in seen and seen[h][0] != ident:
                 _, r0, i0 = seen[h]
                 raise Violation(Family.HASH, f"different prefixes share a key: request {r0} "

@@ -66,6 +66,9 @@ class PoolConfig:
     group_block_sizes: tuple[int, ...] = (2, 4)
     events: bool = True
     caching: bool = True  # ``enable_caching``
+    #: ``num_hash_lookahead_tokens`` (speculative decoding): a block's key also covers the
+    #: next ``lookahead`` tokens of its request, so a block is keyed only once they exist.
+    lookahead: int = 0
 
     def scale(self, group: int) -> int:
         return self.group_block_sizes[group] // self.hash_block_size

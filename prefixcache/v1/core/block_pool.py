@@ -316,16 +316,21 @@ class BlockPool:
         aliases = self.cached_block_hashes_by_block.get(block.block_id)
         return bool(aliases) and num_tokens in aliases.values()  # type: ignore[union-attr]
 
-    def _generate_event_extra_keys(
+    def generate_event_extra_keys(
         self, request: Any, start: int, end: int, start_mm_idx: int
     ) -> tuple[tuple[Any, ...] | None, int]:
+        """The extra keys an event reports for the block ``[start, end)`` of ``request``
+        (and the next multimodal index): they cover the window its key covers, the lookahead
+        tokens included (vLLM 0.34's public name and signature)."""
         if self.num_hash_lookahead_tokens:
             return generate_lookahead_block_hash_extra_keys(
                 request, start, end, end + self.num_hash_lookahead_tokens, start_mm_idx
             )
         return generate_block_hash_extra_keys(request, start, end, start_mm_idx)
 
-    def _lookahead_token_ids(self, request: Any, block_end: int) -> list[int]:
+    def get_lookahead_token_ids(self, request: Any, block_end: int) -> list[int]:
+        """The ``num_hash_lookahead_tokens`` tokens after ``block_end`` that the block's key
+        covers, as events report them (vLLM 0.34's public name and signature)."""
         return list(request.all_token_ids[block_end : block_end + self.num_hash_lookahead_tokens])
 
     def _stored_event(
@@ -349,12 +354,12 @@ class BlockPool:
             )
         for i in range(first, stop):
             block_hashes.append(maybe_convert_block_hash(hashes[i]))
-            keys, mm_idx = self._generate_event_extra_keys(
+            keys, mm_idx = self.generate_event_extra_keys(
                 request, i * block_size, (i + 1) * block_size, mm_idx
             )
             extra_keys.append(keys)
             if lookahead is not None:
-                lookahead.append(self._lookahead_token_ids(request, (i + 1) * block_size))
+                lookahead.append(self.get_lookahead_token_ids(request, (i + 1) * block_size))
         parent = maybe_convert_block_hash(hashes[first - 1]) if first else None
         return self._block_stored(request, block_hashes, parent, first * block_size,
                                   stop * block_size, block_size, extra_keys, lookahead,
@@ -405,9 +410,9 @@ class BlockPool:
         mm_idx = 0
         if start and request.mm_features:
             mm_idx, _ = get_mm_features_in_window(request.mm_features, start, num_tokens)
-        keys, _ = self._generate_event_extra_keys(request, start, num_tokens, mm_idx)
+        keys, _ = self.generate_event_extra_keys(request, start, num_tokens, mm_idx)
         parent = maybe_convert_block_hash(hashes[start // hbs - 1]) if start else None
-        lookahead = ([self._lookahead_token_ids(request, num_tokens)]
+        lookahead = ([self.get_lookahead_token_ids(request, num_tokens)]
                      if self.num_hash_lookahead_tokens else None)
         key = maybe_convert_block_hash(hashes[num_tokens // hbs - 1])
         return self._block_stored(request, [key], parent, start, num_tokens, num_tokens - start,

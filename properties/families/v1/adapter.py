@@ -36,7 +36,7 @@ class PoolAdapter:
         self.target = target
         self.config = config
         self.pool = target.create(config)
-        self._hasher = target.hasher(config.hash_block_size)
+        self._hasher = target.hasher(config.hash_block_size, config.lookahead)
         self.requests: list[StandInRequest] = []
         #: block ids ``unpin_blocks``'s ``on_reuse`` reported, in call order (the executor
         #: drains it); a plain closure, so a deep-copied pool shares it (probes restore it)

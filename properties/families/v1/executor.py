@@ -59,7 +59,8 @@ class Executor(ProgramExecutor[ops.Op]):
         if isinstance(op, ops.Req):
             self.reqs.append(op)
             self.hashes.append(self._call(a.add_request, op))
-            check_keys(self.reqs, self.hashes, self.config.hash_block_size)
+            check_keys(self.reqs, self.hashes, self.config.hash_block_size,
+                       lookahead=self.config.lookahead)
             return len(self.reqs) - 1
         if isinstance(op, ops.GetNew):
             try:
@@ -168,13 +169,16 @@ class Executor(ProgramExecutor[ops.Op]):
 
     def _check_stored_tokens(self, events: Iterable[Any]) -> None:
         """``BlockStored``: one ``block_size`` chunk of ``token_ids`` per hash, each chunk the
-        tokens that hash names (a router pairs them by position)."""
+        tokens that hash names (a router pairs them by position). With hash lookahead
+        (``PoolConfig.lookahead`` L) each hash's ``lookahead_token_ids`` entry is the L tokens
+        after its block, which its key covers too (without them a router cannot tell apart
+        two blocks of equal tokens and parent); without lookahead there are none."""
         index: dict[object, tuple[int, int]] = {}
         for r, hs in enumerate(self.hashes):
             for i, h in enumerate(hs):
                 index.setdefault(h, (r, i))
                 index.setdefault(external(h), (r, i))
-        hbs = self.config.hash_block_size
+        hbs, lookahead = self.config.hash_block_size, self.config.lookahead
         for e in events:
             if type(e).__name__ != "BlockStored":
                 continue
@@ -183,6 +187,13 @@ class Executor(ProgramExecutor[ops.Op]):
                 raise Violation(Family.CACHE, "BlockStored: token_ids must hold block_size "
                                 "tokens per block hash", expected=size * len(e.block_hashes),
                                 observed=(len(token_ids), e))
+            ahead = getattr(e, "lookahead_token_ids", None)
+            if (ahead is None) != (lookahead == 0) or (
+                    ahead is not None and len(ahead) != len(e.block_hashes)):
+                raise Violation(Family.CACHE, "BlockStored: lookahead_token_ids holds one list "
+                                "per block hash with hash lookahead on, None without",
+                                expected=f"{len(e.block_hashes)} lists" if lookahead else None,
+                                observed=e)
             for n, h in enumerate(e.block_hashes):
                 found = index.get(h)
                 if found is None:
@@ -195,6 +206,12 @@ class Executor(ProgramExecutor[ops.Op]):
                 if got != want:
                     raise Violation(Family.CACHE, f"BlockStored: chunk {n} of token_ids is not "
                                     "the tokens its hash names", expected=want, observed=got)
+                if ahead is not None:
+                    want = list(self.reqs[r].tokens[end:end + lookahead])
+                    if list(ahead[n]) != want:
+                        raise Violation(Family.CACHE, f"BlockStored: lookahead_token_ids[{n}] "
+                                        "is not the lookahead tokens its hash covers",
+                                        expected=want, observed=list(ahead[n]))
 
     # ---------------------------------------------------------------- state check
     def check(self) -> None:

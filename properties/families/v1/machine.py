@@ -31,6 +31,8 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypeVar
 
 from hypothesis import strategies as st
+from hypothesis.control import current_build_context
+from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from models.core.invariants import Violation
@@ -64,15 +66,18 @@ class Table:
 
 
 @functools.cache
-def requests(hash_block_size: int, embeds: bool, mm_items: bool = True
+def requests(hash_block_size: int, embeds: bool, mm_items: bool = True, lookahead: int = 0
              ) -> st.SearchStrategy[ops.Req]:
     """The strategy for one request (built once per argument tuple: ``st.composite`` parses
     ``build``'s source each time it decorates it, which cost about a tenth of a zoo run when
-    every ``new_request`` rebuilt it; the draws are the same)."""
+    every ``new_request`` rebuilt it; the draws are the same). With hash lookahead
+    (``lookahead`` tokens) a request has that many tokens more, so it has as many keyed blocks
+    as it would without (a block is keyed once its lookahead tokens exist); without, the draws
+    are unchanged."""
 
     @st.composite
     def build(draw: st.DrawFn) -> ops.Req:
-        n = draw(st.integers(0, 7 * hash_block_size))
+        n = draw(st.integers(0, 7 * hash_block_size)) + lookahead
         tokens = tuple(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
         mm: tuple[tuple[str, int, int], ...] = ()
         if n and mm_items and draw(st.booleans()):
@@ -104,12 +109,32 @@ def _live(rule_fn: Rule) -> Rule:
     return run  # type: ignore[return-value]
 
 
+#: ``num_hash_lookahead_tokens`` of an example, where the target has it: 0 most of the time.
+LOOKAHEADS = st.sampled_from([0, 0, 0, 0, 0, 1, 2, 3])
+
+
+def drawn_lookahead(pool: PoolTarget) -> int:
+    """The example's hash lookahead: drawn from :data:`LOOKAHEADS` when ``pool`` has it
+    (``Capabilities.hash_lookahead``, vLLM 0.34), else 0 with no draw, so the choices of a
+    release without it (and its derandomized runs) are unchanged; 0 outside a Hypothesis
+    test (a machine driven by hand)."""
+    if not pool.caps.hash_lookahead:
+        return 0
+    try:
+        data = current_build_context().data
+    except InvalidArgument:
+        return 0
+    return int(data.draw(LOOKAHEADS))
+
+
 def default_config(pool: PoolTarget) -> PoolConfig:
     """The pool shape the machine judges ``pool`` with: two groups of different block sizes
     where hashing is finer than blocks, else one (0.11 turns the hybrid manager off when KV
-    events are on, and its events carry no group)."""
+    events are on, and its events carry no group); hash lookahead drawn where the release has
+    it (:func:`drawn_lookahead`: the example's first draw, in the ``start`` rule)."""
     sizes = (2, 6) if pool.caps.hash_block_size else (2,)
-    return PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=sizes)
+    return PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=sizes,
+                      lookahead=drawn_lookahead(pool))
 
 
 class PoolMachine(OracleMachine):
@@ -160,8 +185,8 @@ class PoolMachine(OracleMachine):
     @_live
     def new_request(self, data: st.DataObject) -> None:
         embeds = self.pool.caps.keys_prompt_embeds
-        req = draw(data, requests(self.config.hash_block_size, embeds, "mm" not in self.avoid),
-                        label="request")
+        req = draw(data, requests(self.config.hash_block_size, embeds, "mm" not in self.avoid,
+                                  self.config.lookahead), label="request")
         self.step(req)
 
     @precondition(lambda self: self.ex.reqs and len(self.ex.reqs) < MAX_REQUESTS)
@@ -404,5 +429,6 @@ def bind(target: PoolTarget | None = None, config: PoolConfig | None = None,
     return type(name, (PoolMachine,), attrs)
 
 
-__all__ = ["AVOIDABLE", "FINDINGS", "MISUSE_KINDS", "PoolMachine", "Table", "Violation", "bind",
-           "checked_avoid", "default_config", "requests"]
+__all__ = ["AVOIDABLE", "FINDINGS", "LOOKAHEADS", "MISUSE_KINDS", "PoolMachine", "Table",
+           "Violation", "bind", "checked_avoid", "default_config", "drawn_lookahead",
+           "requests"]

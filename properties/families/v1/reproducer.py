@@ -40,12 +40,16 @@ def _names(program: Sequence[ops.Op]) -> list[str]:
     return sorted(names)
 
 
+def _lookahead(config: PoolConfig) -> str:
+    return f", num_hash_lookahead_tokens={config.lookahead}" if config.lookahead else ""
+
+
 def _ctor(config: PoolConfig, hash_block_size: bool) -> str:
     if hash_block_size:
         return (f"BlockPool({config.num_blocks}, {config.caching}, {config.hash_block_size}, "
-                f"enable_kv_cache_events={config.events})")
+                f"enable_kv_cache_events={config.events}{_lookahead(config)})")
     return (f"BlockPool({config.num_blocks}, {config.caching}, "
-            f"enable_kv_cache_events={config.events})")
+            f"enable_kv_cache_events={config.events}{_lookahead(config)})")
 
 
 def release_prelude(version: str, config: PoolConfig, source: str = "",
@@ -61,7 +65,7 @@ def release_prelude(version: str, config: PoolConfig, source: str = "",
         load,
         f"pool = m.block_pool.{_ctor(config, sized)}",
         f"hasher = m.kv_cache_utils.get_request_block_hasher({config.hash_block_size}, "
-        "hash_function(m))",
+        f"hash_function(m){_lookahead(config)})",
     ]
 
 
@@ -79,7 +83,8 @@ def target_prelude(target: PoolTarget, config: PoolConfig) -> list[str]:
             f"from {target.hash_fn.__module__} import {target.hash_fn.__name__} as hash_fn",
             "",
             f"pool = {_ctor(config, target.caps.hash_block_size)}",
-            f"hasher = get_request_block_hasher({config.hash_block_size}, hash_fn)",
+            f"hasher = get_request_block_hasher({config.hash_block_size}, hash_fn"
+            f"{_lookahead(config)})",
         ]
     return [
         "from models.families.v1.pool_model import PoolConfig",
@@ -87,7 +92,7 @@ def target_prelude(target: PoolTarget, config: PoolConfig) -> list[str]:
         "",
         f"target = load({target.spec!r})",
         f"pool = target.create({config!r})",
-        f"hasher = target.hasher({config.hash_block_size})",
+        f"hasher = target.hasher({config.hash_block_size}, {config.lookahead})",
     ]
 
 
@@ -186,7 +191,8 @@ def config_json(config: PoolConfig) -> dict[str, Any]:
     """``config`` as the xfails files and reproducers write it."""
     return {"num_blocks": config.num_blocks, "hash_block_size": config.hash_block_size,
             "group_block_sizes": list(config.group_block_sizes), "events": config.events,
-            **({} if config.caching else {"caching": False})}
+            **({} if config.caching else {"caching": False}),
+            **({"lookahead": config.lookahead} if config.lookahead else {})}
 
 
 def config_of(data: Mapping[str, Any]) -> PoolConfig:

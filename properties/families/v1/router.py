@@ -23,7 +23,10 @@ deserializes it; ``dump_tree_as_events`` shows the same shape) per vLLM event:
   ``extra_keys`` and no ``lora_name``: its ``lora_id`` stands for the name). Dynamo's tree keys a
   node's children by ``T``, so two vLLM keys under one parent always get distinct nodes (the
   judge asks about the events' structure, not about Dynamo's own parsing of vLLM's extra keys,
-  which changes between Dynamo releases).
+  which changes between Dynamo releases). With hash lookahead (vLLM 0.34's
+  ``num_hash_lookahead_tokens``) the block's ``lookahead_token_ids`` entry joins the namespace:
+  the key covers those tokens, and two blocks of equal tokens under one parent that differ only
+  there are two keys.
 - ``BlockRemoved`` -> ``{"removed": {"block_hashes": [B, ...]}}``.
 - ``AllBlocksCleared`` -> ``"cleared"``, applied to every group's tree.
 
@@ -88,7 +91,12 @@ def translate(core: ModuleType, event: Any) -> tuple[int | None, Any]:
     if kind == "BlockStored":
         size = event.block_size
         tokens = list(event.token_ids)
-        extras = getattr(event, "extra_keys", None) or [None] * len(event.block_hashes)
+        extras: list[Any] = (getattr(event, "extra_keys", None)
+                             or [None] * len(event.block_hashes))
+        ahead = getattr(event, "lookahead_token_ids", None)
+        if ahead is not None:  # the key covers the tokens after the block too
+            extras = [(None if i >= len(extras) else extras[i], tuple(ahead[i]))
+                      for i in range(len(event.block_hashes))]
         lora = getattr(event, "lora_name", None)
         if lora is None and getattr(event, "lora_id", None) is not None:
             lora = f"lora-id-{event.lora_id}"  # 0.11's events name the adapter by id only

@@ -65,15 +65,19 @@ class PoolTarget:
                          hash_block_size=c.hash_block_size)
 
     def create(self, config: PoolConfig) -> Any:
+        # num_hash_lookahead_tokens only when set: a release without it is never given it.
+        extra = {"num_hash_lookahead_tokens": config.lookahead} if config.lookahead else {}
         if self.caps.hash_block_size:
             return self.pool_cls(config.num_blocks, config.caching, config.hash_block_size,
-                                 enable_kv_cache_events=config.events)
+                                 enable_kv_cache_events=config.events, **extra)
         return self.pool_cls(config.num_blocks, config.caching,
-                             enable_kv_cache_events=config.events)
+                             enable_kv_cache_events=config.events, **extra)
 
-    def hasher(self, hash_block_size: int) -> Callable[[Any], list[bytes]]:
+    def hasher(self, hash_block_size: int, lookahead: int = 0) -> Callable[[Any], list[bytes]]:
+        """The release's request hasher; ``lookahead``: ``num_hash_lookahead_tokens``."""
         fn: Callable[[Any], list[bytes]]
-        fn = self.kv_cache_utils.get_request_block_hasher(hash_block_size, self.hash_fn)
+        extra = {"num_hash_lookahead_tokens": lookahead} if lookahead else {}
+        fn = self.kv_cache_utils.get_request_block_hasher(hash_block_size, self.hash_fn, **extra)
         return fn
 
     def describe(self) -> str:
@@ -83,6 +87,7 @@ class PoolTarget:
                                 "unhashed_free_to_front", "touch_per_group",
                                 "keys_prompt_embeds", "skips_null_blocks", "free_evict_first",
                                 "unpin_blocks", "move_block_hashes", "emit_cached_events",
+                                "hash_lookahead",
                                 "partial_replace", "hash_map_by_id", "frontend_hashes")
                     if getattr(c, n)]
         claims = "typed errors" if self.misuse_types else "no typed errors"

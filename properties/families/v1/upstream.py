@@ -135,6 +135,7 @@ class Capabilities:
     unpin_blocks: bool = False  # unpin_blocks(blocks, on_reuse) (0.33)
     move_block_hashes: bool = False  # move_block_hashes(src, dst) (0.33)
     emit_cached_events: bool = False  # emit_cached_block_events(...) (0.33)
+    hash_lookahead: bool = False  # BlockPool(..., num_hash_lookahead_tokens=) (0.34)
     # Detected and described; the block machine drives none of these yet (0.34 added all but
     # partial_replace, which 0.33 has):
     partial_replace: bool = False  # cache_partial_block(..., replace_existing_hashes=)
@@ -159,6 +160,7 @@ def capabilities(mods: V1Modules) -> Capabilities:
         unpin_blocks=callable(getattr(pool, "unpin_blocks", None)),
         move_block_hashes=callable(getattr(pool, "move_block_hashes", None)),
         emit_cached_events=callable(getattr(pool, "emit_cached_block_events", None)),
+        hash_lookahead="num_hash_lookahead_tokens" in params,
         partial_replace=hasattr(pool, "cache_partial_block") and "replace_existing_hashes" in
         inspect.signature(pool.cache_partial_block).parameters,
         hash_map_by_id=hasattr(getattr(mods.block_pool, "BlockHashToBlockMap", None), "clear"),

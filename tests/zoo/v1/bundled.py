@@ -30,6 +30,9 @@ class Variant:
     examples: int = 300  # the search budget (derandomized, 50 steps each)
     #: Families a differently shaped program (the fuzzer's) may break first for the same bug.
     also: tuple[Invariant, ...] = ()
+    #: The zoo machine's ``num_hash_lookahead_tokens`` (``PoolConfig.lookahead``): a bug that
+    #: only hash lookahead shows is searched for with it on.
+    lookahead: int = 0
 
 
 def _v(name: str, family: Invariant, bug: str, module: str, scope: str, find: str, replace: str,
@@ -126,6 +129,11 @@ VARIANTS: tuple[Variant, ...] = (
        KU, "_gen_mm_extra_hash_keys",
        'extra_keys.append(("mm", feature.identifier, offset - start_token_idx))',
        'extra_keys.append(("mm", feature.identifier))  # BUG', examples=3000),
+    replace(_v("key_ignores_lookahead", F.HASH,
+       "with hash lookahead, a block's key leaves out the lookahead tokens: requests that "
+       "differ only after the block share the drafter's KV",
+       KU, "get_request_block_hasher", "extra = (keys, *tokens[end : end + lookahead])",
+       "extra = keys  # BUG: the lookahead tokens are left out"), lookahead=2),
     _v("chain_ignores_parent", F.HASH, "a block's hash ignores its prefix (no chaining)",
        KU, "hash_block_tokens", "if not parent_block_hash:", "if True:  # BUG"),
     _v("key_ignores_group", F.CACHE, "keys of different groups collide",
@@ -140,6 +148,12 @@ VARIANTS: tuple[Variant, ...] = (
        "(tracker) BlockRemoved for a key other blocks still hold",
        BP, "BlockPool._remove_cached_block_hashes", "if key not in cache._cache:",
        "if True:  # BUG: was only when no block holds the key", examples=1000),
+    replace(_v("stored_event_lookahead_shifted", F.CACHE,
+       "with hash lookahead, BlockStored reports the tokens one past the ones the key covers",
+       BP, "BlockPool.get_lookahead_token_ids",
+       "return list(request.all_token_ids[block_end : block_end + self.num_hash_lookahead_tokens])",
+       "return list(request.all_token_ids[block_end + 1 : block_end + 1  # BUG: one past\n"
+       "                                  + self.num_hash_lookahead_tokens])"), lookahead=2),
     _v("reset_not_announced", F.CACHE, "reset_prefix_cache emits no AllBlocksCleared",
        BP, "BlockPool.reset_prefix_cache",
        "self.kv_event_queue.append(self.kv_event_classes.AllBlocksCleared())",
