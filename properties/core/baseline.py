@@ -232,9 +232,8 @@ def mechanism_of(target: Target, config: Any, program: Sequence[Any],
 def canonical(family: object, mechanism: Sequence[str]) -> Mechanism:
     """``mechanism`` as one defect's fingerprint: each kind as the call it amounts to (the
     family's :class:`~properties.core.roles.MechanismKinds`, if it has the role; none: left
-    out) and each run of
-    one call as one (filling a pool takes as many allocations as it has ids: its size, not its
-    mechanism)."""
+    out) and each run of one call as one (filling a pool takes as many allocations as it has
+    ids: its size, not its mechanism)."""
     from properties.core.roles import MechanismKinds
 
     kinds = [family.mechanism_kind(k) for k in mechanism] \
@@ -293,7 +292,8 @@ class Absorbed:
     entry_id: str
     mechanisms: dict[Mechanism, int] = field(default_factory=dict)
     own: Mechanism | None = None
-    #: The entry's ``match.mechanism(s)``: the triaged instances of its one defect (none: any).
+    #: The entry's ``match.mechanism(s)`` and ``instances``: the triaged ways into its one
+    #: defect, as :func:`canonical` mechanisms (none: its own program's alone).
     declared: tuple[Mechanism, ...] = ()
     #: One violation absorbed per mechanism (family and first line), to tell them apart.
     examples: dict[Mechanism, str] = field(default_factory=dict)
