@@ -118,7 +118,7 @@ from properties.core.determinism import fixed_constants
 from properties.core.family import FamilyError
 from properties.core.roles import TokenInputs
 from properties.core.signature import signature
-from properties.core.targets import TargetError
+from properties.core.targets import Target, TargetError
 
 Op = Any  # an operation of the target's family
 
@@ -383,9 +383,8 @@ def expected_entries(config: pytest.Config) -> list[ExpectedFailure]:
     entries = config.stash.get(_EXPECTED, [])
     if not any(e.versions or e.requires for e in entries):
         return entries
-    try:
-        target = selection.current_target()
-    except Exception:  # an unloadable target: the tests that need it report that themselves
+    target = _loaded()
+    if target is None:  # the tests that need it report that themselves
         return entries
     return [e for e in entries if e.applies(target.xfails_release, target.judges)]
 
@@ -686,6 +685,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         del config.stash[_ORIGINAL_DO]
 
 
+def _loaded() -> Target | None:
+    """The selected target, None when it cannot be loaded (:func:`_target_line` says why in
+    the header; the tests that need it fail clearly)."""
+    try:
+        return selection.current_target()
+    except Exception:
+        return None
+
+
 def _target_line() -> str:
     try:
         return selection.current_target().describe()
@@ -696,18 +704,14 @@ def _target_line() -> str:
 def selected_family() -> object:
     """The selected target's family (None when it cannot load: mechanisms compare as they
     are)."""
-    try:
-        return selection.current_target().family_object
-    except Exception:  # the header and the tests report why it cannot load
-        return None
+    target = _loaded()
+    return None if target is None else target.family_object
 
 
 def _version_note() -> str:
     """What the target says about its version (e.g. that it could not be read), if anything."""
-    try:
-        return selection.current_target().version_note
-    except Exception:  # the target line says why it cannot be loaded
-        return ""
+    target = _loaded()
+    return "" if target is None else target.version_note
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -823,10 +827,8 @@ def _violations(exc: BaseException) -> list[Violation] | None:
 
 def _kind(item: pytest.Item) -> str:
     """The allocator type a test ran (for a violation with no program attached)."""
-    try:
-        return selection.current_target().allocator_type
-    except Exception:  # an unloadable target: the test reports that itself
-        return ""
+    target = _loaded()
+    return "" if target is None else target.allocator_type
 
 
 def _replaying(item: pytest.Item) -> ExpectedFailure | None:
