@@ -13,6 +13,7 @@ from properties.core.sources import (
     SourceFile,
     UpstreamSourceInvalid,
     apply_patches,
+    extract_member,
     read_modules,
     with_packages,
 )
@@ -65,3 +66,20 @@ def test_patches_apply_exactly_once() -> None:
 def test_with_packages_adds_every_parent() -> None:
     entries = with_packages({"a.b.c": Entry(False, file=SourceFile("", "c.py"))})
     assert {n for n, e in entries.items() if e.package} == {"a", "a.b"}
+
+
+def test_extract_member_writes_once_and_replaces_a_different_size(tmp_path: Path) -> None:
+    wheel = tmp_path / "w.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("pkg/_core.so", b"binary")
+    root = tmp_path / "ext"
+    with zipfile.ZipFile(wheel) as archive:
+        path = extract_member(archive, "pkg/_core.so", root)
+        assert path == root / "pkg" / "_core.so" and path.read_bytes() == b"binary"
+        path.write_bytes(b"BINARY")  # same size: kept as it is
+        extract_member(archive, "pkg/_core.so", root)
+        assert path.read_bytes() == b"BINARY"
+        path.write_bytes(b"torn")  # another size (a half-written file): written again
+        extract_member(archive, "pkg/_core.so", root)
+        assert path.read_bytes() == b"binary"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["_core.so"]  # no temporary left

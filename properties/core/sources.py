@@ -3,8 +3,9 @@
 A family's loader reads an upstream package's modules from a wheel/zip or a source tree (never
 installing the engine), plans which dotted names are served by which file or stub, and executes
 them through a meta path finder that answers for exactly the planned names. What is here knows
-no family: the cache directory, ``pip download`` of a wheel into it, the error types, reading
-metadata and module files, textual patches, and the plan's loader and finder.
+no family: the cache directory, ``pip download`` of a wheel into it, a wheel member extracted
+beside it, the error types, reading metadata and module files, textual patches, and the plan's
+loader and finder.
 
 Contracts:
 
@@ -88,6 +89,20 @@ def parse_metadata(text: str) -> str | None:
     message = Parser().parsestr(text, headersonly=True)
     name, version = message.get("Name"), message.get("Version")
     return f"{name} {version}" if name and version else None
+
+
+def extract_member(archive: zipfile.ZipFile, member: str, root: Path) -> Path:
+    """``member`` of ``archive`` as a file under ``root`` (an extension module cannot be
+    imported from a zip): kept when present with the same size, else written to a temporary
+    name and renamed, so a concurrent run never reads half a file. Returns its path."""
+    info = archive.getinfo(member)
+    target = root / member
+    if not target.is_file() or target.stat().st_size != info.file_size:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(archive.read(info))
+        tmp.replace(target)
+    return target
 
 
 class Runner(Protocol):

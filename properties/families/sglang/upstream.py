@@ -50,6 +50,7 @@ from properties.core.sources import (
     UpstreamSourceInvalid,
     UpstreamSourceMissing,
     cache_dir,
+    extract_member,
     pip_download,
     read_modules,
     with_packages,
@@ -270,14 +271,7 @@ def _extract(source: Path, member: str, version: str) -> Path:
     """The Rust extension extracted to ``<cache>/sglang-<version>-ext/`` (kept if present
     with the same size)."""
     with zipfile.ZipFile(source) as archive:
-        info = archive.getinfo(member)
-        target = cache_dir() / f"sglang-{version}-ext" / member
-        if not target.is_file() or target.stat().st_size != info.file_size:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(archive.read(member))
-            tmp.replace(target)
-    return target
+        return extract_member(archive, member, cache_dir() / f"sglang-{version}-ext")
 
 
 class _ExtensionFinder(importlib.abc.MetaPathFinder):

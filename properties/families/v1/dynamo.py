@@ -26,7 +26,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from properties.core.sources import Runner, UpstreamError, cache_dir, pip_download
+from properties.core.sources import (
+    Runner,
+    UpstreamError,
+    cache_dir,
+    extract_member,
+    pip_download,
+)
 
 __all__ = ["FETCH_COMMAND", "VERSION", "cached_wheel", "fetch", "load_router", "status"]
 
@@ -55,21 +61,14 @@ def fetch(dest: Path | None = None, runner: Runner | None = None) -> Path:
 
 
 def extract(wheel: Path) -> Path:
-    """The wheel's ``dynamo/`` package extracted under the cache (members kept when present
-    with the same size; each written to a temporary name, then renamed); returns the
-    directory holding ``dynamo/``."""
+    """The wheel's ``dynamo/`` package extracted under the cache
+    (:func:`~properties.core.sources.extract_member`); returns the directory holding
+    ``dynamo/``."""
     root = cache_dir() / f"ai_dynamo_runtime-{VERSION}-ext"
     with zipfile.ZipFile(wheel) as archive:
         for info in archive.infolist():
-            if not info.filename.startswith("dynamo/") or info.is_dir():
-                continue
-            target = root / info.filename
-            if target.is_file() and target.stat().st_size == info.file_size:
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(archive.read(info))
-            tmp.replace(target)
+            if info.filename.startswith("dynamo/") and not info.is_dir():
+                extract_member(archive, info.filename, root)
     return root
 
 
