@@ -122,16 +122,14 @@ def _machine_modules(directory: Path) -> list[ModuleType]:
     return [importlib.import_module(f"{package}.{name}") for name in names]
 
 
-def level_of(test_case: object, name: str | None = None) -> MachineLevel | None:
-    """The level of a machine's test case (``Machine.TestCase``, bound to a ``Test*`` name:
-    ``name``, else its ``__name__``), None when ``test_case`` is not one. An entry point that
-    imports its machine module by name (so a bundler sees it) builds its level with this
-    instead of :func:`machine_levels`, which reads the machines folder."""
+def _level_of(test_case: object, name: str) -> MachineLevel | None:
+    """The level of a machine's test case (``Machine.TestCase``) bound to the ``Test*`` name
+    ``name``, None when ``test_case`` is not one."""
     run_test = getattr(test_case, "runTest", None)
     machine = getattr(run_test, "_hypothesis_state_machine_class", None)
     if not (isinstance(machine, type) and issubclass(machine, RuleBasedStateMachine)):
         return None
-    return MachineLevel(level_name(name or str(getattr(test_case, "__name__", ""))), machine)
+    return MachineLevel(level_name(name), machine)
 
 
 def machine_levels(family: Family) -> dict[str, MachineLevel]:
@@ -140,7 +138,7 @@ def machine_levels(family: Family) -> dict[str, MachineLevel]:
     levels: dict[str, MachineLevel] = {}
     for module in _machine_modules(Path(family.machines)):
         for name, value in vars(module).items():
-            level = level_of(value, name) if name.startswith("Test") else None
+            level = _level_of(value, name) if name.startswith("Test") else None
             if level is not None:
                 levels.setdefault(level.value, level)
     return levels
