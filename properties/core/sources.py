@@ -18,6 +18,7 @@ Contracts:
 
 from __future__ import annotations
 
+import ast
 import importlib.abc
 import importlib.machinery
 import os
@@ -146,6 +147,23 @@ class SourceModules:
     origin: str
     version: str
     files: dict[str, SourceFile]
+
+
+def version_assignment(text: str) -> str | None:
+    """The string assigned to ``__version__`` (or ``version``) at the top level of a module's
+    source (``_version.py`` as setuptools_scm writes it, ``version.py``), parsed, never
+    imported; None when there is none or the text does not parse."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str):
+            targets = {t.id for t in node.targets if isinstance(t, ast.Name)}
+            if targets & {"__version__", "version"}:
+                return node.value.value
+    return None
 
 
 def read_modules(source: Path, top: str, modules: Mapping[str, bool]) -> SourceModules:

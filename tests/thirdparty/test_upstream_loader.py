@@ -569,6 +569,17 @@ def test_tree_accepts_the_package_dir_and_a_vllm_block_layout(fresh: None, tmp_p
     assert load_vllm_v0(str(root)) is mods
 
 
+def test_tree_without_dist_info_reads_the_package_version(fresh: None, tmp_path: Path) -> None:
+    """A source checkout or an unpacked sdist has no dist-info: the version is the package's
+    own, ``_version.py`` as setuptools_scm writes it (``version.py`` only imports it), parsed,
+    never imported."""
+    files = _fake_files("vllm")
+    files["vllm/_version.py"] = ("version: str\n__version__: str\n"
+                                 "__version__ = version = '0.8.5'\n")
+    files["vllm/version.py"] = "from ._version import __version__\nraise RuntimeError\n"
+    assert load_vllm_v0(_write_tree(tmp_path / "sdist", files)).version == "vllm 0.8.5"
+
+
 def test_zip_with_nested_prefix_and_dist_info(fresh: None, tmp_path: Path) -> None:
     archive = tmp_path / "fake.whl"
     with zipfile.ZipFile(archive, "w") as zf:

@@ -66,6 +66,7 @@ from properties.core.sources import (
     is_ours,
     parse_metadata,
     pip_download,
+    version_assignment,
     with_packages,
 )
 
@@ -387,15 +388,15 @@ def _tree_source(flavour: _Flavour, path: Path) -> _Source:
             version = parsed
             break
     else:
-        version_file = root / "version.py"
-        if version_file.is_file():
-            match = re.search(
-                r"""^__version__\s*=\s*["']([^"']+)["']""",
-                version_file.read_text(encoding="utf-8"),
-                re.MULTILINE,
-            )
-            if match:
-                version = f"{flavour.top} {match.group(1)}"
+        # No dist-info: the package's own declaration (vLLM's setuptools_scm ``_version.py``,
+        # which its ``version.py`` imports; Aphrodite's ``version.py``), parsed, never imported.
+        for name in ("_version.py", "version.py"):
+            version_file = root / name
+            declared = (version_assignment(version_file.read_text(encoding="utf-8"))
+                        if version_file.is_file() else None)
+            if declared:
+                version = f"{flavour.top} {declared}"
+                break
     return _Source(key=str(root.resolve()), origin=origin, version=version, files=files)
 
 

@@ -35,7 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from properties.core.sources import SourceFile, UpstreamSourceInvalid, parse_metadata
+from properties.core.sources import (
+    SourceFile,
+    UpstreamSourceInvalid,
+    parse_metadata,
+    version_assignment,
+)
 
 __all__ = ["Closure", "ClosureError", "Edge", "Policy", "Source", "imports_of", "resolve"]
 
@@ -125,23 +130,8 @@ class Source:
             if parsed:
                 return parsed
         found = self._read(f"{self.top}/_version.py")
-        version = _version_assignment(found.text) if found is not None else None
+        version = version_assignment(found.text) if found is not None else None
         return f"{self.top} {version}" if version else unknown
-
-
-def _version_assignment(text: str) -> str | None:
-    """The string assigned to ``__version__`` (or ``version``) in a ``_version.py``."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
-                and isinstance(node.value.value, str):
-            targets = {t.id for t in node.targets if isinstance(t, ast.Name)}
-            if targets & {"__version__", "version"}:
-                return node.value.value
-    return None
 
 
 # --------------------------------------------------------------------------- #
