@@ -83,10 +83,15 @@ class KVCacheMetricsCollector(Protocol):
 
 class BlockHashToBlockMap:
     """Key -> block(s). A key reaching one block stores the block itself, several a
-    ``{block_id: block}`` dict in insertion order (upstream's layout, to spare the GC)."""
+    ``{block_id: block}`` dict in insertion order (upstream's layout, to spare the GC).
+
+    ``_group0`` mirrors group 0's entries keyed by the bare ``BlockHash`` (the same value
+    objects, so a duplicates dict is shared): the lookup hot path needs no key concatenation.
+    Every change of ``_cache`` goes through this class or keeps the mirror itself."""
 
     def __init__(self) -> None:
         self._cache: dict[BlockHashWithGroupId, KVCacheBlock | dict[int, KVCacheBlock]] = {}
+        self._group0: dict[BlockHash, KVCacheBlock | dict[int, KVCacheBlock]] = {}
 
     def get_one_block(self, key: BlockHashWithGroupId) -> KVCacheBlock | None:
         """The first-inserted block under ``key``, or ``None``."""
@@ -111,14 +116,26 @@ class BlockHashToBlockMap:
             return 0
         return 1 if isinstance(blocks, KVCacheBlock) else len(blocks)
 
+    def _set(
+        self, key: BlockHashWithGroupId, value: KVCacheBlock | dict[int, KVCacheBlock]
+    ) -> None:
+        self._cache[key] = value
+        if key.endswith(_SUFFIX_0):
+            self._group0[key[:-4]] = value  # type: ignore[index]
+
+    def _delete(self, key: BlockHashWithGroupId) -> None:
+        del self._cache[key]
+        if key.endswith(_SUFFIX_0):
+            del self._group0[key[:-4]]  # type: ignore[arg-type]
+
     def insert(self, key: BlockHashWithGroupId, block: KVCacheBlock) -> None:
         """Make ``key`` reach ``block`` too (no-op if it already does)."""
         blocks = self._cache.get(key)
         if blocks is None:
-            self._cache[key] = block
+            self._set(key, block)
         elif isinstance(blocks, KVCacheBlock):
             if blocks.block_id != block.block_id:
-                self._cache[key] = {blocks.block_id: blocks, block.block_id: block}
+                self._set(key, {blocks.block_id: blocks, block.block_id: block})
         else:
             blocks[block.block_id] = block
 
@@ -131,11 +148,11 @@ class BlockHashToBlockMap:
         if isinstance(blocks, KVCacheBlock):
             if blocks.block_id != block_id:
                 return None
-            del self._cache[key]
+            self._delete(key)
             return blocks
         block = blocks.pop(block_id, None)
         if not blocks:  # a dict that shrinks to one block stays a dict, as upstream's
-            del self._cache[key]
+            self._delete(key)
         return block
 
     def iter_blocks(self) -> Iterable[KVCacheBlock]:
@@ -215,6 +232,8 @@ class BlockPool:
         #: ``cached_block_hash_to_block._cache`` itself (one attribute load on the lookup path);
         #: re-pointed wherever the map is replaced.
         self._key_map = self.cached_block_hash_to_block._cache
+        #: ``cached_block_hash_to_block._group0`` (group 0 by bare hash), likewise.
+        self._group0_map = self.cached_block_hash_to_block._group0
         #: block id -> its alias keys (insertion ordered), each with the prefix length it covers.
         self.cached_block_hashes_by_block: dict[int, dict[BlockHashWithGroupId, int | None]] = {}
         self.null_block = self.free_block_queue.popleft()
@@ -433,24 +452,32 @@ class BlockPool:
     ) -> list[KVCacheBlock] | None:
         """One block per group reached by ``block_hash`` (the first cached when several are), or
         ``None`` if any group misses."""
+        if len(kv_cache_group_ids) == 1 and kv_cache_group_ids[0] is _GROUP_0:
+            # The hot path: group 0 alone (the int 0 itself; any other 0 takes the path below),
+            # looked up by the bare hash: no key is built.
+            found = self._group0_map.get(block_hash)
+            if found is not None:
+                if type(found) is dict:
+                    found = next(iter(found.values()))
+                return [found]  # type: ignore[list-item]
+            if type(block_hash) is bytes:
+                return None
+            # Not bytes: the key built below refuses it (or misses) as the key map would.
         cache = self._key_map
-        if len(kv_cache_group_ids) == 1:  # the hot path: one group per lookup
+        if len(kv_cache_group_ids) == 1:
             group_id = kv_cache_group_ids[0]
-            if group_id is _GROUP_0:  # the int 0 itself (an exact test; any other 0 is checked)
-                found = cache.get(block_hash + _SUFFIX_0)  # type: ignore[call-overload]
-            else:
-                try:  # GROUP_SUFFIXES[group_id] raises IndexError past the precomputed ids
-                    if type(group_id) is int and group_id >= 0:
-                        found = cache.get(block_hash + GROUP_SUFFIXES[group_id])  # type: ignore[call-overload]
-                    else:
-                        found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
-                except IndexError:
+            try:  # GROUP_SUFFIXES[group_id] raises IndexError past the precomputed ids
+                if type(group_id) is int and group_id >= 0:
+                    found = cache.get(block_hash + GROUP_SUFFIXES[group_id])  # type: ignore[call-overload]
+                else:
                     found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+            except IndexError:
+                found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
             if found is None:
                 return None
             if type(found) is dict:
                 found = next(iter(found.values()))
-            return [found]
+            return [found]  # type: ignore[list-item]
         cached: list[KVCacheBlock] = []
         for group_id in kv_cache_group_ids:
             if type(group_id) is int and 0 <= group_id < 64:
@@ -513,6 +540,16 @@ class BlockPool:
                 f"request has {len(block_hashes)} block hashes at block size {block_size}, "
                 f"{num_full_blocks} needed"
             )
+        if block_mask is None and self._cache_fresh(
+            new_full_blocks, block_hashes, num_cached_blocks, block_size, suffix,
+            kv_cache_group_id is _GROUP_0,
+        ):
+            if self.enable_kv_cache_events:
+                self.kv_event_queue.append(
+                    self._stored_event(request, block_hashes, num_cached_blocks,
+                                       num_full_blocks, block_size, kv_cache_group_id)
+                )
+            return
         # Validate everything first (nothing changes on a typed error), then apply the plan.
         plan: list[tuple[int, KVCacheBlock, BlockHashWithGroupId, bool]] = []
         seen: dict[int, None] = {}
@@ -550,17 +587,13 @@ class BlockPool:
         run_start = -1
         prev_index = -2
         cache_map = self.cached_block_hash_to_block
-        cache = cache_map._cache
         for index, block, key, promote in plan:
             if promote:
                 self._emit_block_removed_events(self._remove_cached_block_hashes(block))
             # The block is keyless now: ``_insert_block_hash`` of a primary key, inlined.
             block._block_hash = key
             block._block_hash_num_tokens = (index + 1) * block_size
-            if key in cache:
-                cache_map.insert(key, block)
-            else:
-                cache[key] = block
+            cache_map.insert(key, block)
             if events and index != prev_index + 1:
                 if run_start >= 0:
                     self.kv_event_queue.append(
@@ -586,6 +619,55 @@ class BlockPool:
                     kv_cache_group_id,
                 )
             )
+
+    def _cache_fresh(
+        self,
+        new_full_blocks: list[KVCacheBlock],
+        block_hashes: BlockHashList,
+        first: int,
+        block_size: int,
+        suffix: bytes,
+        group0: bool,
+    ) -> bool:
+        """``cache_full_blocks``' common case in one pass: every block this pool's, held, keyless
+        and its key new to the map; each is keyed as it is checked. Anything else (the null
+        block, a duplicate, a key already present, every refusal) undoes that pass's prefix and
+        returns ``False``: the checked path then decides, from the state as it was."""
+        members = self._members
+        cache = self._key_map
+        mirror = self._group0_map
+        index = first
+        try:
+            for block in new_full_blocks:
+                if (
+                    members[block.block_id] is not block
+                    or block.ref_cnt <= 0
+                    or block._block_hash is not None
+                ):
+                    break
+                block_hash = block_hashes[index]
+                key = block_hash + suffix
+                if key in cache:
+                    break
+                if group0:
+                    mirror[block_hash] = block
+                cache[key] = block  # type: ignore[index]
+                index += 1
+                block._block_hash = key  # type: ignore[assignment]
+                block._block_hash_num_tokens = index * block_size
+            else:
+                return True
+        except Exception:  # the checked path reports it, from the state before
+            pass
+        for block in new_full_blocks[: index - first]:
+            keyed = block._block_hash
+            if keyed is None:  # pragma: no cover - keyed just above
+                continue
+            del cache[keyed]
+            if group0:
+                del mirror[keyed[:-4]]  # type: ignore[arg-type]
+            block._block_hash = block._block_hash_num_tokens = None
+        return False
 
     def emit_cached_block_events(
         self, request: Any, num_cached_blocks: int, block_size: int, kv_cache_group_id: int
@@ -719,7 +801,7 @@ class BlockPool:
         metrics = self.metrics_collector
         aliases = self.cached_block_hashes_by_block
         if metrics is None:  # the hot path
-            cache = self.cached_block_hash_to_block._cache
+            cache = self._key_map
             for block in ret:
                 if block._block_hash is not None or (aliases and block.block_id in aliases):
                     key = block._block_hash
@@ -731,6 +813,8 @@ class BlockPool:
                         # The common eviction: one key, reaching this block only. It is
                         # ``_remove_cached_block_hashes`` for that case, inlined.
                         del cache[key]
+                        if key.endswith(_SUFFIX_0):  # the group-0 mirror
+                            del self._group0_map[key[:-4]]  # type: ignore[arg-type]
                         block._block_hash = block._block_hash_num_tokens = None
                         if self.enable_kv_cache_events:
                             self._emit_block_removed_events([key])
@@ -964,6 +1048,7 @@ class BlockPool:
         keyed = list(self.cached_block_hash_to_block.iter_blocks())
         self.cached_block_hash_to_block = BlockHashToBlockMap()
         self._key_map = self.cached_block_hash_to_block._cache
+        self._group0_map = self.cached_block_hash_to_block._group0
         self.cached_block_hashes_by_block.clear()
         if self._reuse_watchers:
             self._notify_reuse([self.blocks[block_id] for block_id in list(self._reuse_watchers)])
