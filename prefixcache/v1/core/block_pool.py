@@ -246,6 +246,20 @@ class BlockPool:
         self.metrics_collector = metrics_collector
         self._reuse_watchers: dict[int, Callable[[KVCacheBlock], None]] = {}
 
+    @property
+    def metrics_collector(self) -> KVCacheMetricsCollector | None:
+        """The optional metrics collector (upstream's attribute; settable)."""
+        return self._metrics_collector
+
+    @metrics_collector.setter
+    def metrics_collector(self, collector: KVCacheMetricsCollector | None) -> None:
+        self._metrics_collector = collector
+        #: What ``touch``'s fast path indexes by block id: ``_members``, or with a collector an
+        #: empty list, so that every call takes the observed path.
+        self._touch_members: list[KVCacheBlock | None] = (
+            [] if collector is not None else self._members
+        )
+
     # --- ownership and validation -----------------------------------------------------
 
     def _owns(self, block: object) -> bool:
@@ -798,7 +812,7 @@ class BlockPool:
         ret = self.free_block_queue.popleft_n(num_blocks)
         if self._reuse_watchers:
             self._notify_reuse(ret)
-        metrics = self.metrics_collector
+        metrics = self._metrics_collector
         aliases = self.cached_block_hashes_by_block
         if metrics is None:  # the hot path
             cache = self._key_map
@@ -862,8 +876,8 @@ class BlockPool:
         """Drop every key of ``block`` (it stays allocated or queued where it is); whether it had
         any."""
         self._check_owned(block)
-        if self.metrics_collector is not None:
-            self.metrics_collector.on_block_evicted(block)
+        if self._metrics_collector is not None:
+            self._metrics_collector.on_block_evicted(block)
         if block._block_hash is None and block.block_id not in self.cached_block_hashes_by_block:
             return False
         self._emit_block_removed_events(self._remove_cached_block_hashes(block))
@@ -872,53 +886,75 @@ class BlockPool:
     def touch(self, blocks: Sequence[KVCacheBlock]) -> None:
         """Add a reference to each entry (a cache hit); a free block leaves the queue. The null
         block is skipped. Every entry must be this pool's."""
-        listed: list[KVCacheBlock] = blocks if type(blocks) is list else list(blocks)
-        if self.metrics_collector is not None:
-            self._touch_observed(listed)
-            return
-        members = self._members
-        queued: list[KVCacheBlock] | None = None
-        # One pass: count the reference as we go and leave queue changes for after it; an
-        # entry that is not this pool's ends it, and the prefix already counted is undone below.
-        # (The fixed cost per call is kept low: hit lists are short.)
+        if type(blocks) is not list:
+            blocks = list(blocks)
+        members = self._touch_members
+        # The fast path, for held blocks of this pool: count the reference as we go. Anything
+        # else (a free block, an entry that is not this pool's, a metrics collector) ends it at
+        # that entry, and ``_touch_rest`` takes over from there. (Hit lists are short: the
+        # fixed cost per call is kept low.)
         try:
-            for block in listed:
+            for block in blocks:
                 if members[block.block_id] is not block:
                     if block is self.null_block:
                         continue
                     break
-                ref = block.ref_cnt
-                if ref == 0:
-                    if queued is None:
-                        queued = [block]
-                    else:
-                        queued.append(block)
-                block.ref_cnt = ref + 1
+                ref = block.ref_cnt  # type: ignore[union-attr]
+                if not ref:
+                    break
+                block.ref_cnt = ref + 1  # type: ignore[union-attr]
             else:
-                if queued is not None:
-                    queue = self.free_block_queue
-                    for block in queued:  # ``FreeKVCacheBlockQueue._unlink``, inlined
-                        prev_block = block.prev_free_block
-                        next_block = block.next_free_block
-                        if prev_block is None or next_block is None:  # pragma: no cover
-                            raise FreeQueueError(f"block {block.block_id} is not in the free queue")
-                        prev_block.next_free_block = next_block
-                        next_block.prev_free_block = prev_block
-                        block.prev_free_block = block.next_free_block = None
-                    queue.num_free_blocks -= len(queued)
                 return
         except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
             pass
-        # The refused entry is the first one (by identity) that is the loop's last ``block``;
-        # every entry before it was counted (the null block excepted).
-        refused = next(i for i, entry in enumerate(listed) if entry is block)
+        self._touch_rest(blocks, block)
+
+    def _touch_rest(self, listed: Sequence[KVCacheBlock], stop: object) -> None:
+        """``touch`` from the entry ``stop`` on, the entries before it already counted: free
+        blocks leave the queue after the pass; a refused entry undoes the whole pass."""
+        # ``stop`` is the first entry that is ``stop`` by identity: any earlier one would have
+        # stopped the fast path too (a free block is counted at its first entry).
+        start = next(i for i, entry in enumerate(listed) if entry is stop)
+        if self._metrics_collector is not None:  # ``_touch_members`` is empty: nothing counted
+            self._touch_observed(listed)
+            return
+        members = self._members
         null = self.null_block
-        for counted in listed[:refused]:
+        queued: list[KVCacheBlock] = []
+        index = start
+        try:
+            for index in range(start, len(listed)):
+                block = listed[index]
+                if members[block.block_id] is not block:
+                    if block is null:
+                        continue
+                    break
+                if block.ref_cnt == 0:
+                    queued.append(block)
+                block.ref_cnt += 1
+            else:
+                queue = self.free_block_queue
+                for block in queued:  # ``FreeKVCacheBlockQueue._unlink``, inlined
+                    prev_block = block.prev_free_block
+                    next_block = block.next_free_block
+                    if prev_block is None or next_block is None:  # pragma: no cover
+                        raise FreeQueueError(f"block {block.block_id} is not in the free queue")
+                    prev_block.next_free_block = next_block
+                    next_block.prev_free_block = prev_block
+                    block.prev_free_block = block.next_free_block = None
+                queue.num_free_blocks -= len(queued)
+                return
+        except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
+            pass
+        # ``listed[index]`` is refused; every entry before it was counted (the null block
+        # excepted).
+        refused = listed[index]
+        for counted in listed[:index]:
             if counted is not null:
                 counted.ref_cnt -= 1
-        raise ForeignBlockError(f"{block!r} is not a block of this pool")
+        raise ForeignBlockError(f"{refused!r} is not a block of this pool")
 
-    def _touch_observed(self, listed: list[KVCacheBlock]) -> None:
+    def _touch_observed(self, listed: Sequence[KVCacheBlock]) -> None:
         """``touch`` with a metrics collector: every entry checked first, then one
         ``on_block_accessed`` per non-null entry as its reference is added."""
         pool_blocks = self.blocks
@@ -930,7 +966,7 @@ class BlockPool:
             if not owned:
                 raise ForeignBlockError(f"{block!r} is not a block of this pool")
         queue = self.free_block_queue
-        metrics = self.metrics_collector
+        metrics = self._metrics_collector
         null = self.null_block
         for block in listed:
             if block is null:
@@ -1054,8 +1090,8 @@ class BlockPool:
             self._notify_reuse([self.blocks[block_id] for block_id in list(self._reuse_watchers)])
         for block in keyed:
             block.reset_hash()
-        if self.metrics_collector is not None:
-            self.metrics_collector.reset()
+        if self._metrics_collector is not None:
+            self._metrics_collector.reset()
         if self.enable_kv_cache_events:
             self.kv_event_queue.append(self.kv_event_classes.AllBlocksCleared())
         return True

@@ -55,8 +55,8 @@ VARIANTS: tuple[Variant, ...] = (
        "if False:  # BUG: keys of the reused block are kept"),
     # --- free-queue membership, counts
     _v("touch_leaves_block_queued", F.LEAK, "a hit on a free block leaves it in the queue",
-       BP, "BlockPool.touch", "if ref == 0:\n    if queued is None:",
-       "if False:  # BUG: the block stays queued\n    if queued is None:"),
+       BP, "BlockPool._touch_rest", "if block.ref_cnt == 0:\n    queued.append(block)",
+       "if False:  # BUG: the block stays queued\n    queued.append(block)"),
     replace(_v("keyless_queued_twice", F.FREE,
        "(tracker) a keyless freed block is queued at both ends, so it is handed out twice",
        BP, "BlockPool.free_blocks", "to_head.append(block)",
@@ -207,15 +207,20 @@ VARIANTS: tuple[Variant, ...] = (
     _v("evict_first_ignored", F.LRU, "free_blocks(evict_first=True) queues keyed blocks last",
        BP, "BlockPool.free_blocks", "caching = self.enable_caching and not evict_first",
        "caching = self.enable_caching  # BUG: evict_first ignored"),
-    _v("touch_accepts_foreign", F.CRASH,
-       "touch counts another pool's block and unlinks it from its owner's queue",
-       BP, "BlockPool.touch",
-       "if members[block.block_id] is not block:\n    if block is self.null_block:",
-       "if block.is_null:  # BUG: any pool's block\n    if block is self.null_block:"),
+    Variant("touch_accepts_foreign", F.CRASH,
+            "touch counts another pool's block and unlinks it from its owner's queue", (
+        Patch(BP, "BlockPool.touch",
+              "if members[block.block_id] is not block:\n    if block is self.null_block:",
+              "if block.is_null:  # BUG: any pool's block\n    if block is self.null_block:"),
+        Patch(BP, "BlockPool._touch_rest",
+              "if members[block.block_id] is not block:\n    if block is null:",
+              "if block.is_null:  # BUG: any pool's block\n    if block is null:"))),
     # --- the null block
-    _v("touch_counts_null_block", F.CRASH, "touch of a window's null block unlinks it",
-       BP, "BlockPool.touch", "if block is self.null_block:\n    continue\nbreak",
-       "if block is not self.null_block:  # BUG: the null block is not skipped\n    break"),
+    Variant("touch_counts_null_block", F.CRASH, "touch of a window's null block unlinks it", (
+        Patch(BP, "BlockPool.touch", "if block is self.null_block:\n    continue\nbreak",
+              "if block is not self.null_block:  # BUG: the null block is not skipped\n    break"),
+        Patch(BP, "BlockPool._touch_rest", "if block is null:\n    continue\nbreak",
+              "if block is not null:  # BUG: the null block is not skipped\n    break"))),
 )
 
 BY_NAME = {v.name: v for v in VARIANTS}
