@@ -992,19 +992,25 @@ class BlockPool:
         ``DoubleFreeError``."""
         listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
         members = self._members
-        null = self.null_block
         caching = self.enable_caching and not evict_first
         to_head: list[KVCacheBlock] = []
-        to_tail: list[KVCacheBlock] = []
+        queue = self.free_block_queue
+        tail = queue.fake_free_list_tail
         # Fast path, one pass: decrement as we go; an entry that is refused (not this pool's
-        # block, or not held) ends it, and the prefix already decremented is undone below.
-        # Blocks reaching zero go to the head (keyless, or caching off) or the tail.
+        # block, or not held) ends it, and the pass is undone below. Keyless blocks reaching
+        # zero (all, with caching off) are kept for the head; keyed ones are linked as we go
+        # after the queue's last block ``last_queued``, the tail sentinel re-linked after the
+        # pass (so the chain hangs off the queue only until then).
+        last_queued = tail.prev_free_block
+        if last_queued is None:  # pragma: no cover - sentinel links never break
+            raise FreeQueueError("tail sentinel lost its link")
+        last = last_queued
+        linked = 0
         entries = iter(listed)
-        refused = True
         try:
             for block in entries:
                 if members[block.block_id] is not block:
-                    if block is null:
+                    if block is self.null_block:
                         continue
                     break
                 ref = block.ref_cnt
@@ -1017,21 +1023,30 @@ class BlockPool:
                 if block._block_hash is None or not caching:
                     to_head.append(block)
                 else:
-                    to_tail.append(block)
+                    block.prev_free_block = last
+                    last.next_free_block = block
+                    last = block
+                    linked += 1
             else:
-                refused = False
-        except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
+                if linked:
+                    last.next_free_block = tail
+                    tail.prev_free_block = last
+                    queue.num_free_blocks += linked
+                if to_head:
+                    queue._prepend_unchecked(to_head)
+                return
+        except Exception:  # not a block: refused like a foreign one (the checked path reports it)
             pass
-        if refused:
-            # The refused entry is the last one the iterator handed out.
-            self._undo_free(listed[: len(listed) - length_hint(entries) - 1])
-            self._free_checked(listed, evict_first)  # raises, or frees other pools' blocks too
-            return
-        queue = self.free_block_queue
-        if to_head:
-            queue._prepend_unchecked(to_head)
-        if to_tail:
-            queue._append_unchecked(to_tail)
+        # Refused: unhook the chain, restore the counts; the refused entry is the last one the
+        # iterator handed out. The checked path raises, or frees other pools' blocks too.
+        chained = last_queued.next_free_block
+        while chained is not None and chained is not tail:
+            following = chained.next_free_block
+            chained.prev_free_block = chained.next_free_block = None
+            chained = following
+        last_queued.next_free_block = tail
+        self._undo_free(listed[: len(listed) - length_hint(entries) - 1])
+        self._free_checked(listed, evict_first)
 
     def _undo_free(self, blocks: list[KVCacheBlock]) -> None:
         for block in blocks:

@@ -60,7 +60,8 @@ VARIANTS: tuple[Variant, ...] = (
     replace(_v("keyless_queued_twice", F.FREE,
        "(tracker) a keyless freed block is queued at both ends, so it is handed out twice",
        BP, "BlockPool.free_blocks", "to_head.append(block)",
-       "to_head.append(block)\nto_tail.append(block)  # BUG: queued at both ends"),
+       "to_head.append(block)\nblock.prev_free_block = last  # BUG: queued at both ends\n"
+       "last.next_free_block = block\nlast = block\nlinked += 1"),
        also=(F.LEAK,)),
     _v("free_count_off_by_one", F.FREE, "popping three or more blocks miscounts the queue",
        KU, "FreeKVCacheBlockQueue.popleft_n", "self.num_free_blocks -= n",
@@ -79,8 +80,20 @@ VARIANTS: tuple[Variant, ...] = (
        "queue._append_unchecked(to_head)  # BUG"),
     _v("tie_order_reversed", F.LRU,
        "blocks freed together are queued in reverse (the chain head is evicted first)",
-       BP, "BlockPool.free_blocks", "queue._append_unchecked(to_tail)",
-       "queue._append_unchecked(to_tail[::-1])  # BUG"),
+       BP, "BlockPool.free_blocks",
+       "if linked:\n    last.next_free_block = tail",
+       "if linked:  # BUG: the chain is queued in reverse\n"
+       "    chain = []\n"
+       "    chained = last_queued.next_free_block\n"
+       "    while chained is not None:\n"
+       "        chain.append(chained)\n"
+       "        chained = chained.next_free_block\n"
+       "    last = last_queued\n"
+       "    for chained in reversed(chain):\n"
+       "        chained.prev_free_block = last\n"
+       "        last.next_free_block = chained\n"
+       "        last = chained\n"
+       "    last.next_free_block = tail"),
     _v("keyless_order_reversed", F.LRU,
        "keyless blocks freed together are queued in reverse order",
        BP, "BlockPool.free_blocks", "queue._prepend_unchecked(to_head)",
