@@ -807,39 +807,60 @@ class BlockPool:
         not caching is enabled."""
         if type(num_blocks) is not int or num_blocks < 0:
             _check_count(num_blocks, "num_blocks")  # raises
-        if num_blocks > self.free_block_queue.num_free_blocks:
+        queue = self.free_block_queue
+        if num_blocks > queue.num_free_blocks:
             raise NoFreeBlocksError(f"Cannot get {num_blocks} free blocks from the pool")
+        if self._metrics_collector is not None or self._reuse_watchers:
+            return self._get_new_blocks_observed(num_blocks)
+        # The hot path: ``FreeKVCacheBlockQueue.popleft_n`` inlined, each block's keys dropped
+        # as it is taken.
+        aliases = self.cached_block_hashes_by_block
+        cache = self._key_map
+        head = queue.fake_free_list_head
+        # (Queued blocks and the sentinels always link on: the ``None`` of the type is unreachable.)
+        block: KVCacheBlock = head.next_free_block  # type: ignore[assignment]
+        ret: list[KVCacheBlock] = []
+        for _ in range(num_blocks):
+            if block._block_hash is not None or (aliases and block.block_id in aliases):
+                key = block._block_hash
+                if (
+                    key is not None
+                    and cache.get(key) is block
+                    and not (aliases and block.block_id in aliases)
+                ):
+                    # The common eviction: one key, reaching this block only. It is
+                    # ``_remove_cached_block_hashes`` for that case, inlined.
+                    del cache[key]
+                    if key.endswith(_SUFFIX_0):  # the group-0 mirror
+                        del self._group0_map[key[:-4]]  # type: ignore[arg-type]
+                    block._block_hash = block._block_hash_num_tokens = None
+                    if self.enable_kv_cache_events:
+                        self._emit_block_removed_events([key])
+                else:
+                    self._emit_block_removed_events(self._remove_cached_block_hashes(block))
+            block.ref_cnt = 1
+            ret.append(block)
+            following = block.next_free_block
+            block.prev_free_block = block.next_free_block = None
+            block = following  # type: ignore[assignment]
+        # ``block`` is the first block left (or the tail sentinel): the new head.
+        head.next_free_block = block
+        block.prev_free_block = head
+        queue.num_free_blocks -= num_blocks
+        return ret
+
+    def _get_new_blocks_observed(self, num_blocks: int) -> list[KVCacheBlock]:
+        """``get_new_blocks`` (checked) with a metrics collector or blocks awaiting reuse
+        watchers: the blocks are taken first, watchers told, then keys dropped."""
         ret = self.free_block_queue.popleft_n(num_blocks)
         if self._reuse_watchers:
             self._notify_reuse(ret)
         metrics = self._metrics_collector
         aliases = self.cached_block_hashes_by_block
-        if metrics is None:  # the hot path
-            cache = self._key_map
-            for block in ret:
-                if block._block_hash is not None or (aliases and block.block_id in aliases):
-                    key = block._block_hash
-                    if (
-                        key is not None
-                        and cache.get(key) is block
-                        and not (aliases and block.block_id in aliases)
-                    ):
-                        # The common eviction: one key, reaching this block only. It is
-                        # ``_remove_cached_block_hashes`` for that case, inlined.
-                        del cache[key]
-                        if key.endswith(_SUFFIX_0):  # the group-0 mirror
-                            del self._group0_map[key[:-4]]  # type: ignore[arg-type]
-                        block._block_hash = block._block_hash_num_tokens = None
-                        if self.enable_kv_cache_events:
-                            self._emit_block_removed_events([key])
-                    else:
-                        self._emit_block_removed_events(self._remove_cached_block_hashes(block))
-                block.ref_cnt = 1
-            return ret
-        evict_metrics = self.enable_caching
+        evict_metrics = metrics is not None and self.enable_caching
         for block in ret:
             if evict_metrics:
-                metrics.on_block_evicted(block)
+                metrics.on_block_evicted(block)  # type: ignore[union-attr]
             if block._block_hash is not None or block.block_id in aliases:
                 self._emit_block_removed_events(self._remove_cached_block_hashes(block))
             block.ref_cnt = 1

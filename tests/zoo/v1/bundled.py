@@ -63,9 +63,11 @@ VARIANTS: tuple[Variant, ...] = (
        "to_head.append(block)\nblock.prev_free_block = last  # BUG: queued at both ends\n"
        "last.next_free_block = block\nlast = block\nlinked += 1"),
        also=(F.LEAK,)),
-    _v("free_count_off_by_one", F.FREE, "popping three or more blocks miscounts the queue",
-       KU, "FreeKVCacheBlockQueue.popleft_n", "self.num_free_blocks -= n",
-       "self.num_free_blocks -= n - (n > 2)  # BUG"),
+    Variant("free_count_off_by_one", F.FREE, "popping three or more blocks miscounts the queue", (
+        Patch(KU, "FreeKVCacheBlockQueue.popleft_n", "self.num_free_blocks -= n",
+              "self.num_free_blocks -= n - (n > 2)  # BUG"),
+        Patch(BP, "BlockPool.get_new_blocks", "queue.num_free_blocks -= num_blocks",
+              "queue.num_free_blocks -= num_blocks - (num_blocks > 2)  # BUG"))),
     _v("usage_counts_null_block", F.FREE, "get_usage counts the null block as capacity",
        BP, "BlockPool.get_usage", "total = self.num_gpu_blocks - 1",
        "total = self.num_gpu_blocks  # BUG"),
