@@ -67,8 +67,9 @@ __all__ = ["BlockHashToBlockMap", "BlockPool", "KVCacheMetricsCollector"]
 
 logger = logging.getLogger(__name__)
 
-#: Group 0 and its key suffix, for the identity test on the lookup hot path.
+#: Group 0, the lookup hot path's group list (compared, never mutated) and its key suffix.
 _GROUP_0 = 0
+_ONLY_GROUP_0 = [_GROUP_0]
 _SUFFIX_0 = GROUP_SUFFIXES[0]
 
 
@@ -85,13 +86,13 @@ class BlockHashToBlockMap:
     """Key -> block(s). A key reaching one block stores the block itself, several a
     ``{block_id: block}`` dict in insertion order (upstream's layout, to spare the GC).
 
-    ``_group0`` mirrors group 0's entries keyed by the bare ``BlockHash`` (the same value
-    objects, so a duplicates dict is shared): the lookup hot path needs no key concatenation.
-    Every change of ``_cache`` goes through this class or keeps the mirror itself."""
+    ``_group0`` mirrors group 0's entries keyed by the bare ``BlockHash``, each to the block
+    ``get_one_block`` returns (the first-inserted): the lookup hot path builds no key and takes
+    no branch. Every change of ``_cache`` goes through this class or keeps the mirror itself."""
 
     def __init__(self) -> None:
         self._cache: dict[BlockHashWithGroupId, KVCacheBlock | dict[int, KVCacheBlock]] = {}
-        self._group0: dict[BlockHash, KVCacheBlock | dict[int, KVCacheBlock]] = {}
+        self._group0: dict[BlockHash, KVCacheBlock] = {}
 
     def get_one_block(self, key: BlockHashWithGroupId) -> KVCacheBlock | None:
         """The first-inserted block under ``key``, or ``None``."""
@@ -121,7 +122,9 @@ class BlockHashToBlockMap:
     ) -> None:
         self._cache[key] = value
         if key.endswith(_SUFFIX_0):
-            self._group0[key[:-4]] = value  # type: ignore[index]
+            self._group0[key[:-4]] = (  # type: ignore[index]
+                value if isinstance(value, KVCacheBlock) else next(iter(value.values()))
+            )
 
     def _delete(self, key: BlockHashWithGroupId) -> None:
         del self._cache[key]
@@ -153,6 +156,8 @@ class BlockHashToBlockMap:
         block = blocks.pop(block_id, None)
         if not blocks:  # a dict that shrinks to one block stays a dict, as upstream's
             self._delete(key)
+        elif key.endswith(_SUFFIX_0):  # the first block may have gone
+            self._group0[key[:-4]] = next(iter(blocks.values()))  # type: ignore[index]
         return block
 
     def iter_blocks(self) -> Iterable[KVCacheBlock]:
@@ -466,14 +471,12 @@ class BlockPool:
     ) -> list[KVCacheBlock] | None:
         """One block per group reached by ``block_hash`` (the first cached when several are), or
         ``None`` if any group misses."""
-        if len(kv_cache_group_ids) == 1 and kv_cache_group_ids[0] is _GROUP_0:
-            # The hot path: group 0 alone (the int 0 itself; any other 0 takes the path below),
-            # looked up by the bare hash: no key is built.
+        if kv_cache_group_ids == _ONLY_GROUP_0:
+            # The hot path: group 0 alone (a list of one id equal to 0), looked up by the bare
+            # hash: no key is built.
             found = self._group0_map.get(block_hash)
             if found is not None:
-                if type(found) is dict:
-                    found = next(iter(found.values()))
-                return [found]  # type: ignore[list-item]
+                return [found]
             if type(block_hash) is bytes:
                 return None
             # Not bytes: the key built below refuses it (or misses) as the key map would.
@@ -482,16 +485,16 @@ class BlockPool:
             group_id = kv_cache_group_ids[0]
             try:  # GROUP_SUFFIXES[group_id] raises IndexError past the precomputed ids
                 if type(group_id) is int and group_id >= 0:
-                    found = cache.get(block_hash + GROUP_SUFFIXES[group_id])  # type: ignore[call-overload]
+                    hit = cache.get(block_hash + GROUP_SUFFIXES[group_id])  # type: ignore[call-overload]
                 else:
-                    found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+                    hit = cache.get(make_block_hash_with_group_id(block_hash, group_id))
             except IndexError:
-                found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
-            if found is None:
+                hit = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+            if hit is None:
                 return None
-            if type(found) is dict:
-                found = next(iter(found.values()))
-            return [found]  # type: ignore[list-item]
+            if type(hit) is dict:
+                hit = next(iter(hit.values()))
+            return [hit]
         cached: list[KVCacheBlock] = []
         for group_id in kv_cache_group_ids:
             if type(group_id) is int and 0 <= group_id < 64:
@@ -649,7 +652,8 @@ class BlockPool:
         returns ``False``: the checked path then decides, from the state as it was."""
         members = self._members
         cache = self._key_map
-        mirror = self._group0_map
+        # Group 0's keys are mirrored; another group's go to a throwaway dict (no test per block).
+        mirror: dict[Any, KVCacheBlock] = self._group0_map if group0 else {}
         index = first
         try:
             for block in new_full_blocks:
@@ -663,8 +667,7 @@ class BlockPool:
                 key = block_hash + suffix
                 if key in cache:
                     break
-                if group0:
-                    mirror[block_hash] = block
+                mirror[block_hash] = block
                 cache[key] = block  # type: ignore[index]
                 index += 1
                 block._block_hash = key  # type: ignore[assignment]
@@ -678,8 +681,7 @@ class BlockPool:
             if keyed is None:  # pragma: no cover - keyed just above
                 continue
             del cache[keyed]
-            if group0:
-                del mirror[keyed[:-4]]  # type: ignore[arg-type]
+            del mirror[keyed[:-4]]
             block._block_hash = block._block_hash_num_tokens = None
         return False
 
