@@ -16,10 +16,14 @@ State and invariants, kept by every method (checked by ``tests/v1/allocator``):
   are enabled).
 
 Every method validates its whole input before changing anything: a typed error
-(``prefixcache.v1.errors``) leaves the pool, its blocks and its event queue as they were
-(``touch`` and ``free_blocks`` count references in one pass, leave the queue for after it and
-undo that pass's prefix at a refused entry). Ownership is identity with the pool's own object
-(``blocks[b.block_id] is b``). Each operation costs O(1) per block (or key) it touches.
+(``prefixcache.v1.errors``) leaves the pool, its blocks and its event queue as they were. The
+hot paths check as they go and undo what they did at the first entry they do not take:
+``touch`` counts held blocks and hands the rest of the call to a pass that also unlinks free
+ones; ``free_blocks`` counts down and links keyed blocks after the queue's last block, the tail
+sentinel re-linked only after the pass; ``cache_full_blocks`` keys fresh held blocks and defers
+anything else to its checked path, from the state as it was. Ownership is identity with the
+pool's own object (``blocks[b.block_id] is b``). Each operation costs O(1) per block (or key)
+it touches.
 """
 
 from __future__ import annotations
@@ -470,7 +474,8 @@ class BlockPool:
         self, block_hash: BlockHash, kv_cache_group_ids: list[int]
     ) -> list[KVCacheBlock] | None:
         """One block per group reached by ``block_hash`` (the first cached when several are), or
-        ``None`` if any group misses."""
+        ``None`` if any group misses. A list equal to ``[0]`` is looked up in group 0's mirror by
+        the bare hash."""
         if kv_cache_group_ids == _ONLY_GROUP_0:
             # The hot path: group 0 alone (a list of one id equal to 0), looked up by the bare
             # hash: no key is built.
