@@ -542,9 +542,14 @@ class BlockPool:
         if num_full_blocks > len(blocks):
             raise PoolArgumentError(f"num_full_blocks {num_full_blocks} > {len(blocks)} blocks")
         hash_block_size = self.hash_block_size
-        if type(block_size) is not int or block_size <= 0 or block_size % hash_block_size:
+        # ``block_size is hash_block_size`` (the same int object: the common case) needs no test.
+        if block_size is not hash_block_size and (
+            type(block_size) is not int or block_size <= 0 or block_size % hash_block_size
+        ):
             self._check_block_size(block_size)  # raises
-        if type(kv_cache_group_id) is int and 0 <= kv_cache_group_id < 64:
+        if kv_cache_group_id is _GROUP_0:
+            suffix = _SUFFIX_0
+        elif type(kv_cache_group_id) is int and 0 <= kv_cache_group_id < 64:
             suffix = GROUP_SUFFIXES[kv_cache_group_id]
         else:
             _check_group_id(kv_cache_group_id)
@@ -555,23 +560,58 @@ class BlockPool:
                 f"block_mask has {len(block_mask)} entries for {len(new_full_blocks)} blocks"
             )
         block_hashes = request.block_hashes
-        if block_size != hash_block_size:
+        if block_size is not hash_block_size and block_size != hash_block_size:
             block_hashes = resolve_block_hashes(block_hashes, hash_block_size, block_size)
         if len(block_hashes) < num_full_blocks:
             raise MissingBlockHashesError(
                 f"request has {len(block_hashes)} block hashes at block size {block_size}, "
                 f"{num_full_blocks} needed"
             )
-        if block_mask is None and self._cache_fresh(
-            new_full_blocks, block_hashes, num_cached_blocks, block_size, suffix,
-            kv_cache_group_id is _GROUP_0,
-        ):
-            if self.enable_kv_cache_events:
-                self.kv_event_queue.append(
-                    self._stored_event(request, block_hashes, num_cached_blocks,
-                                       num_full_blocks, block_size, kv_cache_group_id)
-                )
-            return
+        if block_mask is None:
+            # The common case in one pass: every block this pool's, held, keyless and its key new
+            # to the map; each is keyed as it is checked. Anything else (the null block, a
+            # duplicate, a key already present, every refusal) undoes that pass's prefix and
+            # takes the checked path below, from the state as it was.
+            members = self._members
+            cache = self._key_map
+            # Group 0's keys are mirrored; another group's go to a throwaway dict.
+            mirror: dict[Any, KVCacheBlock] = (
+                self._group0_map if kv_cache_group_id is _GROUP_0 else {}
+            )
+            index = num_cached_blocks
+            try:
+                for block in new_full_blocks:
+                    if (
+                        members[block.block_id] is not block
+                        or block.ref_cnt <= 0
+                        or block._block_hash is not None
+                    ):
+                        break
+                    block_hash = block_hashes[index]
+                    new_key: BlockHashWithGroupId = block_hash + suffix
+                    if new_key in cache:
+                        break
+                    mirror[block_hash] = block
+                    cache[new_key] = block
+                    index += 1
+                    block._block_hash = new_key
+                    block._block_hash_num_tokens = index * block_size
+                else:
+                    if self.enable_kv_cache_events:
+                        self.kv_event_queue.append(
+                            self._stored_event(request, block_hashes, num_cached_blocks,
+                                               num_full_blocks, block_size, kv_cache_group_id)
+                        )
+                    return
+            except Exception:  # the checked path reports it, from the state before
+                pass
+            for block in new_full_blocks[: index - num_cached_blocks]:
+                keyed = block._block_hash
+                if keyed is None:  # pragma: no cover - keyed just above
+                    continue
+                del cache[keyed]
+                del mirror[keyed[:-4]]
+                block._block_hash = block._block_hash_num_tokens = None
         # Validate everything first (nothing changes on a typed error), then apply the plan.
         plan: list[tuple[int, KVCacheBlock, BlockHashWithGroupId, bool]] = []
         seen: dict[int, None] = {}
@@ -641,54 +681,6 @@ class BlockPool:
                     kv_cache_group_id,
                 )
             )
-
-    def _cache_fresh(
-        self,
-        new_full_blocks: list[KVCacheBlock],
-        block_hashes: BlockHashList,
-        first: int,
-        block_size: int,
-        suffix: bytes,
-        group0: bool,
-    ) -> bool:
-        """``cache_full_blocks``' common case in one pass: every block this pool's, held, keyless
-        and its key new to the map; each is keyed as it is checked. Anything else (the null
-        block, a duplicate, a key already present, every refusal) undoes that pass's prefix and
-        returns ``False``: the checked path then decides, from the state as it was."""
-        members = self._members
-        cache = self._key_map
-        # Group 0's keys are mirrored; another group's go to a throwaway dict (no test per block).
-        mirror: dict[Any, KVCacheBlock] = self._group0_map if group0 else {}
-        index = first
-        try:
-            for block in new_full_blocks:
-                if (
-                    members[block.block_id] is not block
-                    or block.ref_cnt <= 0
-                    or block._block_hash is not None
-                ):
-                    break
-                block_hash = block_hashes[index]
-                key = block_hash + suffix
-                if key in cache:
-                    break
-                mirror[block_hash] = block
-                cache[key] = block  # type: ignore[index]
-                index += 1
-                block._block_hash = key  # type: ignore[assignment]
-                block._block_hash_num_tokens = index * block_size
-            else:
-                return True
-        except Exception:  # the checked path reports it, from the state before
-            pass
-        for block in new_full_blocks[: index - first]:
-            keyed = block._block_hash
-            if keyed is None:  # pragma: no cover - keyed just above
-                continue
-            del cache[keyed]
-            del mirror[keyed[:-4]]
-            block._block_hash = block._block_hash_num_tokens = None
-        return False
 
     def emit_cached_block_events(
         self, request: Any, num_cached_blocks: int, block_size: int, kv_cache_group_id: int
