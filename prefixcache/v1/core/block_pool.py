@@ -16,10 +16,14 @@ State and invariants, kept by every method (checked by ``tests/v1/allocator``):
   are enabled).
 
 Every method validates its whole input before changing anything: a typed error
-(``prefixcache.v1.errors``) leaves the pool, its blocks and its event queue as they were
-(``touch`` and ``free_blocks`` count references in one pass, leave the queue for after it and
-undo that pass's prefix at a refused entry). Ownership is identity with the pool's own object
-(``blocks[b.block_id] is b``). Each operation costs O(1) per block (or key) it touches.
+(``prefixcache.v1.errors``) leaves the pool, its blocks and its event queue as they were. The
+hot paths check as they go and undo what they did at the first entry they do not take:
+``touch`` counts held blocks and hands the rest of the call to a pass that also unlinks free
+ones; ``free_blocks`` counts down and links keyed blocks after the queue's last block, the tail
+sentinel re-linked only after the pass; ``cache_full_blocks`` keys fresh held blocks and defers
+anything else to its checked path, from the state as it was. Ownership is identity with the
+pool's own object (``blocks[b.block_id] is b``). Each operation costs O(1) per block (or key)
+it touches.
 """
 
 from __future__ import annotations
@@ -67,8 +71,9 @@ __all__ = ["BlockHashToBlockMap", "BlockPool", "KVCacheMetricsCollector"]
 
 logger = logging.getLogger(__name__)
 
-#: Group 0 and its key suffix, for the identity test on the lookup hot path.
+#: Group 0, the lookup hot path's group list (compared, never mutated) and its key suffix.
 _GROUP_0 = 0
+_ONLY_GROUP_0 = [_GROUP_0]
 _SUFFIX_0 = GROUP_SUFFIXES[0]
 
 
@@ -83,10 +88,15 @@ class KVCacheMetricsCollector(Protocol):
 
 class BlockHashToBlockMap:
     """Key -> block(s). A key reaching one block stores the block itself, several a
-    ``{block_id: block}`` dict in insertion order (upstream's layout, to spare the GC)."""
+    ``{block_id: block}`` dict in insertion order (upstream's layout, to spare the GC).
+
+    ``_group0`` mirrors group 0's entries keyed by the bare ``BlockHash``, each to the block
+    ``get_one_block`` returns (the first-inserted): the lookup hot path builds no key and takes
+    no branch. Every change of ``_cache`` goes through this class or keeps the mirror itself."""
 
     def __init__(self) -> None:
         self._cache: dict[BlockHashWithGroupId, KVCacheBlock | dict[int, KVCacheBlock]] = {}
+        self._group0: dict[BlockHash, KVCacheBlock] = {}
 
     def get_one_block(self, key: BlockHashWithGroupId) -> KVCacheBlock | None:
         """The first-inserted block under ``key``, or ``None``."""
@@ -111,14 +121,28 @@ class BlockHashToBlockMap:
             return 0
         return 1 if isinstance(blocks, KVCacheBlock) else len(blocks)
 
+    def _set(
+        self, key: BlockHashWithGroupId, value: KVCacheBlock | dict[int, KVCacheBlock]
+    ) -> None:
+        self._cache[key] = value
+        if key.endswith(_SUFFIX_0):
+            self._group0[key[:-4]] = (  # type: ignore[index]
+                value if isinstance(value, KVCacheBlock) else next(iter(value.values()))
+            )
+
+    def _delete(self, key: BlockHashWithGroupId) -> None:
+        del self._cache[key]
+        if key.endswith(_SUFFIX_0):
+            del self._group0[key[:-4]]  # type: ignore[arg-type]
+
     def insert(self, key: BlockHashWithGroupId, block: KVCacheBlock) -> None:
         """Make ``key`` reach ``block`` too (no-op if it already does)."""
         blocks = self._cache.get(key)
         if blocks is None:
-            self._cache[key] = block
+            self._set(key, block)
         elif isinstance(blocks, KVCacheBlock):
             if blocks.block_id != block.block_id:
-                self._cache[key] = {blocks.block_id: blocks, block.block_id: block}
+                self._set(key, {blocks.block_id: blocks, block.block_id: block})
         else:
             blocks[block.block_id] = block
 
@@ -131,11 +155,13 @@ class BlockHashToBlockMap:
         if isinstance(blocks, KVCacheBlock):
             if blocks.block_id != block_id:
                 return None
-            del self._cache[key]
+            self._delete(key)
             return blocks
         block = blocks.pop(block_id, None)
         if not blocks:  # a dict that shrinks to one block stays a dict, as upstream's
-            del self._cache[key]
+            self._delete(key)
+        elif key.endswith(_SUFFIX_0):  # the first block may have gone
+            self._group0[key[:-4]] = next(iter(blocks.values()))  # type: ignore[index]
         return block
 
     def iter_blocks(self) -> Iterable[KVCacheBlock]:
@@ -215,6 +241,8 @@ class BlockPool:
         #: ``cached_block_hash_to_block._cache`` itself (one attribute load on the lookup path);
         #: re-pointed wherever the map is replaced.
         self._key_map = self.cached_block_hash_to_block._cache
+        #: ``cached_block_hash_to_block._group0`` (group 0 by bare hash), likewise.
+        self._group0_map = self.cached_block_hash_to_block._group0
         #: block id -> its alias keys (insertion ordered), each with the prefix length it covers.
         self.cached_block_hashes_by_block: dict[int, dict[BlockHashWithGroupId, int | None]] = {}
         self.null_block = self.free_block_queue.popleft()
@@ -226,6 +254,20 @@ class BlockPool:
         self.kv_event_queue: list[KVCacheEvent] = []
         self.metrics_collector = metrics_collector
         self._reuse_watchers: dict[int, Callable[[KVCacheBlock], None]] = {}
+
+    @property
+    def metrics_collector(self) -> KVCacheMetricsCollector | None:
+        """The optional metrics collector (upstream's attribute; settable)."""
+        return self._metrics_collector
+
+    @metrics_collector.setter
+    def metrics_collector(self, collector: KVCacheMetricsCollector | None) -> None:
+        self._metrics_collector = collector
+        #: What ``touch``'s fast path indexes by block id: ``_members``, or with a collector an
+        #: empty list, so that every call takes the observed path.
+        self._touch_members: list[KVCacheBlock | None] = (
+            [] if collector is not None else self._members
+        )
 
     # --- ownership and validation -----------------------------------------------------
 
@@ -432,25 +474,32 @@ class BlockPool:
         self, block_hash: BlockHash, kv_cache_group_ids: list[int]
     ) -> list[KVCacheBlock] | None:
         """One block per group reached by ``block_hash`` (the first cached when several are), or
-        ``None`` if any group misses."""
-        cache = self._key_map
-        if len(kv_cache_group_ids) == 1:  # the hot path: one group per lookup
-            group_id = kv_cache_group_ids[0]
-            if group_id is _GROUP_0:  # the int 0 itself (an exact test; any other 0 is checked)
-                found = cache.get(block_hash + _SUFFIX_0)  # type: ignore[call-overload]
-            else:
-                try:  # GROUP_SUFFIXES[group_id] raises IndexError past the precomputed ids
-                    if type(group_id) is int and group_id >= 0:
-                        found = cache.get(block_hash + GROUP_SUFFIXES[group_id])  # type: ignore[call-overload]
-                    else:
-                        found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
-                except IndexError:
-                    found = cache.get(make_block_hash_with_group_id(block_hash, group_id))
-            if found is None:
+        ``None`` if any group misses. A list equal to ``[0]`` is looked up in group 0's mirror by
+        the bare hash."""
+        if kv_cache_group_ids == _ONLY_GROUP_0:
+            # The hot path: group 0 alone (a list of one id equal to 0), looked up by the bare
+            # hash: no key is built.
+            found = self._group0_map.get(block_hash)
+            if found is not None:
+                return [found]
+            if type(block_hash) is bytes:
                 return None
-            if type(found) is dict:
-                found = next(iter(found.values()))
-            return [found]
+            # Not bytes: the key built below refuses it (or misses) as the key map would.
+        cache = self._key_map
+        if len(kv_cache_group_ids) == 1:
+            group_id = kv_cache_group_ids[0]
+            try:  # GROUP_SUFFIXES[group_id] raises IndexError past the precomputed ids
+                if type(group_id) is int and group_id >= 0:
+                    hit = cache.get(block_hash + GROUP_SUFFIXES[group_id])  # type: ignore[call-overload]
+                else:
+                    hit = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+            except IndexError:
+                hit = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+            if hit is None:
+                return None
+            if type(hit) is dict:
+                hit = next(iter(hit.values()))
+            return [hit]
         cached: list[KVCacheBlock] = []
         for group_id in kv_cache_group_ids:
             if type(group_id) is int and 0 <= group_id < 64:
@@ -493,9 +542,14 @@ class BlockPool:
         if num_full_blocks > len(blocks):
             raise PoolArgumentError(f"num_full_blocks {num_full_blocks} > {len(blocks)} blocks")
         hash_block_size = self.hash_block_size
-        if type(block_size) is not int or block_size <= 0 or block_size % hash_block_size:
+        # ``block_size is hash_block_size`` (the same int object: the common case) needs no test.
+        if block_size is not hash_block_size and (
+            type(block_size) is not int or block_size <= 0 or block_size % hash_block_size
+        ):
             self._check_block_size(block_size)  # raises
-        if type(kv_cache_group_id) is int and 0 <= kv_cache_group_id < 64:
+        if kv_cache_group_id is _GROUP_0:
+            suffix = _SUFFIX_0
+        elif type(kv_cache_group_id) is int and 0 <= kv_cache_group_id < 64:
             suffix = GROUP_SUFFIXES[kv_cache_group_id]
         else:
             _check_group_id(kv_cache_group_id)
@@ -506,13 +560,58 @@ class BlockPool:
                 f"block_mask has {len(block_mask)} entries for {len(new_full_blocks)} blocks"
             )
         block_hashes = request.block_hashes
-        if block_size != hash_block_size:
+        if block_size is not hash_block_size and block_size != hash_block_size:
             block_hashes = resolve_block_hashes(block_hashes, hash_block_size, block_size)
         if len(block_hashes) < num_full_blocks:
             raise MissingBlockHashesError(
                 f"request has {len(block_hashes)} block hashes at block size {block_size}, "
                 f"{num_full_blocks} needed"
             )
+        if block_mask is None:
+            # The common case in one pass: every block this pool's, held, keyless and its key new
+            # to the map; each is keyed as it is checked. Anything else (the null block, a
+            # duplicate, a key already present, every refusal) undoes that pass's prefix and
+            # takes the checked path below, from the state as it was.
+            members = self._members
+            cache = self._key_map
+            # Group 0's keys are mirrored; another group's go to a throwaway dict.
+            mirror: dict[Any, KVCacheBlock] = (
+                self._group0_map if kv_cache_group_id is _GROUP_0 else {}
+            )
+            index = num_cached_blocks
+            try:
+                for block in new_full_blocks:
+                    if (
+                        members[block.block_id] is not block
+                        or block.ref_cnt <= 0
+                        or block._block_hash is not None
+                    ):
+                        break
+                    block_hash = block_hashes[index]
+                    new_key: BlockHashWithGroupId = block_hash + suffix
+                    if new_key in cache:
+                        break
+                    mirror[block_hash] = block
+                    cache[new_key] = block
+                    index += 1
+                    block._block_hash = new_key
+                    block._block_hash_num_tokens = index * block_size
+                else:
+                    if self.enable_kv_cache_events:
+                        self.kv_event_queue.append(
+                            self._stored_event(request, block_hashes, num_cached_blocks,
+                                               num_full_blocks, block_size, kv_cache_group_id)
+                        )
+                    return
+            except Exception:  # the checked path reports it, from the state before
+                pass
+            for block in new_full_blocks[: index - num_cached_blocks]:
+                keyed = block._block_hash
+                if keyed is None:  # pragma: no cover - keyed just above
+                    continue
+                del cache[keyed]
+                del mirror[keyed[:-4]]
+                block._block_hash = block._block_hash_num_tokens = None
         # Validate everything first (nothing changes on a typed error), then apply the plan.
         plan: list[tuple[int, KVCacheBlock, BlockHashWithGroupId, bool]] = []
         seen: dict[int, None] = {}
@@ -550,17 +649,13 @@ class BlockPool:
         run_start = -1
         prev_index = -2
         cache_map = self.cached_block_hash_to_block
-        cache = cache_map._cache
         for index, block, key, promote in plan:
             if promote:
                 self._emit_block_removed_events(self._remove_cached_block_hashes(block))
             # The block is keyless now: ``_insert_block_hash`` of a primary key, inlined.
             block._block_hash = key
             block._block_hash_num_tokens = (index + 1) * block_size
-            if key in cache:
-                cache_map.insert(key, block)
-            else:
-                cache[key] = block
+            cache_map.insert(key, block)
             if events and index != prev_index + 1:
                 if run_start >= 0:
                     self.kv_event_queue.append(
@@ -711,37 +806,60 @@ class BlockPool:
         not caching is enabled."""
         if type(num_blocks) is not int or num_blocks < 0:
             _check_count(num_blocks, "num_blocks")  # raises
-        if num_blocks > self.free_block_queue.num_free_blocks:
+        queue = self.free_block_queue
+        if num_blocks > queue.num_free_blocks:
             raise NoFreeBlocksError(f"Cannot get {num_blocks} free blocks from the pool")
+        if self._metrics_collector is not None or self._reuse_watchers:
+            return self._get_new_blocks_observed(num_blocks)
+        # The hot path: ``FreeKVCacheBlockQueue.popleft_n`` inlined, each block's keys dropped
+        # as it is taken.
+        aliases = self.cached_block_hashes_by_block
+        cache = self._key_map
+        head = queue.fake_free_list_head
+        # (Queued blocks and the sentinels always link on: the ``None`` of the type is unreachable.)
+        block: KVCacheBlock = head.next_free_block  # type: ignore[assignment]
+        ret: list[KVCacheBlock] = []
+        for _ in range(num_blocks):
+            if block._block_hash is not None or (aliases and block.block_id in aliases):
+                key = block._block_hash
+                if (
+                    key is not None
+                    and cache.get(key) is block
+                    and not (aliases and block.block_id in aliases)
+                ):
+                    # The common eviction: one key, reaching this block only. It is
+                    # ``_remove_cached_block_hashes`` for that case, inlined.
+                    del cache[key]
+                    if key.endswith(_SUFFIX_0):  # the group-0 mirror
+                        del self._group0_map[key[:-4]]  # type: ignore[arg-type]
+                    block._block_hash = block._block_hash_num_tokens = None
+                    if self.enable_kv_cache_events:
+                        self._emit_block_removed_events([key])
+                else:
+                    self._emit_block_removed_events(self._remove_cached_block_hashes(block))
+            block.ref_cnt = 1
+            ret.append(block)
+            following = block.next_free_block
+            block.prev_free_block = block.next_free_block = None
+            block = following  # type: ignore[assignment]
+        # ``block`` is the first block left (or the tail sentinel): the new head.
+        head.next_free_block = block
+        block.prev_free_block = head
+        queue.num_free_blocks -= num_blocks
+        return ret
+
+    def _get_new_blocks_observed(self, num_blocks: int) -> list[KVCacheBlock]:
+        """``get_new_blocks`` (checked) with a metrics collector or blocks awaiting reuse
+        watchers: the blocks are taken first, watchers told, then keys dropped."""
         ret = self.free_block_queue.popleft_n(num_blocks)
         if self._reuse_watchers:
             self._notify_reuse(ret)
-        metrics = self.metrics_collector
+        metrics = self._metrics_collector
         aliases = self.cached_block_hashes_by_block
-        if metrics is None:  # the hot path
-            cache = self.cached_block_hash_to_block._cache
-            for block in ret:
-                if block._block_hash is not None or (aliases and block.block_id in aliases):
-                    key = block._block_hash
-                    if (
-                        key is not None
-                        and cache.get(key) is block
-                        and not (aliases and block.block_id in aliases)
-                    ):
-                        # The common eviction: one key, reaching this block only. It is
-                        # ``_remove_cached_block_hashes`` for that case, inlined.
-                        del cache[key]
-                        block._block_hash = block._block_hash_num_tokens = None
-                        if self.enable_kv_cache_events:
-                            self._emit_block_removed_events([key])
-                    else:
-                        self._emit_block_removed_events(self._remove_cached_block_hashes(block))
-                block.ref_cnt = 1
-            return ret
-        evict_metrics = self.enable_caching
+        evict_metrics = metrics is not None and self.enable_caching
         for block in ret:
             if evict_metrics:
-                metrics.on_block_evicted(block)
+                metrics.on_block_evicted(block)  # type: ignore[union-attr]
             if block._block_hash is not None or block.block_id in aliases:
                 self._emit_block_removed_events(self._remove_cached_block_hashes(block))
             block.ref_cnt = 1
@@ -778,8 +896,8 @@ class BlockPool:
         """Drop every key of ``block`` (it stays allocated or queued where it is); whether it had
         any."""
         self._check_owned(block)
-        if self.metrics_collector is not None:
-            self.metrics_collector.on_block_evicted(block)
+        if self._metrics_collector is not None:
+            self._metrics_collector.on_block_evicted(block)
         if block._block_hash is None and block.block_id not in self.cached_block_hashes_by_block:
             return False
         self._emit_block_removed_events(self._remove_cached_block_hashes(block))
@@ -788,53 +906,75 @@ class BlockPool:
     def touch(self, blocks: Sequence[KVCacheBlock]) -> None:
         """Add a reference to each entry (a cache hit); a free block leaves the queue. The null
         block is skipped. Every entry must be this pool's."""
-        listed: list[KVCacheBlock] = blocks if type(blocks) is list else list(blocks)
-        if self.metrics_collector is not None:
-            self._touch_observed(listed)
-            return
-        members = self._members
-        queued: list[KVCacheBlock] | None = None
-        # One pass: count the reference as we go and leave queue changes for after it; an
-        # entry that is not this pool's ends it, and the prefix already counted is undone below.
-        # (The fixed cost per call is kept low: hit lists are short.)
+        if type(blocks) is not list:
+            blocks = list(blocks)
+        members = self._touch_members
+        # The fast path, for held blocks of this pool: count the reference as we go. Anything
+        # else (a free block, an entry that is not this pool's, a metrics collector) ends it at
+        # that entry, and ``_touch_rest`` takes over from there. (Hit lists are short: the
+        # fixed cost per call is kept low.)
         try:
-            for block in listed:
+            for block in blocks:
                 if members[block.block_id] is not block:
                     if block is self.null_block:
                         continue
                     break
-                ref = block.ref_cnt
-                if ref == 0:
-                    if queued is None:
-                        queued = [block]
-                    else:
-                        queued.append(block)
-                block.ref_cnt = ref + 1
+                ref = block.ref_cnt  # type: ignore[union-attr]
+                if not ref:
+                    break
+                block.ref_cnt = ref + 1  # type: ignore[union-attr]
             else:
-                if queued is not None:
-                    queue = self.free_block_queue
-                    for block in queued:  # ``FreeKVCacheBlockQueue._unlink``, inlined
-                        prev_block = block.prev_free_block
-                        next_block = block.next_free_block
-                        if prev_block is None or next_block is None:  # pragma: no cover
-                            raise FreeQueueError(f"block {block.block_id} is not in the free queue")
-                        prev_block.next_free_block = next_block
-                        next_block.prev_free_block = prev_block
-                        block.prev_free_block = block.next_free_block = None
-                    queue.num_free_blocks -= len(queued)
                 return
         except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
             pass
-        # The refused entry is the first one (by identity) that is the loop's last ``block``;
-        # every entry before it was counted (the null block excepted).
-        refused = next(i for i, entry in enumerate(listed) if entry is block)
+        self._touch_rest(blocks, block)
+
+    def _touch_rest(self, listed: Sequence[KVCacheBlock], stop: object) -> None:
+        """``touch`` from the entry ``stop`` on, the entries before it already counted: free
+        blocks leave the queue after the pass; a refused entry undoes the whole pass."""
+        # ``stop`` is the first entry that is ``stop`` by identity: any earlier one would have
+        # stopped the fast path too (a free block is counted at its first entry).
+        start = next(i for i, entry in enumerate(listed) if entry is stop)
+        if self._metrics_collector is not None:  # ``_touch_members`` is empty: nothing counted
+            self._touch_observed(listed)
+            return
+        members = self._members
         null = self.null_block
-        for counted in listed[:refused]:
+        queued: list[KVCacheBlock] = []
+        index = start
+        try:
+            for index in range(start, len(listed)):
+                block = listed[index]
+                if members[block.block_id] is not block:
+                    if block is null:
+                        continue
+                    break
+                if block.ref_cnt == 0:
+                    queued.append(block)
+                block.ref_cnt += 1
+            else:
+                queue = self.free_block_queue
+                for block in queued:  # ``FreeKVCacheBlockQueue._unlink``, inlined
+                    prev_block = block.prev_free_block
+                    next_block = block.next_free_block
+                    if prev_block is None or next_block is None:  # pragma: no cover
+                        raise FreeQueueError(f"block {block.block_id} is not in the free queue")
+                    prev_block.next_free_block = next_block
+                    next_block.prev_free_block = prev_block
+                    block.prev_free_block = block.next_free_block = None
+                queue.num_free_blocks -= len(queued)
+                return
+        except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
+            pass
+        # ``listed[index]`` is refused; every entry before it was counted (the null block
+        # excepted).
+        refused = listed[index]
+        for counted in listed[:index]:
             if counted is not null:
                 counted.ref_cnt -= 1
-        raise ForeignBlockError(f"{block!r} is not a block of this pool")
+        raise ForeignBlockError(f"{refused!r} is not a block of this pool")
 
-    def _touch_observed(self, listed: list[KVCacheBlock]) -> None:
+    def _touch_observed(self, listed: Sequence[KVCacheBlock]) -> None:
         """``touch`` with a metrics collector: every entry checked first, then one
         ``on_block_accessed`` per non-null entry as its reference is added."""
         pool_blocks = self.blocks
@@ -846,7 +986,7 @@ class BlockPool:
             if not owned:
                 raise ForeignBlockError(f"{block!r} is not a block of this pool")
         queue = self.free_block_queue
-        metrics = self.metrics_collector
+        metrics = self._metrics_collector
         null = self.null_block
         for block in listed:
             if block is null:
@@ -872,19 +1012,25 @@ class BlockPool:
         ``DoubleFreeError``."""
         listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
         members = self._members
-        null = self.null_block
         caching = self.enable_caching and not evict_first
         to_head: list[KVCacheBlock] = []
-        to_tail: list[KVCacheBlock] = []
+        queue = self.free_block_queue
+        tail = queue.fake_free_list_tail
         # Fast path, one pass: decrement as we go; an entry that is refused (not this pool's
-        # block, or not held) ends it, and the prefix already decremented is undone below.
-        # Blocks reaching zero go to the head (keyless, or caching off) or the tail.
+        # block, or not held) ends it, and the pass is undone below. Keyless blocks reaching
+        # zero (all, with caching off) are kept for the head; keyed ones are linked as we go
+        # after the queue's last block ``last_queued``, the tail sentinel re-linked after the
+        # pass (so the chain hangs off the queue only until then).
+        last_queued = tail.prev_free_block
+        if last_queued is None:  # pragma: no cover - sentinel links never break
+            raise FreeQueueError("tail sentinel lost its link")
+        last = last_queued
+        linked = 0
         entries = iter(listed)
-        refused = True
         try:
             for block in entries:
                 if members[block.block_id] is not block:
-                    if block is null:
+                    if block is self.null_block:
                         continue
                     break
                 ref = block.ref_cnt
@@ -897,21 +1043,30 @@ class BlockPool:
                 if block._block_hash is None or not caching:
                     to_head.append(block)
                 else:
-                    to_tail.append(block)
+                    block.prev_free_block = last
+                    last.next_free_block = block
+                    last = block
+                    linked += 1
             else:
-                refused = False
-        except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
+                if linked:
+                    last.next_free_block = tail
+                    tail.prev_free_block = last
+                    queue.num_free_blocks += linked
+                if to_head:
+                    queue._prepend_unchecked(to_head)
+                return
+        except Exception:  # not a block: refused like a foreign one (the checked path reports it)
             pass
-        if refused:
-            # The refused entry is the last one the iterator handed out.
-            self._undo_free(listed[: len(listed) - length_hint(entries) - 1])
-            self._free_checked(listed, evict_first)  # raises, or frees other pools' blocks too
-            return
-        queue = self.free_block_queue
-        if to_head:
-            queue._prepend_unchecked(to_head)
-        if to_tail:
-            queue._append_unchecked(to_tail)
+        # Refused: unhook the chain, restore the counts; the refused entry is the last one the
+        # iterator handed out. The checked path raises, or frees other pools' blocks too.
+        chained = last_queued.next_free_block
+        while chained is not None and chained is not tail:
+            following = chained.next_free_block
+            chained.prev_free_block = chained.next_free_block = None
+            chained = following
+        last_queued.next_free_block = tail
+        self._undo_free(listed[: len(listed) - length_hint(entries) - 1])
+        self._free_checked(listed, evict_first)
 
     def _undo_free(self, blocks: list[KVCacheBlock]) -> None:
         for block in blocks:
@@ -964,13 +1119,14 @@ class BlockPool:
         keyed = list(self.cached_block_hash_to_block.iter_blocks())
         self.cached_block_hash_to_block = BlockHashToBlockMap()
         self._key_map = self.cached_block_hash_to_block._cache
+        self._group0_map = self.cached_block_hash_to_block._group0
         self.cached_block_hashes_by_block.clear()
         if self._reuse_watchers:
             self._notify_reuse([self.blocks[block_id] for block_id in list(self._reuse_watchers)])
         for block in keyed:
             block.reset_hash()
-        if self.metrics_collector is not None:
-            self.metrics_collector.reset()
+        if self._metrics_collector is not None:
+            self._metrics_collector.reset()
         if self.enable_kv_cache_events:
             self.kv_event_queue.append(self.kv_event_classes.AllBlocksCleared())
         return True

@@ -117,6 +117,13 @@ def check_invariants(pool: BlockPool) -> None:
         for block in members:
             assert pool.blocks[block.block_id] is block and not block.is_null
             reached.setdefault(block.block_id, set()).add(key)
+    # the group-0 mirror holds exactly group 0's keys, by bare hash, each to its first block
+    cache_map = pool.cached_block_hash_to_block
+    assert {
+        key[:-4]: id(cache_map.get_one_block(key))
+        for key in cache_map._cache
+        if get_group_id(key) == 0
+    } == {h: id(block) for h, block in cache_map._group0.items()}
     for block in pool.blocks:
         keys: set[bytes] = set()
         if block.block_hash is not None:

@@ -55,16 +55,19 @@ VARIANTS: tuple[Variant, ...] = (
        "if False:  # BUG: keys of the reused block are kept"),
     # --- free-queue membership, counts
     _v("touch_leaves_block_queued", F.LEAK, "a hit on a free block leaves it in the queue",
-       BP, "BlockPool.touch", "if ref == 0:\n    if queued is None:",
-       "if False:  # BUG: the block stays queued\n    if queued is None:"),
+       BP, "BlockPool._touch_rest", "if block.ref_cnt == 0:\n    queued.append(block)",
+       "if False:  # BUG: the block stays queued\n    queued.append(block)"),
     replace(_v("keyless_queued_twice", F.FREE,
        "(tracker) a keyless freed block is queued at both ends, so it is handed out twice",
        BP, "BlockPool.free_blocks", "to_head.append(block)",
-       "to_head.append(block)\nto_tail.append(block)  # BUG: queued at both ends"),
+       "to_head.append(block)\nblock.prev_free_block = last  # BUG: queued at both ends\n"
+       "last.next_free_block = block\nlast = block\nlinked += 1"),
        also=(F.LEAK,)),
-    _v("free_count_off_by_one", F.FREE, "popping three or more blocks miscounts the queue",
-       KU, "FreeKVCacheBlockQueue.popleft_n", "self.num_free_blocks -= n",
-       "self.num_free_blocks -= n - (n > 2)  # BUG"),
+    Variant("free_count_off_by_one", F.FREE, "popping three or more blocks miscounts the queue", (
+        Patch(KU, "FreeKVCacheBlockQueue.popleft_n", "self.num_free_blocks -= n",
+              "self.num_free_blocks -= n - (n > 2)  # BUG"),
+        Patch(BP, "BlockPool.get_new_blocks", "queue.num_free_blocks -= num_blocks",
+              "queue.num_free_blocks -= num_blocks - (num_blocks > 2)  # BUG"))),
     _v("usage_counts_null_block", F.FREE, "get_usage counts the null block as capacity",
        BP, "BlockPool.get_usage", "total = self.num_gpu_blocks - 1",
        "total = self.num_gpu_blocks  # BUG"),
@@ -79,8 +82,20 @@ VARIANTS: tuple[Variant, ...] = (
        "queue._append_unchecked(to_head)  # BUG"),
     _v("tie_order_reversed", F.LRU,
        "blocks freed together are queued in reverse (the chain head is evicted first)",
-       BP, "BlockPool.free_blocks", "queue._append_unchecked(to_tail)",
-       "queue._append_unchecked(to_tail[::-1])  # BUG"),
+       BP, "BlockPool.free_blocks",
+       "if linked:\n    last.next_free_block = tail",
+       "if linked:  # BUG: the chain is queued in reverse\n"
+       "    chain = []\n"
+       "    chained = last_queued.next_free_block\n"
+       "    while chained is not None:\n"
+       "        chain.append(chained)\n"
+       "        chained = chained.next_free_block\n"
+       "    last = last_queued\n"
+       "    for chained in reversed(chain):\n"
+       "        chained.prev_free_block = last\n"
+       "        last.next_free_block = chained\n"
+       "        last = chained\n"
+       "    last.next_free_block = tail"),
     _v("keyless_order_reversed", F.LRU,
        "keyless blocks freed together are queued in reverse order",
        BP, "BlockPool.free_blocks", "queue._prepend_unchecked(to_head)",
@@ -207,15 +222,20 @@ VARIANTS: tuple[Variant, ...] = (
     _v("evict_first_ignored", F.LRU, "free_blocks(evict_first=True) queues keyed blocks last",
        BP, "BlockPool.free_blocks", "caching = self.enable_caching and not evict_first",
        "caching = self.enable_caching  # BUG: evict_first ignored"),
-    _v("touch_accepts_foreign", F.CRASH,
-       "touch counts another pool's block and unlinks it from its owner's queue",
-       BP, "BlockPool.touch",
-       "if members[block.block_id] is not block:\n    if block is self.null_block:",
-       "if block.is_null:  # BUG: any pool's block\n    if block is self.null_block:"),
+    Variant("touch_accepts_foreign", F.CRASH,
+            "touch counts another pool's block and unlinks it from its owner's queue", (
+        Patch(BP, "BlockPool.touch",
+              "if members[block.block_id] is not block:\n    if block is self.null_block:",
+              "if block.is_null:  # BUG: any pool's block\n    if block is self.null_block:"),
+        Patch(BP, "BlockPool._touch_rest",
+              "if members[block.block_id] is not block:\n    if block is null:",
+              "if block.is_null:  # BUG: any pool's block\n    if block is null:"))),
     # --- the null block
-    _v("touch_counts_null_block", F.CRASH, "touch of a window's null block unlinks it",
-       BP, "BlockPool.touch", "if block is self.null_block:\n    continue\nbreak",
-       "if block is not self.null_block:  # BUG: the null block is not skipped\n    break"),
+    Variant("touch_counts_null_block", F.CRASH, "touch of a window's null block unlinks it", (
+        Patch(BP, "BlockPool.touch", "if block is self.null_block:\n    continue\nbreak",
+              "if block is not self.null_block:  # BUG: the null block is not skipped\n    break"),
+        Patch(BP, "BlockPool._touch_rest", "if block is null:\n    continue\nbreak",
+              "if block is not null:  # BUG: the null block is not skipped\n    break"))),
 )
 
 BY_NAME = {v.name: v for v in VARIANTS}
