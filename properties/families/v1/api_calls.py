@@ -19,7 +19,12 @@ and a public method the pool calls on itself, inside one of those calls, is ``in
 engine-facing helper the pool's own operations use, e.g. 0.34's ``generate_event_extra_keys``).
 
 A method is *never called* when no generated program called it (``program`` and ``misuse``
-zero), whatever the judge read. A run that meets a deviation stops there (its counts so far are
+zero), whatever the judge read. Options are counted too: each keyword argument a generated
+program passed (the adapter passes an option only when it is set, e.g.
+``cache_partial_block(replace_existing_hashes=True)``, ``free_blocks(evict_first=True)``,
+``cache_full_blocks(block_mask=...)``) is a row ``method(keyword)``, and each pool configuration
+the machines built (``PoolConfig``: group block sizes, hash lookahead, events, caching) is
+counted once per machine. A run that meets a deviation stops there (its counts so far are
 reported, with the deviation); give ``--xfails-file`` to leave out the generator features its
 entries ``avoid``, as ``prefixcache check`` does.
 
@@ -48,6 +53,7 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from models.core.invariants import Violation
+from models.families.v1.pool_model import PoolConfig
 from properties.core import profiles  # noqa: F401  (registers the suite's profiles)
 from properties.core.determinism import fixed_constants
 from properties.core.plugin import load_expected
@@ -57,7 +63,8 @@ from properties.families.v1.executor import Executor
 from properties.families.v1.machine import bind, checked_avoid
 from properties.families.v1.targets import PoolTarget
 
-__all__ = ["CALLERS", "Counts", "count_calls", "counting", "main", "public_methods", "table"]
+__all__ = ["CALLERS", "Counts", "config_label", "count_calls", "counting", "main",
+           "public_methods", "table"]
 
 CALLERS = ("program", "misuse", "observe", "internal")
 
@@ -94,6 +101,10 @@ class Counts:
     calls: dict[str, dict[str, int]] = field(default_factory=dict)
     examples: int = 0
     stopped: str = ""
+    #: generated calls per ``method(keyword)``: the keyword options programs passed
+    options: dict[str, int] = field(default_factory=dict)
+    #: machines per pool configuration (:func:`config_label`)
+    configs: dict[str, int] = field(default_factory=dict)
 
     def add(self, method: str, caller: str) -> None:
         row = self.calls.setdefault(method, dict.fromkeys(CALLERS, 0))
@@ -127,7 +138,12 @@ def _wrap(name: str, fn: Callable[..., Any], counts: Counts) -> Callable[..., An
     @functools.wraps(fn)
     def counted(*args: Any, **kwargs: Any) -> Any:
         depth = getattr(_LOCAL, "depth", 0)
-        counts.add(name, _caller() if depth == 0 else "internal")
+        caller = _caller() if depth == 0 else "internal"
+        counts.add(name, caller)
+        if caller in ("program", "misuse"):
+            for keyword in kwargs:
+                option = f"{name}({keyword})"
+                counts.options[option] = counts.options.get(option, 0) + 1
         _LOCAL.depth = depth + 1
         try:
             return fn(*args, **kwargs)
@@ -175,6 +191,14 @@ def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None 
         init(self)
 
     machine.__init__ = counted_init  # type: ignore[method-assign]
+    setup = machine.setup
+
+    def counted_setup(self: Any, config: PoolConfig) -> None:
+        label = config_label(config)
+        counts.configs[label] = counts.configs.get(label, 0) + 1
+        setup(self, config)
+
+    machine.setup = counted_setup  # type: ignore[method-assign]
     try:
         with fixed_constants():
             run_state_machine_as_test(machine, settings=settings(base, **overrides))
@@ -182,6 +206,13 @@ def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None 
         counts.stopped = str(v).splitlines()[0]
     counts.examples = examples
     return counts
+
+
+def config_label(config: PoolConfig) -> str:
+    """What a machine's pool configuration varies in, as one label."""
+    return (f"groups {'/'.join(map(str, config.group_block_sizes))}, "
+            f"lookahead {config.lookahead}, events {'on' if config.events else 'off'}, "
+            f"caching {'on' if config.caching else 'off'}")
 
 
 def table(counts: Counts, title: str) -> str:
@@ -193,6 +224,10 @@ def table(counts: Counts, title: str) -> str:
         mark = "  never called" if not counts.generated(m) else ""
         lines.append(f"  {m:<{width}}" + "".join(f"  {counts.by(m, c):>8}" for c in CALLERS)
                      + mark)
+    for option, n in sorted(counts.options.items()):
+        lines.append(f"  {option:<{width}}  {n:>8}  (generated calls passing the option)")
+    for label, n in sorted(counts.configs.items()):
+        lines.append(f"  config {label}: {n} machines")
     never = counts.never_called()
     lines.append(f"  {counts.examples} machines run; never called by a generated program: "
                  f"{', '.join(never) if never else 'none'}")

@@ -1,10 +1,13 @@
 """Hypothesis state machine over a v1 ``BlockPool`` and the model, side by side.
 
 Requests are drawn with small token alphabets and shared LoRA adapters, salts, multimodal
-items and prompt embeddings, so prefixes collide often and differ in one input at a time.
+items and prompt embeddings, so prefixes collide often; key pairs copy an earlier request and
+change exactly one input (LoRA, salt, an item's identifier or offset, one embedding, one token,
+tokens after the end) or none, so a key covering too little or too much shows.
 Engine-shaped rules drive the pool: a request's table per group takes its prefix hits
 (``get_cached_block`` then ``touch``) and new blocks, optionally behind a sliding window's
-null blocks; full blocks are cached (and, with finer hashing, partial ones first), tables
+null blocks; full blocks are cached (and, with finer hashing, partial ones first, replacing
+the block's keys where the release can), tables
 are freed in reverse order (the engine's) or forward, shared by another holder, evicted by a
 connector, reset, and events are taken and replayed. Where the release has them: prefix hits are
 re-announced (``emit_cached_block_events``), a table's tail pages are unpinned tail first (a
@@ -51,8 +54,17 @@ MISUSE_KINDS = ("double_free", "negative_count", "evict_out_of_range", "evict_ne
                 "cache_beyond_hashes", "unpin_unheld", "unpin_null", "move_onto_keyed",
                 "move_onto_null", "touch_foreign", "free_foreign")
 MAX_REQUESTS = 6
-# An identifier names one item's content, so its placeholder length is fixed.
-MM_LENGTHS = {"img-a": 3, "img-b": 1}
+# An identifier names one item's content, so its placeholder length is fixed. Requests draw
+# the first two; each has a twin of the same length that a key pair swaps in (the pair then
+# differs in the identifier alone).
+MM_LENGTHS = {"img-a": 3, "img-b": 1, "img-c": 3, "img-d": 1}
+MM_DRAWN = ("img-a", "img-b")
+MM_TWIN = {"img-a": "img-c", "img-b": "img-d", "img-c": "img-a", "img-d": "img-b"}
+#: What a key pair (:meth:`PoolMachine.key_pair`) changes of an earlier request: one input
+#: (``token``: one token, so every later block differs by its parent alone; ``append``: tokens
+#: after the end, the edge of hash lookahead) or nothing (``same``: equal content, which must
+#: share every key).
+PAIR_FIELDS = ("lora", "salt", "mm_ident", "mm_offset", "embeds", "token", "append", "same")
 
 
 @dataclass
@@ -82,7 +94,7 @@ def requests(hash_block_size: int, embeds: bool, mm_items: bool = True, lookahea
         mm: tuple[tuple[str, int, int], ...] = ()
         if n and mm_items and draw(st.booleans()):
             off = draw(st.integers(0, min(n - 1, 3)))
-            ident = draw(st.sampled_from(sorted(MM_LENGTHS)))
+            ident = draw(st.sampled_from(MM_DRAWN))
             mm = ((ident, off, MM_LENGTHS[ident]),)
         emb = None
         if embeds and draw(st.integers(0, 3)) == 0:
@@ -190,28 +202,59 @@ class PoolMachine(OracleMachine):
         self.step(req)
 
     @precondition(lambda self: self.ex.reqs and len(self.ex.reqs) < MAX_REQUESTS)
-    @rule(data=st.data(), field=st.sampled_from(["lora", "salt", "mm", "embeds", "tokens"]))
+    @rule(data=st.data(), field=st.sampled_from(PAIR_FIELDS))
     @_live
-    def sibling_request(self, data: st.DataObject, field: str) -> None:
-        """A request equal to an earlier one but for one input: the key contract's edge."""
+    def key_pair(self, data: st.DataObject, field: str) -> None:
+        """A request equal to an earlier one in every input but ``field``
+        (:data:`PAIR_FIELDS`), where it differs: a key that leaves that input out shares a
+        block between the two (HASH); one that covers more than the KV depends on keeps the
+        prefix they do share apart (HIT). A field the base cannot differ in (no item to move,
+        embeddings the release does not key, ``mm`` avoided) falls back to ``append``."""
         base = draw(data, st.sampled_from(self.ex.reqs), label="base")
-        n = len(base.tokens)
-        if field == "lora":
-            req = replace(base, lora=draw(data, st.sampled_from([None, 1, 2])))
-        elif field == "salt":
-            req = replace(base, salt=draw(data, st.sampled_from([None, "s1", "s2"])))
-        elif field == "mm" and n and "mm" not in self.avoid:
-            ident = draw(data, st.sampled_from(sorted(MM_LENGTHS)))
-            off = draw(data, st.integers(0, min(n - 1, 3)))
-            req = replace(base, mm=((ident, off, MM_LENGTHS[ident]),))
-        elif field == "embeds" and n and self.pool.caps.keys_prompt_embeds:
-            req = replace(base, embeds=bytes(draw(
-                data, st.lists(st.integers(0, 1), min_size=n, max_size=n))))
-        else:
+        req = self._differing(data, base, field)
+        if req is None:
             extra = draw(data, st.lists(st.integers(0, 2), min_size=1, max_size=4))
             req = replace(base, tokens=base.tokens + tuple(extra),
                           embeds=None if base.embeds is None else base.embeds + bytes(len(extra)))
         self.step(req)
+
+    def _differing(self, data: st.DataObject, base: ops.Req, field: str) -> ops.Req | None:
+        """``base`` with ``field`` changed and nothing else; None when it cannot differ there
+        (or ``field`` is ``append``)."""
+        n = len(base.tokens)
+        if field == "lora":
+            return replace(base, lora=draw(data, st.sampled_from(
+                [v for v in (None, 1, 2) if v != base.lora])))
+        if field == "salt":
+            return replace(base, salt=draw(data, st.sampled_from(
+                [v for v in (None, "s1", "s2") if v != base.salt])))
+        if field == "same":
+            return base
+        if field == "token" and n:
+            p = draw(data, st.integers(0, n - 1), label="position")
+            bump = draw(data, st.integers(1, 2))
+            return replace(base, tokens=(*base.tokens[:p], (base.tokens[p] + bump) % 3,
+                                         *base.tokens[p + 1:]))
+        if field == "embeds" and n and self.pool.caps.keys_prompt_embeds:
+            if base.embeds is None:
+                return replace(base, embeds=bytes(n))
+            p = draw(data, st.integers(0, n - 1), label="position")
+            flipped = bytes([base.embeds[p] ^ 1])
+            return replace(base, embeds=base.embeds[:p] + flipped + base.embeds[p + 1:])
+        if field in ("mm_ident", "mm_offset") and n and "mm" not in self.avoid:
+            if not base.mm:
+                ident = draw(data, st.sampled_from(MM_DRAWN))
+                off = draw(data, st.integers(0, min(n - 1, 3)))
+                return replace(base, mm=((ident, off, MM_LENGTHS[ident]),))
+            ident, off, length = base.mm[0]
+            if field == "mm_ident":
+                return replace(base, mm=((MM_TWIN[ident], off, length), *base.mm[1:]))
+            moves = [o for o in (off - 1, off + 1) if 0 <= o < n and (
+                len(base.mm) < 2 or o + length <= base.mm[1][1])]
+            if moves:
+                return replace(base, mm=((ident, draw(data, st.sampled_from(moves)), length),
+                                         *base.mm[1:]))
+        return None
 
     @precondition(lambda self: self.ex.reqs)
     @rule(data=st.data())
@@ -296,12 +339,23 @@ class PoolMachine(OracleMachine):
     @rule(data=st.data())
     @_live
     def cache_partial(self, data: st.DataObject) -> None:
+        """A partial key at a hash boundary inside the table's first uncached block. Where the
+        release has ``replace_existing_hashes`` it is drawn too: the block's contents were
+        overwritten (a recurrent state checkpoint), so it may also be an already cached, keyed
+        block of the table that is re-keyed at a boundary inside it."""
         ready = [t for t in self.tables if self._partial_units(t) > 0]
         t = draw(data, st.sampled_from(ready), label="table")
         j = draw(data, st.integers(1, self._partial_units(t)), label="units")
         i = t.num_cached
+        replace_keys = (self.pool.caps.partial_replace
+                        and draw(data, st.booleans(), label="replace_existing_hashes"))
+        if replace_keys:
+            keyed = [k for k in self._keyed_positions(t) if k < t.num_cached]
+            overwrite = bool(keyed) and draw(data, st.booleans(), label="overwrite cached?")
+            if overwrite:
+                i = draw(data, st.sampled_from(keyed), label="position")
         tokens = i * self.config.group_block_sizes[t.group] + j * self.config.hash_block_size
-        self.step(ops.CachePartial(t.req, t.ids[i], tokens, t.group))
+        self.step(ops.CachePartial(t.req, t.ids[i], tokens, t.group, replace_keys))
 
     @precondition(lambda self: self.tables)
     @rule(data=st.data(), reverse=st.sampled_from([True, True, False]))
@@ -429,6 +483,7 @@ def bind(target: PoolTarget | None = None, config: PoolConfig | None = None,
     return type(name, (PoolMachine,), attrs)
 
 
-__all__ = ["AVOIDABLE", "FINDINGS", "LOOKAHEADS", "MISUSE_KINDS", "PoolMachine", "Table",
+__all__ = ["AVOIDABLE", "FINDINGS", "LOOKAHEADS", "MISUSE_KINDS", "MM_DRAWN", "MM_LENGTHS",
+           "MM_TWIN", "PAIR_FIELDS", "PoolMachine", "Table",
            "Violation", "bind", "checked_avoid", "default_config", "drawn_lookahead",
            "requests"]
