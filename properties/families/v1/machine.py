@@ -139,14 +139,28 @@ def drawn_lookahead(pool: PoolTarget) -> int:
     return int(data.draw(LOOKAHEADS))
 
 
-def default_config(pool: PoolTarget) -> PoolConfig:
+def _drawn(strategy: st.SearchStrategy[Any], default: Any) -> Any:
+    """``strategy``'s value in the running Hypothesis test; ``default`` outside one."""
+    try:
+        data = current_build_context().data
+    except InvalidArgument:
+        return default
+    return data.draw(strategy)
+
+
+def default_config(pool: PoolTarget, avoid: frozenset[str] = frozenset()) -> PoolConfig:
     """The pool shape the machine judges ``pool`` with: two groups of different block sizes
     where hashing is finer than blocks, else one (0.11 turns the hybrid manager off when KV
     events are on, and its events carry no group); hash lookahead drawn where the release has
-    it (:func:`drawn_lookahead`: the example's first draw, in the ``start`` rule)."""
+    it (:func:`drawn_lookahead`: the example's first draw, in the ``start`` rule). With
+    ``duplicate_events`` avoided, events are drawn too (on or off, one example in two): only
+    examples with events off make duplicates (:attr:`PoolMachine.no_duplicates`)."""
     sizes = (2, 6) if pool.caps.hash_block_size else (2,)
+    events = True
+    if "duplicate_events" in avoid:
+        events = bool(_drawn(st.sampled_from([False, True]), True))
     return PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=sizes,
-                      lookahead=drawn_lookahead(pool))
+                      lookahead=drawn_lookahead(pool), events=events)
 
 
 class PoolMachine(OracleMachine):
@@ -170,7 +184,7 @@ class PoolMachine(OracleMachine):
 
     @initialize()
     def start(self) -> None:
-        self.setup(self.pool_config or default_config(self.pool))
+        self.setup(self.pool_config or default_config(self.pool, self.avoid))
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -186,6 +200,13 @@ class PoolMachine(OracleMachine):
         violation: the caller's rule stops)."""
         self.do(op)
         return None if self.absorbed else self.judge.log[-1].outcome
+
+    @property
+    def no_duplicates(self) -> bool:
+        """Whether no two blocks may hold one key: ``duplicates`` avoided, or
+        ``duplicate_events`` avoided and events on (a deviation only a router sees)."""
+        return "duplicates" in self.avoid or (
+            "duplicate_events" in self.avoid and self.config.events)
 
     @property
     def groups(self) -> int:
@@ -271,7 +292,7 @@ class PoolMachine(OracleMachine):
         hits: list[int] = []
         # A request scheduled before another one cached the same prefix takes no hits:
         # that is how duplicates (several blocks under one key) arise.
-        take_hits = "duplicates" in self.avoid or draw(data, st.integers(0, 2), label="hits?") > 0
+        take_hits = self.no_duplicates or draw(data, st.integers(0, 2), label="hits?") > 0
         if not nulls and take_hits and self.config.caching:
             for i in range(len(self.ex.hashes[r]) // scale):
                 got = self.step(ops.Lookup(r, (i + 1) * scale - 1, (g,)))
@@ -304,7 +325,7 @@ class PoolMachine(OracleMachine):
             return 0
         scale = self.config.scale(t.group)
         limit = min(len(t.ids), len(self.ex.hashes[t.req]) // scale)
-        if "duplicates" in self.avoid:
+        if self.no_duplicates:
             for i in range(t.num_cached, limit):
                 if self.ex.model.keys.get((self.ex.hashes[t.req][(i + 1) * scale - 1], t.group)):
                     return i
@@ -357,7 +378,7 @@ class PoolMachine(OracleMachine):
             if overwrite:
                 i = draw(data, st.sampled_from(keyed), label="position")
         tokens = i * self.config.group_block_sizes[t.group] + j * self.config.hash_block_size
-        if "duplicates" in self.avoid:
+        if self.no_duplicates:
             # A partial key another block already holds would be a second copy of it.
             key = (self.ex.hashes[t.req][tokens // self.config.hash_block_size - 1], t.group)
             if set(self.ex.model.keys.get(key, ())) - {t.ids[i]}:
@@ -466,7 +487,11 @@ class PoolMachine(OracleMachine):
 
 #: Generator features a run may leave out (an xfails entry's ``avoid``), so a run against a
 #: target with a known deviation there still explores everything else.
-AVOIDABLE = frozenset({"window_nulls", "partial_blocks", "mm", "evict_held", "duplicates"})
+#: ``duplicates``: no two blocks hold one key; ``duplicate_events``: the same in examples with
+#: events on, and events drawn on or off (a deviation of the events of duplicates then leaves
+#: the examples with events off free to make them).
+AVOIDABLE = frozenset({"window_nulls", "partial_blocks", "mm", "evict_held", "duplicates",
+                       "duplicate_events"})
 
 
 def checked_avoid(avoid: Iterable[str]) -> frozenset[str]:
