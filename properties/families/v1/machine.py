@@ -78,14 +78,15 @@ class Table:
 
 
 @functools.cache
-def requests(hash_block_size: int, embeds: bool, mm_items: bool = True, lookahead: int = 0
-             ) -> st.SearchStrategy[ops.Req]:
+def requests(hash_block_size: int, embeds: bool, mm_items: bool = True, lookahead: int = 0,
+             mm_aligned: bool = False) -> st.SearchStrategy[ops.Req]:
     """The strategy for one request (built once per argument tuple: ``st.composite`` parses
     ``build``'s source each time it decorates it, which cost about a tenth of a zoo run when
     every ``new_request`` rebuilt it; the draws are the same). With hash lookahead
     (``lookahead`` tokens) a request has that many tokens more, so it has as many keyed blocks
     as it would without (a block is keyed once its lookahead tokens exist); without, the draws
-    are unchanged."""
+    are unchanged. ``mm_aligned``: an item starts at a multiple of ``hash_block_size`` (the same
+    draws, rounded down)."""
 
     @st.composite
     def build(draw: st.DrawFn) -> ops.Req:
@@ -94,6 +95,7 @@ def requests(hash_block_size: int, embeds: bool, mm_items: bool = True, lookahea
         mm: tuple[tuple[str, int, int], ...] = ()
         if n and mm_items and draw(st.booleans()):
             off = draw(st.integers(0, min(n - 1, 3)))
+            off -= off % hash_block_size if mm_aligned else 0
             ident = draw(st.sampled_from(MM_DRAWN))
             mm = ((ident, off, MM_LENGTHS[ident]),)
         emb = None
@@ -219,7 +221,8 @@ class PoolMachine(OracleMachine):
     def new_request(self, data: st.DataObject) -> None:
         embeds = self.pool.caps.keys_prompt_embeds
         req = draw(data, requests(self.config.hash_block_size, embeds, "mm" not in self.avoid,
-                                  self.config.lookahead), label="request")
+                                  self.config.lookahead, "mm_unaligned" in self.avoid),
+                   label="request")
         self.step(req)
 
     @precondition(lambda self: self.ex.reqs and len(self.ex.reqs) < MAX_REQUESTS)
@@ -263,14 +266,16 @@ class PoolMachine(OracleMachine):
             flipped = bytes([base.embeds[p] ^ 1])
             return replace(base, embeds=base.embeds[:p] + flipped + base.embeds[p + 1:])
         if field in ("mm_ident", "mm_offset") and n and "mm" not in self.avoid:
+            step = self.config.hash_block_size if "mm_unaligned" in self.avoid else 1
             if not base.mm:
                 ident = draw(data, st.sampled_from(MM_DRAWN))
                 off = draw(data, st.integers(0, min(n - 1, 3)))
+                off -= off % step
                 return replace(base, mm=((ident, off, MM_LENGTHS[ident]),))
             ident, off, length = base.mm[0]
             if field == "mm_ident":
                 return replace(base, mm=((MM_TWIN[ident], off, length), *base.mm[1:]))
-            moves = [o for o in (off - 1, off + 1) if 0 <= o < n and (
+            moves = [o for o in (off - step, off + step) if 0 <= o < n and (
                 len(base.mm) < 2 or o + length <= base.mm[1][1])]
             if moves:
                 return replace(base, mm=((ident, draw(data, st.sampled_from(moves)), length),
@@ -490,8 +495,11 @@ class PoolMachine(OracleMachine):
 #: ``duplicates``: no two blocks hold one key; ``duplicate_events``: the same in examples with
 #: events on, and events drawn on or off (a deviation of the events of duplicates then leaves
 #: the examples with events off free to make them).
-AVOIDABLE = frozenset({"window_nulls", "partial_blocks", "mm", "evict_held", "duplicates",
-                       "duplicate_events"})
+#: ``mm_unaligned``: multimodal items start only at hash block boundaries (two prefixes that
+#: share every earlier key then place an item at the same offset, so a key without the offset
+#: cannot be told from one with it).
+AVOIDABLE = frozenset({"window_nulls", "partial_blocks", "mm", "mm_unaligned", "evict_held",
+                       "duplicates", "duplicate_events"})
 
 
 def checked_avoid(avoid: Iterable[str]) -> frozenset[str]:
