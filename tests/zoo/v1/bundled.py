@@ -222,7 +222,7 @@ VARIANTS: tuple[Variant, ...] = (
        "cache_partial_block(replace_existing_hashes=True) keeps the keys of the block's old "
        "contents (a deeper key stays primary, a shallower one an alias)",
        BP, "BlockPool.cache_partial_block", "replace = replace_existing_hashes or (",
-       "replace = (  # BUG: replace_existing_hashes ignored"),
+       "replace = (  # BUG: replace_existing_hashes ignored", examples=1000),
     _v("move_keeps_source_key", F.CACHE,
        "move_block_hashes leaves the source keyed (its request overwrites a cached block)",
        BP, "BlockPool.move_block_hashes", "src_block.reset_hash()", "pass  # BUG"),
