@@ -29,8 +29,12 @@ POOL_HELPERS = {
     "get_lookahead_token_ids": "the lookahead tokens of a stored block's event, with hash "
                                "lookahead on (called by the pool's caching operations)",
 }
-# A short run: well under 30 s on a loaded core; the ci profile's own budget is 200 examples.
-MAX_EXAMPLES = 40
+# The keyword options of the pool's operations (the adapter passes one only when it is set).
+OPTIONS = ("cache_partial_block(replace_existing_hashes)", "free_blocks(evict_first)",
+           "cache_full_blocks(block_mask)")
+# A short run: about 10 s on a loaded core (the ci profile's own budget is 200 examples);
+# at 40 the derandomized run drew cache_partial_block twice, never with replace_existing_hashes.
+MAX_EXAMPLES = 80
 
 
 def test_every_public_method_of_the_bundled_pool_is_called_by_generated_programs() -> None:
@@ -46,6 +50,21 @@ def test_every_public_method_of_the_bundled_pool_is_called_by_generated_programs
         assert counts.by(method, "observe") > 0, method
     for method in POOL_HELPERS:  # the reason holds: the pool's operations call them
         assert counts.by(method, "internal") > 0, method
+    for option in OPTIONS:  # every keyword option a program can pass is passed
+        assert counts.options.get(option, 0) > 0, (option, counts.options)
+    assert any("lookahead 0" not in c for c in counts.configs), counts.configs
+
+
+def test_options_and_configurations_are_counted() -> None:
+    pool, counts = api_calls.counting(targets.load(targets.DEFAULT_SPEC))
+    config = PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=(2, 6))
+    run_program(pool, config, [ops.Req(tuple(range(8))), ops.GetNew(2),
+                               ops.CachePartial(0, 2, 4, 1),
+                               ops.CachePartial(0, 2, 2, 1, replace=True),
+                               ops.Free((1, 2), evict_first=True)])
+    assert counts.options == {"cache_partial_block(replace_existing_hashes)": 1,
+                              "free_blocks(evict_first)": 1}
+    assert counts.by("cache_partial_block", "program") == 2
 
 
 def test_calls_are_counted_once_per_outside_call_and_attributed() -> None:

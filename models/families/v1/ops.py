@@ -128,13 +128,21 @@ class CacheFull(Op):
 
 @dataclass(frozen=True, slots=True)
 class CachePartial(Op):
-    """``cache_partial_block(request, block, num_tokens, group, block_size)``."""
+    """``cache_partial_block(request, block, num_tokens, group, block_size)``; ``replace``:
+    ``replace_existing_hashes=True`` (the block's contents were overwritten)."""
 
     name: ClassVar[str] = "cache_partial_block"
     req: int
     id: int
     num_tokens: int
     group: int
+    replace: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out = Op.to_json(self)
+        if not self.replace:  # the programs written before the flag was drawn stay as they were
+            del out["replace"]
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,10 @@ Contract (what an engine relies on; release differences are :class:`ModelCaps`):
   a reader on overwritten KV).
 * ``move_block_hashes(src, dst)`` re-points every key of ``src`` to the keyless ``dst`` (its
   private copy); the key set, and so the events, do not change; ``src`` ends keyless.
+* ``cache_partial_block(.., replace_existing_hashes=True)`` (0.33) drops every key of the block
+  (primary and aliases, deeper or shallower) before keying it at ``num_tokens``: its KV is now
+  exactly that prefix's, and an old key would serve it for another one; without the flag a
+  deeper key replaces the block's keys and a shallower one joins them as an alias.
 * ``emit_cached_block_events`` changes no state; what it announces must be keys the map holds
   (checked through the event replay).
 """
@@ -219,10 +223,14 @@ class PoolModel:
             self._insert(key, b, tokens)
 
     def cache_partial_block(self, hashes: Sequence[bytes], block: int, num_tokens: int,
-                            group: int) -> Key | None:
+                            group: int, replace: bool = False) -> Key | None:
+        """``replace`` (``replace_existing_hashes``): the block's contents were overwritten, so
+        every key it held goes, whatever prefix it covered, before the new one is its primary."""
         if block == NULL:
             return None
         key = (hashes[num_tokens // self.config.hash_block_size - 1], group)
+        if replace:
+            self._drop_keys(block)
         cached = block in self.keys.get(key, ())
         if not cached and block in self.primary and self.primary[block][1] < num_tokens:
             self._drop_keys(block)

@@ -97,10 +97,13 @@ class PoolAdapter:
         self.pool.cache_full_blocks(self.requests[req], self._blocks(ids), num_cached, num_full,
                                     self.config.group_block_sizes[group], group, **extra)
 
-    def cache_partial_block(self, req: int, block: int, num_tokens: int, group: int) -> Any:
+    def cache_partial_block(self, req: int, block: int, num_tokens: int, group: int,
+                            replace: bool = False) -> Any:
+        # replace_existing_hashes only when set: a release without it is never given it.
+        extra = {"replace_existing_hashes": True} if replace else {}
         return self.pool.cache_partial_block(self.requests[req], self.pool.blocks[block],
                                              num_tokens, group,
-                                             self.config.group_block_sizes[group])
+                                             self.config.group_block_sizes[group], **extra)
 
     def get_cached_block(self, hash_: bytes, groups: Sequence[int]) -> list[int] | None:
         out = self.pool.get_cached_block(hash_, list(groups))

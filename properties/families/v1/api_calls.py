@@ -19,9 +19,17 @@ and a public method the pool calls on itself, inside one of those calls, is ``in
 engine-facing helper the pool's own operations use, e.g. 0.34's ``generate_event_extra_keys``).
 
 A method is *never called* when no generated program called it (``program`` and ``misuse``
-zero), whatever the judge read. A run that meets a deviation stops there (its counts so far are
-reported, with the deviation); give ``--xfails-file`` to leave out the generator features its
-entries ``avoid``, as ``prefixcache check`` does.
+zero), whatever the judge read. Options are counted too: each keyword argument a generated
+program passed (the adapter passes an option only when it is set, e.g.
+``cache_partial_block(replace_existing_hashes=True)``, ``free_blocks(evict_first=True)``,
+``cache_full_blocks(block_mask=...)``) is a row ``method(keyword)``, and each pool configuration
+the machines built (``PoolConfig``: group block sizes, hash lookahead, events, caching) is
+counted once per machine. A run that meets a deviation stops there (its counts so far are
+reported, with the deviation); give ``--xfails-file`` to run as ``prefixcache check`` does:
+leaving out the generator features its entries ``avoid``, and ending an example quietly at a
+violation one of its entries matches (by family, operation, message, ``after`` and tokens; its
+``match.mechanism`` is not computed here, so an entry absorbs a little more than in the check),
+counted per entry.
 
 CLI::
 
@@ -48,16 +56,19 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from models.core.invariants import Violation
+from models.families.v1.pool_model import PoolConfig
 from properties.core import profiles  # noqa: F401  (registers the suite's profiles)
 from properties.core.determinism import fixed_constants
-from properties.core.plugin import load_expected
+from properties.core.plugin import ExpectedFailure, load_expected
 from properties.families.v1 import targets
 from properties.families.v1.adapter import PoolAdapter
 from properties.families.v1.executor import Executor
+from properties.families.v1.family import FAMILY
 from properties.families.v1.machine import bind, checked_avoid
 from properties.families.v1.targets import PoolTarget
 
-__all__ = ["CALLERS", "Counts", "count_calls", "counting", "main", "public_methods", "table"]
+__all__ = ["CALLERS", "Counts", "config_label", "count_calls", "counting", "main",
+           "public_methods", "table"]
 
 CALLERS = ("program", "misuse", "observe", "internal")
 
@@ -94,6 +105,12 @@ class Counts:
     calls: dict[str, dict[str, int]] = field(default_factory=dict)
     examples: int = 0
     stopped: str = ""
+    #: generated calls per ``method(keyword)``: the keyword options programs passed
+    options: dict[str, int] = field(default_factory=dict)
+    #: machines per pool configuration (:func:`config_label`)
+    configs: dict[str, int] = field(default_factory=dict)
+    #: examples ended by each xfails entry (``count_calls``'s ``entries``)
+    absorbed: dict[str, int] = field(default_factory=dict)
 
     def add(self, method: str, caller: str) -> None:
         row = self.calls.setdefault(method, dict.fromkeys(CALLERS, 0))
@@ -127,7 +144,12 @@ def _wrap(name: str, fn: Callable[..., Any], counts: Counts) -> Callable[..., An
     @functools.wraps(fn)
     def counted(*args: Any, **kwargs: Any) -> Any:
         depth = getattr(_LOCAL, "depth", 0)
-        counts.add(name, _caller() if depth == 0 else "internal")
+        caller = _caller() if depth == 0 else "internal"
+        counts.add(name, caller)
+        if caller in ("program", "misuse"):
+            for keyword in kwargs:
+                option = f"{name}({keyword})"
+                counts.options[option] = counts.options.get(option, 0) + 1
         _LOCAL.depth = depth + 1
         try:
             return fn(*args, **kwargs)
@@ -154,9 +176,11 @@ def counting(pool: PoolTarget, counts: Counts | None = None) -> tuple[PoolTarget
 
 
 def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None = None,
-                max_steps: int | None = None, avoid: Iterable[str] = ()) -> Counts:
+                max_steps: int | None = None, avoid: Iterable[str] = (),
+                entries: Sequence[ExpectedFailure] = ()) -> Counts:
     """Run the pool machine over ``pool`` (counted) under ``profile`` (optionally with fewer
-    examples or steps), leaving out ``avoid``; the calls its programs made."""
+    examples or steps), leaving out ``avoid`` and ending an example at a violation one of
+    ``entries`` matches; the calls its programs made."""
     counted, counts = counting(pool)
     base = settings.get_profile(profile)
     overrides: dict[str, Any] = {
@@ -175,6 +199,32 @@ def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None 
         init(self)
 
     machine.__init__ = counted_init  # type: ignore[method-assign]
+    setup = machine.setup
+
+    def counted_setup(self: Any, config: PoolConfig) -> None:
+        label = config_label(config)
+        counts.configs[label] = counts.configs.get(label, 0) + 1
+        setup(self, config)
+
+    machine.setup = counted_setup  # type: ignore[method-assign]
+    if entries:
+        do = machine.do
+
+        def absorbing_do(self: Any, op: Any) -> None:
+            if self.absorbed:
+                return
+            try:
+                do(self, op)
+            except Violation as violation:
+                history = [step.op for step in self.judge.log]
+                entry = next((e for e in entries if e.matches(
+                    violation, history, self.target.allocator_type)), None)
+                if entry is None:
+                    raise
+                counts.absorbed[entry.id] = counts.absorbed.get(entry.id, 0) + 1
+                self.absorbed = True
+
+        machine.do = absorbing_do  # type: ignore[method-assign]
     try:
         with fixed_constants():
             run_state_machine_as_test(machine, settings=settings(base, **overrides))
@@ -182,6 +232,13 @@ def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None 
         counts.stopped = str(v).splitlines()[0]
     counts.examples = examples
     return counts
+
+
+def config_label(config: PoolConfig) -> str:
+    """What a machine's pool configuration varies in, as one label."""
+    return (f"groups {'/'.join(map(str, config.group_block_sizes))}, "
+            f"lookahead {config.lookahead}, events {'on' if config.events else 'off'}, "
+            f"caching {'on' if config.caching else 'off'}")
 
 
 def table(counts: Counts, title: str) -> str:
@@ -193,9 +250,15 @@ def table(counts: Counts, title: str) -> str:
         mark = "  never called" if not counts.generated(m) else ""
         lines.append(f"  {m:<{width}}" + "".join(f"  {counts.by(m, c):>8}" for c in CALLERS)
                      + mark)
+    for option, n in sorted(counts.options.items()):
+        lines.append(f"  {option:<{width}}  {n:>8}  (generated calls passing the option)")
+    for label, n in sorted(counts.configs.items()):
+        lines.append(f"  config {label}: {n} machines")
     never = counts.never_called()
     lines.append(f"  {counts.examples} machines run; never called by a generated program: "
                  f"{', '.join(never) if never else 'none'}")
+    for entry_id, n in sorted(counts.absorbed.items()):
+        lines.append(f"  examples ended at expected failure {entry_id}: {n}")
     if counts.stopped:
         lines.append(f"  stopped at a deviation: {counts.stopped}")
     return "\n".join(lines)
@@ -215,11 +278,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.disable(logging.WARNING)  # the pools' own warnings (a refused reset) are noise here
     for spec in args.allocator or [targets.DEFAULT_SPEC]:
         pool = targets.load(spec)
-        avoid: set[str] = set()
-        for entry in load_expected(args.xfails_file) if args.xfails_file else ():
-            if entry.applies(pool.release or pool.version):
-                avoid |= entry.avoid
-        counts = count_calls(pool, args.profile, args.max_examples, args.max_steps, avoid)
+        entries = [e for e in (load_expected(args.xfails_file) if args.xfails_file else ())
+                   if e.applies(pool.release or pool.version, FAMILY.target_of(pool).judges)]
+        avoid = {name for e in entries for name in e.avoid}
+        counts = count_calls(pool, args.profile, args.max_examples, args.max_steps, avoid,
+                             entries)
         print(table(counts, f"{pool.name} {pool.version} ({spec}), profile {args.profile}"
                             + (f", avoiding {', '.join(sorted(avoid))}" if avoid else "")))
     return 0

@@ -121,8 +121,10 @@ class Executor(ProgramExecutor[ops.Op]):
                 h = self.hashes[op.req][start // self.config.hash_block_size - 1]
                 if not m.keys.get((h, op.group)):
                     self.unannounceable.update((h, external(h)))
-            want_key = m.cache_partial_block(self.hashes[op.req], op.id, op.num_tokens, op.group)
-            got_key = self._call(a.cache_partial_block, op.req, op.id, op.num_tokens, op.group)
+            want_key = m.cache_partial_block(self.hashes[op.req], op.id, op.num_tokens, op.group,
+                                             op.replace)
+            got_key = self._call(a.cache_partial_block, op.req, op.id, op.num_tokens, op.group,
+                                 op.replace)
             got = None if got_key is None else (bytes(got_key[:-4]),
                                                 int.from_bytes(got_key[-4:], "big"))
             if got != want_key:

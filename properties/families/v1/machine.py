@@ -1,10 +1,13 @@
 """Hypothesis state machine over a v1 ``BlockPool`` and the model, side by side.
 
 Requests are drawn with small token alphabets and shared LoRA adapters, salts, multimodal
-items and prompt embeddings, so prefixes collide often and differ in one input at a time.
+items and prompt embeddings, so prefixes collide often; key pairs copy an earlier request and
+change exactly one input (LoRA, salt, an item's identifier or offset, one embedding, one token,
+tokens after the end) or none, so a key covering too little or too much shows.
 Engine-shaped rules drive the pool: a request's table per group takes its prefix hits
 (``get_cached_block`` then ``touch``) and new blocks, optionally behind a sliding window's
-null blocks; full blocks are cached (and, with finer hashing, partial ones first), tables
+null blocks; full blocks are cached (and, with finer hashing, partial ones first, replacing
+the block's keys where the release can), tables
 are freed in reverse order (the engine's) or forward, shared by another holder, evicted by a
 connector, reset, and events are taken and replayed. Where the release has them: prefix hits are
 re-announced (``emit_cached_block_events``), a table's tail pages are unpinned tail first (a
@@ -51,8 +54,17 @@ MISUSE_KINDS = ("double_free", "negative_count", "evict_out_of_range", "evict_ne
                 "cache_beyond_hashes", "unpin_unheld", "unpin_null", "move_onto_keyed",
                 "move_onto_null", "touch_foreign", "free_foreign")
 MAX_REQUESTS = 6
-# An identifier names one item's content, so its placeholder length is fixed.
-MM_LENGTHS = {"img-a": 3, "img-b": 1}
+# An identifier names one item's content, so its placeholder length is fixed. Requests draw
+# the first two; each has a twin of the same length that a key pair swaps in (the pair then
+# differs in the identifier alone).
+MM_LENGTHS = {"img-a": 3, "img-b": 1, "img-c": 3, "img-d": 1}
+MM_DRAWN = ("img-a", "img-b")
+MM_TWIN = {"img-a": "img-c", "img-b": "img-d", "img-c": "img-a", "img-d": "img-b"}
+#: What a key pair (:meth:`PoolMachine.key_pair`) changes of an earlier request: one input
+#: (``token``: one token, so every later block differs by its parent alone; ``append``: tokens
+#: after the end, the edge of hash lookahead) or nothing (``same``: equal content, which must
+#: share every key).
+PAIR_FIELDS = ("lora", "salt", "mm_ident", "mm_offset", "embeds", "token", "append", "same")
 
 
 @dataclass
@@ -66,14 +78,15 @@ class Table:
 
 
 @functools.cache
-def requests(hash_block_size: int, embeds: bool, mm_items: bool = True, lookahead: int = 0
-             ) -> st.SearchStrategy[ops.Req]:
+def requests(hash_block_size: int, embeds: bool, mm_items: bool = True, lookahead: int = 0,
+             mm_aligned: bool = False) -> st.SearchStrategy[ops.Req]:
     """The strategy for one request (built once per argument tuple: ``st.composite`` parses
     ``build``'s source each time it decorates it, which cost about a tenth of a zoo run when
     every ``new_request`` rebuilt it; the draws are the same). With hash lookahead
     (``lookahead`` tokens) a request has that many tokens more, so it has as many keyed blocks
     as it would without (a block is keyed once its lookahead tokens exist); without, the draws
-    are unchanged."""
+    are unchanged. ``mm_aligned``: an item starts at a multiple of ``hash_block_size`` (the same
+    draws, rounded down)."""
 
     @st.composite
     def build(draw: st.DrawFn) -> ops.Req:
@@ -82,7 +95,8 @@ def requests(hash_block_size: int, embeds: bool, mm_items: bool = True, lookahea
         mm: tuple[tuple[str, int, int], ...] = ()
         if n and mm_items and draw(st.booleans()):
             off = draw(st.integers(0, min(n - 1, 3)))
-            ident = draw(st.sampled_from(sorted(MM_LENGTHS)))
+            off -= off % hash_block_size if mm_aligned else 0
+            ident = draw(st.sampled_from(MM_DRAWN))
             mm = ((ident, off, MM_LENGTHS[ident]),)
         emb = None
         if embeds and draw(st.integers(0, 3)) == 0:
@@ -127,14 +141,28 @@ def drawn_lookahead(pool: PoolTarget) -> int:
     return int(data.draw(LOOKAHEADS))
 
 
-def default_config(pool: PoolTarget) -> PoolConfig:
+def _drawn(strategy: st.SearchStrategy[Any], default: Any) -> Any:
+    """``strategy``'s value in the running Hypothesis test; ``default`` outside one."""
+    try:
+        data = current_build_context().data
+    except InvalidArgument:
+        return default
+    return data.draw(strategy)
+
+
+def default_config(pool: PoolTarget, avoid: frozenset[str] = frozenset()) -> PoolConfig:
     """The pool shape the machine judges ``pool`` with: two groups of different block sizes
     where hashing is finer than blocks, else one (0.11 turns the hybrid manager off when KV
     events are on, and its events carry no group); hash lookahead drawn where the release has
-    it (:func:`drawn_lookahead`: the example's first draw, in the ``start`` rule)."""
+    it (:func:`drawn_lookahead`: the example's first draw, in the ``start`` rule). With
+    ``duplicate_events`` avoided, events are drawn too (on or off, one example in two): only
+    examples with events off make duplicates (:attr:`PoolMachine.no_duplicates`)."""
     sizes = (2, 6) if pool.caps.hash_block_size else (2,)
+    events = True
+    if "duplicate_events" in avoid:
+        events = bool(_drawn(st.sampled_from([False, True]), True))
     return PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=sizes,
-                      lookahead=drawn_lookahead(pool))
+                      lookahead=drawn_lookahead(pool), events=events)
 
 
 class PoolMachine(OracleMachine):
@@ -158,7 +186,7 @@ class PoolMachine(OracleMachine):
 
     @initialize()
     def start(self) -> None:
-        self.setup(self.pool_config or default_config(self.pool))
+        self.setup(self.pool_config or default_config(self.pool, self.avoid))
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -176,6 +204,13 @@ class PoolMachine(OracleMachine):
         return None if self.absorbed else self.judge.log[-1].outcome
 
     @property
+    def no_duplicates(self) -> bool:
+        """Whether no two blocks may hold one key: ``duplicates`` avoided, or
+        ``duplicate_events`` avoided and events on (a deviation only a router sees)."""
+        return "duplicates" in self.avoid or (
+            "duplicate_events" in self.avoid and self.config.events)
+
+    @property
     def groups(self) -> int:
         return len(self.config.group_block_sizes)
 
@@ -186,32 +221,66 @@ class PoolMachine(OracleMachine):
     def new_request(self, data: st.DataObject) -> None:
         embeds = self.pool.caps.keys_prompt_embeds
         req = draw(data, requests(self.config.hash_block_size, embeds, "mm" not in self.avoid,
-                                  self.config.lookahead), label="request")
+                                  self.config.lookahead, "mm_unaligned" in self.avoid),
+                   label="request")
         self.step(req)
 
     @precondition(lambda self: self.ex.reqs and len(self.ex.reqs) < MAX_REQUESTS)
-    @rule(data=st.data(), field=st.sampled_from(["lora", "salt", "mm", "embeds", "tokens"]))
+    @rule(data=st.data(), field=st.sampled_from(PAIR_FIELDS))
     @_live
-    def sibling_request(self, data: st.DataObject, field: str) -> None:
-        """A request equal to an earlier one but for one input: the key contract's edge."""
+    def key_pair(self, data: st.DataObject, field: str) -> None:
+        """A request equal to an earlier one in every input but ``field``
+        (:data:`PAIR_FIELDS`), where it differs: a key that leaves that input out shares a
+        block between the two (HASH); one that covers more than the KV depends on keeps the
+        prefix they do share apart (HIT). A field the base cannot differ in (no item to move,
+        embeddings the release does not key, ``mm`` avoided) falls back to ``append``."""
         base = draw(data, st.sampled_from(self.ex.reqs), label="base")
-        n = len(base.tokens)
-        if field == "lora":
-            req = replace(base, lora=draw(data, st.sampled_from([None, 1, 2])))
-        elif field == "salt":
-            req = replace(base, salt=draw(data, st.sampled_from([None, "s1", "s2"])))
-        elif field == "mm" and n and "mm" not in self.avoid:
-            ident = draw(data, st.sampled_from(sorted(MM_LENGTHS)))
-            off = draw(data, st.integers(0, min(n - 1, 3)))
-            req = replace(base, mm=((ident, off, MM_LENGTHS[ident]),))
-        elif field == "embeds" and n and self.pool.caps.keys_prompt_embeds:
-            req = replace(base, embeds=bytes(draw(
-                data, st.lists(st.integers(0, 1), min_size=n, max_size=n))))
-        else:
+        req = self._differing(data, base, field)
+        if req is None:
             extra = draw(data, st.lists(st.integers(0, 2), min_size=1, max_size=4))
             req = replace(base, tokens=base.tokens + tuple(extra),
                           embeds=None if base.embeds is None else base.embeds + bytes(len(extra)))
         self.step(req)
+
+    def _differing(self, data: st.DataObject, base: ops.Req, field: str) -> ops.Req | None:
+        """``base`` with ``field`` changed and nothing else; None when it cannot differ there
+        (or ``field`` is ``append``)."""
+        n = len(base.tokens)
+        if field == "lora":
+            return replace(base, lora=draw(data, st.sampled_from(
+                [v for v in (None, 1, 2) if v != base.lora])))
+        if field == "salt":
+            return replace(base, salt=draw(data, st.sampled_from(
+                [v for v in (None, "s1", "s2") if v != base.salt])))
+        if field == "same":
+            return base
+        if field == "token" and n:
+            p = draw(data, st.integers(0, n - 1), label="position")
+            bump = draw(data, st.integers(1, 2))
+            return replace(base, tokens=(*base.tokens[:p], (base.tokens[p] + bump) % 3,
+                                         *base.tokens[p + 1:]))
+        if field == "embeds" and n and self.pool.caps.keys_prompt_embeds:
+            if base.embeds is None:
+                return replace(base, embeds=bytes(n))
+            p = draw(data, st.integers(0, n - 1), label="position")
+            flipped = bytes([base.embeds[p] ^ 1])
+            return replace(base, embeds=base.embeds[:p] + flipped + base.embeds[p + 1:])
+        if field in ("mm_ident", "mm_offset") and n and "mm" not in self.avoid:
+            step = self.config.hash_block_size if "mm_unaligned" in self.avoid else 1
+            if not base.mm:
+                ident = draw(data, st.sampled_from(MM_DRAWN))
+                off = draw(data, st.integers(0, min(n - 1, 3)))
+                off -= off % step
+                return replace(base, mm=((ident, off, MM_LENGTHS[ident]),))
+            ident, off, length = base.mm[0]
+            if field == "mm_ident":
+                return replace(base, mm=((MM_TWIN[ident], off, length), *base.mm[1:]))
+            moves = [o for o in (off - step, off + step) if 0 <= o < n and (
+                len(base.mm) < 2 or o + length <= base.mm[1][1])]
+            if moves:
+                return replace(base, mm=((ident, draw(data, st.sampled_from(moves)), length),
+                                         *base.mm[1:]))
+        return None
 
     @precondition(lambda self: self.ex.reqs)
     @rule(data=st.data())
@@ -228,7 +297,7 @@ class PoolMachine(OracleMachine):
         hits: list[int] = []
         # A request scheduled before another one cached the same prefix takes no hits:
         # that is how duplicates (several blocks under one key) arise.
-        take_hits = "duplicates" in self.avoid or draw(data, st.integers(0, 2), label="hits?") > 0
+        take_hits = self.no_duplicates or draw(data, st.integers(0, 2), label="hits?") > 0
         if not nulls and take_hits and self.config.caching:
             for i in range(len(self.ex.hashes[r]) // scale):
                 got = self.step(ops.Lookup(r, (i + 1) * scale - 1, (g,)))
@@ -261,7 +330,7 @@ class PoolMachine(OracleMachine):
             return 0
         scale = self.config.scale(t.group)
         limit = min(len(t.ids), len(self.ex.hashes[t.req]) // scale)
-        if "duplicates" in self.avoid:
+        if self.no_duplicates:
             for i in range(t.num_cached, limit):
                 if self.ex.model.keys.get((self.ex.hashes[t.req][(i + 1) * scale - 1], t.group)):
                     return i
@@ -296,12 +365,30 @@ class PoolMachine(OracleMachine):
     @rule(data=st.data())
     @_live
     def cache_partial(self, data: st.DataObject) -> None:
+        """A partial key at a hash boundary inside the table's first uncached block. Where the
+        release has ``replace_existing_hashes`` it is drawn too: the block's contents were
+        overwritten (a recurrent state checkpoint), so it may also be an already cached, keyed
+        block of the table that is re-keyed at a boundary inside it."""
         ready = [t for t in self.tables if self._partial_units(t) > 0]
         t = draw(data, st.sampled_from(ready), label="table")
         j = draw(data, st.integers(1, self._partial_units(t)), label="units")
         i = t.num_cached
+        # True first: the choices Hypothesis starts from (and a derandomized run leans on)
+        # then replace, which would otherwise be rare on a release where few blocks go partial.
+        replace_keys = (self.pool.caps.partial_replace and draw(
+            data, st.sampled_from([True, False]), label="replace_existing_hashes"))
+        if replace_keys:
+            keyed = [k for k in self._keyed_positions(t) if k < t.num_cached]
+            overwrite = bool(keyed) and draw(data, st.booleans(), label="overwrite cached?")
+            if overwrite:
+                i = draw(data, st.sampled_from(keyed), label="position")
         tokens = i * self.config.group_block_sizes[t.group] + j * self.config.hash_block_size
-        self.step(ops.CachePartial(t.req, t.ids[i], tokens, t.group))
+        if self.no_duplicates:
+            # A partial key another block already holds would be a second copy of it.
+            key = (self.ex.hashes[t.req][tokens // self.config.hash_block_size - 1], t.group)
+            if set(self.ex.model.keys.get(key, ())) - {t.ids[i]}:
+                return
+        self.step(ops.CachePartial(t.req, t.ids[i], tokens, t.group, replace_keys))
 
     @precondition(lambda self: self.tables)
     @rule(data=st.data(), reverse=st.sampled_from([True, True, False]))
@@ -405,7 +492,14 @@ class PoolMachine(OracleMachine):
 
 #: Generator features a run may leave out (an xfails entry's ``avoid``), so a run against a
 #: target with a known deviation there still explores everything else.
-AVOIDABLE = frozenset({"window_nulls", "partial_blocks", "mm", "evict_held", "duplicates"})
+#: ``duplicates``: no two blocks hold one key; ``duplicate_events``: the same in examples with
+#: events on, and events drawn on or off (a deviation of the events of duplicates then leaves
+#: the examples with events off free to make them).
+#: ``mm_unaligned``: multimodal items start only at hash block boundaries (two prefixes that
+#: share every earlier key then place an item at the same offset, so a key without the offset
+#: cannot be told from one with it).
+AVOIDABLE = frozenset({"window_nulls", "partial_blocks", "mm", "mm_unaligned", "evict_held",
+                       "duplicates", "duplicate_events"})
 
 
 def checked_avoid(avoid: Iterable[str]) -> frozenset[str]:
@@ -429,6 +523,7 @@ def bind(target: PoolTarget | None = None, config: PoolConfig | None = None,
     return type(name, (PoolMachine,), attrs)
 
 
-__all__ = ["AVOIDABLE", "FINDINGS", "LOOKAHEADS", "MISUSE_KINDS", "PoolMachine", "Table",
+__all__ = ["AVOIDABLE", "FINDINGS", "LOOKAHEADS", "MISUSE_KINDS", "MM_DRAWN", "MM_LENGTHS",
+           "MM_TWIN", "PAIR_FIELDS", "PoolMachine", "Table",
            "Violation", "bind", "checked_avoid", "default_config", "drawn_lookahead",
            "requests"]

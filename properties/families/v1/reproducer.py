@@ -157,8 +157,9 @@ def call_lines(config: PoolConfig, program: Sequence[ops.Op],
             lines.append(f"pool.cache_full_blocks(r{op.req}, [B[i] for i in {list(op.ids)}], "
                          f"{op.num_cached}, {op.num_full}, {sizes[op.group]}, {op.group}{mask})")
         elif isinstance(op, ops.CachePartial):
+            flag = ", replace_existing_hashes=True" if op.replace else ""
             lines.append(f"pool.cache_partial_block(r{op.req}, B[{op.id}], {op.num_tokens}, "
-                         f"{op.group}, {sizes[op.group]})")
+                         f"{op.group}, {sizes[op.group]}{flag})")
         elif isinstance(op, ops.Lookup):
             lines.append(f"print('get_cached_block', pool.get_cached_block("
                          f"r{op.req}.block_hashes[{op.index}], {list(op.groups)}))")

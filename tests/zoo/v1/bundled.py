@@ -149,6 +149,30 @@ VARIANTS: tuple[Variant, ...] = (
        "differ only after the block share the drafter's KV",
        KU, "get_request_block_hasher", "extra = (keys, *tokens[end : end + lookahead])",
        "extra = keys  # BUG: the lookahead tokens are left out"), lookahead=2),
+    _v("key_ignores_last_token", F.HASH, "a block's key leaves out its last token",
+       KU, "get_request_block_hasher",
+       "parent = hash_block_tokens(caching_hash_fn, parent, tokens[start:end], extra)",
+       "parent = hash_block_tokens(caching_hash_fn, parent, tokens[start : end - 1],  # BUG\n"
+       "                           extra)"),
+    _v("key_ignores_mm_identifier", F.HASH,
+       "a multimodal key omits the item's identifier: another image at the same place shares KV",
+       KU, "_gen_mm_extra_hash_keys",
+       'extra_keys.append(("mm", feature.identifier, offset - start_token_idx))',
+       'extra_keys.append(("mm", offset - start_token_idx))  # BUG: no identifier'),
+    # --- keys: equal inputs share a block (a key covering more than the KV misses hits)
+    _v("key_covers_next_token", F.HIT,
+       "a block's key also covers the token after it: equal prefixes that go on differently "
+       "never share",
+       KU, "get_request_block_hasher",
+       "extra, mm_idx = generate_block_hash_extra_keys(request, start, end, mm_idx)",
+       "extra, mm_idx = generate_block_hash_extra_keys(request, start, end, mm_idx)\n"
+       "extra = (extra, *tokens[end : end + 1])  # BUG: the next token too"),
+    _v("key_covers_later_mm", F.HIT,
+       "a block's key names a multimodal item that starts after the block",
+       KU, "_gen_mm_extra_hash_keys", "if end_token_idx <= offset:\n    break",
+       "if end_token_idx <= offset:\n"
+       "    extra_keys.append((\"mm\", feature.identifier))  # BUG: an item after the block\n"
+       "    break"),
     _v("chain_ignores_parent", F.HASH, "a block's hash ignores its prefix (no chaining)",
        KU, "hash_block_tokens", "if not parent_block_hash:", "if True:  # BUG"),
     _v("key_ignores_group", F.CACHE, "keys of different groups collide",
@@ -209,6 +233,11 @@ VARIANTS: tuple[Variant, ...] = (
     _v("unpin_to_head", F.LRU, "unpinned blocks join the queue head (evicted first)",
        BP, "BlockPool.unpin_blocks", "self.free_block_queue.append_n(released)",
        "self.free_block_queue.prepend_n(released)  # BUG: was the tail"),
+    _v("partial_replace_ignored", F.CACHE,
+       "cache_partial_block(replace_existing_hashes=True) keeps the keys of the block's old "
+       "contents (a deeper key stays primary, a shallower one an alias)",
+       BP, "BlockPool.cache_partial_block", "replace = replace_existing_hashes or (",
+       "replace = (  # BUG: replace_existing_hashes ignored", examples=1000),
     _v("move_keeps_source_key", F.CACHE,
        "move_block_hashes leaves the source keyed (its request overwrites a cached block)",
        BP, "BlockPool.move_block_hashes", "src_block.reset_hash()", "pass  # BUG"),
