@@ -28,7 +28,8 @@ class SGLangInvariants(Invariants):
                            "their SWA KV; the tree, the running requests and the SWA free list "
                            "partition the SWA pool, and each full slot's SWA peer is its own; "
                            "a lock's window is never dropped; SWA eviction frees each SWA slot "
-                           "once; the SWA sizes are the window's and the rest's")
+                           "once; the SWA sizes count the tree's SWA KV, the protected part "
+                           "covering every window")
 
 
 F = SGLangInvariants

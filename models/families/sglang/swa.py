@@ -7,7 +7,9 @@ tokens. Every full slot of the tree or of a running request has at most one SWA 
 SWA slot holding the same token's sliding-window KV, ``swa``); a tree token without one is
 *tombstoned*: its full KV is cached, its SWA KV was dropped. The tree, the running requests
 and the SWA free list partition the SWA pool (through their full slots' peers). A lock holds
-the full KV of its whole prefix and the SWA KV of its *window*: the last ``W`` tokens.
+the full KV of its whole prefix and the SWA KV of its *window*: the last ``W`` tokens, and may
+protect more of its path's SWA KV (SGLang locks whole nodes): ``swa_protected_size`` lies
+between the windows' tokens and the locked paths' tokens holding SWA KV.
 
 What the target may choose is wider than at the FULL level, and the model reads each choice
 from what the call freed, then holds the target to it: which tokens a full eviction drops
@@ -20,7 +22,7 @@ two and leave the tombstone). What it must answer is not: ``match_prefix`` retur
 page-aligned cached prefix whose last ``W`` tokens (all of them, for a prefix shorter than
 ``W``) hold SWA KV; an eviction short of what was asked leaves nothing of that kind
 evictable; the free lists, the full->SWA peers of the tree's slots and the four sizes after
-every call.
+every call (the SWA split between evictable and protected within the bounds above).
 """
 
 from __future__ import annotations
@@ -66,8 +68,8 @@ class SWAModel(TreeModel):
         return out
 
     def swa_sizes(self) -> tuple[int, int]:
-        """(SWA evictable, SWA protected): tree tokens with SWA KV outside and inside the
-        windows."""
+        """(SWA evictable, SWA protected) at the least protection the contract allows: tree
+        tokens with SWA KV outside and inside the windows."""
         live = [s for s in self.tree.slots() if s in self.swa]
         inside = self.windows()
         protected = sum(1 for s in live if s in inside)
@@ -262,11 +264,6 @@ class SWAModel(TreeModel):
         if evicted < num_tokens and evictable:
             raise Violation(F.EVICT, f"evict({num_tokens}) stops with {evictable} unlocked "
                             "tokens left", expected=num_tokens, observed=evicted)
-        swa_evictable, _ = self.swa_sizes()
-        if swa_evicted < swa_num_tokens and swa_evictable:
-            raise Violation(F.SWA, f"evict(swa_num_tokens={swa_num_tokens}) stops with "
-                            f"{swa_evictable} SWA tokens outside every window left",
-                            expected=swa_num_tokens, observed=swa_evicted)
 
     def check_swa_pool(self, free: Counter[int], available: int, sizes: tuple[int, int],
                        slots: Sequence[int], peers: Sequence[int]) -> None:
@@ -291,8 +288,16 @@ class SWAModel(TreeModel):
             raise Violation(F.SWA, "the tree's full slots map to their own SWA peers (0: "
                             "tombstoned)", expected=[w[2] for w in wrong],
                             observed=[(w[0], w[1]) for w in wrong])
-        want = self.swa_sizes()
-        if tuple(sizes) != want:
-            raise Violation(F.SWA, "(swa_evictable_size, swa_protected_size) are the tree's "
-                            "SWA tokens outside and inside the locks' windows",
-                            expected=want, observed=tuple(sizes))
+        live = {s for s in self.tree.slots() if s in self.swa}
+        windows = self.windows()
+        if windows - live:
+            raise Violation(F.LOCK, "a lock's window keeps its SWA KV",
+                            observed=sorted(windows - live))
+        locked = live & self.tree.locked_slots()
+        evictable, protected = sizes
+        if evictable + protected != len(live) or not len(windows) <= protected <= len(locked):
+            raise Violation(F.SWA, "swa_evictable_size + swa_protected_size are the tree's "
+                            "tokens holding SWA KV; the protected ones cover every lock's "
+                            "window and lie on locked paths",
+                            expected=(len(live), f"{len(windows)}..{len(locked)} protected"),
+                            observed=tuple(sizes))

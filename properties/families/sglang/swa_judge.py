@@ -68,6 +68,12 @@ class SWATreeJudge(TreeJudge):
             "evict", self.tree.evict, num_tokens, swa_num_tokens)
         self.model.check_swa_evict(num_tokens, swa_num_tokens, int(evicted), int(swa_evicted),
                                    Counter(freed), Counter(freed_swa))
+        if int(swa_evicted) < swa_num_tokens:  # short: nothing it counts evictable is left
+            left = int(self._call("swa sizes", self.tree.swa_sizes)[0])
+            if left:
+                raise Violation(F.SWA, f"evict(swa_num_tokens={swa_num_tokens}) stops with "
+                                f"{left} SWA tokens it counts evictable",
+                                expected=swa_num_tokens, observed=int(swa_evicted))
         return int(evicted)
 
     def _arrive(self, op: Arrive) -> Arrived:

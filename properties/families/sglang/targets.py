@@ -226,6 +226,31 @@ def upstream_target(version: str, kind: str) -> TreeTarget:
                       frees_duplicates=kind != "classic")
 
 
+def upstream_swa_target(version: str, kind: str) -> TreeTarget:
+    """Upstream SGLang ``version``'s FULL + SWA tree ``kind`` (``swa-unified-python``,
+    ``swa-unified-rust``, ``swa-classic``: 0.5.18's ``SWARadixCache``); raises
+    :class:`TargetError` saying why it cannot load here."""
+    from properties.families.sglang import upstream
+    from properties.families.sglang.swa_driver import UpstreamSWATree
+
+    why = upstream.unavailable_reason(version)
+    if why is not None:
+        raise TargetError(why)
+    try:
+        mods = upstream.load_sglang(version=version)
+        if mods.swa_error is not None:
+            raise UpstreamError(mods.swa_error)
+        UpstreamSWATree(mods, kind, 8, 1, 8, 2)  # a release without this tree says so here
+    except (UpstreamError, ValueError) as exc:
+        raise TargetError(f"sglang {version} {kind}: {exc}") from exc
+
+    def create(size: int, page_size: int, swa_size: int | None = None,
+               window: int = 2) -> UpstreamSWATree:
+        return UpstreamSWATree(mods, kind, size, page_size, swa_size, window)
+
+    return TreeTarget(f"sglang-{kind}", version, kind, create, swa=True)
+
+
 def tree_target(spec: str) -> TreeTarget:
     """The :class:`TreeTarget` ``spec`` names: a radix cache class (a bundled-style module),
     or a callable returning a TreeTarget."""

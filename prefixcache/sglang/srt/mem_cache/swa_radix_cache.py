@@ -63,6 +63,11 @@ from prefixcache.sglang.srt.mem_cache.swa_allocator import SWATokenToKVPoolAlloc
 
 __all__ = ["RadixKey", "SWARadixCache", "SWATreeNode"]
 
+#: What the tree calls on its allocator (an SWATokenToKVPoolAllocator, by its interface).
+_SWA_ALLOCATOR = ("alloc", "free", "free_full", "free_swa", "set_full_to_swa_mapping",
+                  "clear_full_to_swa_mapping", "translate_loc_from_full_to_swa",
+                  "full_to_swa_index_mapping", "full_attn_allocator")
+
 
 class SWATreeNode:
     """A run of tokens, their full slots, and per token: whether its SWA KV is held
@@ -100,8 +105,8 @@ class SWARadixCache:
         if params.page_size != 1:
             raise InvalidArgumentError(f"SWARadixCache runs at page size 1, got "
                                        f"{params.page_size!r}")
-        alloc = params.token_to_kv_pool_allocator
-        if not isinstance(alloc, SWATokenToKVPoolAllocator):
+        alloc: SWATokenToKVPoolAllocator = params.token_to_kv_pool_allocator  # type: ignore[assignment]
+        if not all(hasattr(alloc, name) for name in _SWA_ALLOCATOR):
             raise InvalidArgumentError("SWARadixCache needs an SWATokenToKVPoolAllocator")
         self.disable = params.disable
         self.token_to_kv_pool_allocator = alloc
