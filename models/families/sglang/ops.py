@@ -45,6 +45,16 @@ class Unlock:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseWindow:
+    """Request ``req`` (running or held) releases the SWA part of its lock only, as a request
+    whose decoding has passed the sliding window does (``release_swa``); its full lock stays
+    until it finishes or unlocks (FULL + SWA configurations only)."""
+
+    kind: ClassVar[str] = "release_swa"
+    req: int
+
+
+@dataclass(frozen=True, slots=True)
 class Evict:
     """``evict(EvictParams(num_tokens, swa_num_tokens))`` (``swa_num_tokens``: SWA KV to drop,
     FULL + SWA configurations only)."""
@@ -63,8 +73,8 @@ class Match:
     extra_key: str | None = None
 
 
-Op = Arrive | Finish | Unlock | Evict | Match
-OP_TYPES = (Arrive, Finish, Unlock, Evict, Match)
+Op = Arrive | Finish | Unlock | Evict | Match | ReleaseWindow
+OP_TYPES = (Arrive, Finish, Unlock, Evict, Match, ReleaseWindow)
 
 
 def op_to_json(op: Op) -> dict[str, Any]:
@@ -80,7 +90,7 @@ def op_to_json(op: Op) -> dict[str, Any]:
         if op.prev_zero:
             out["prev_zero"] = True
         return out
-    if isinstance(op, Unlock):
+    if isinstance(op, Unlock | ReleaseWindow):
         return {"op": op.kind, "req": op.req}
     out = {"op": op.kind, "num_tokens": op.num_tokens}
     if op.swa_num_tokens:
@@ -100,6 +110,8 @@ def op_from_json(data: Mapping[str, Any]) -> Op:
                       bool(data.get("prev_zero", False)))
     if kind == Unlock.kind:
         return Unlock(int(data["req"]))
+    if kind == ReleaseWindow.kind:
+        return ReleaseWindow(int(data["req"]))
     if kind == Evict.kind:
         return Evict(int(data["num_tokens"]), int(data.get("swa_num_tokens", 0)))
     raise ValueError(f"not an SGLang operation: {data!r}")

@@ -63,7 +63,7 @@ class SWAModel(TreeModel):
         """The full slots of every lock's window (the last ``W`` tokens of its prefix)."""
         out: set[int] = set()
         for req in self.requests:
-            if req is not None and req.node is not None:
+            if req is not None and req.node is not None and not req.swa_released:
                 out.update(self.tree.path_slots(req.node)[-self.window:])
         return out
 

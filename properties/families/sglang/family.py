@@ -26,6 +26,7 @@ from models.families.sglang.ops import (
     Evict,
     Finish,
     Match,
+    ReleaseWindow,
     TreeConfig,
     Unlock,
     op_from_json,
@@ -142,6 +143,8 @@ def call_line(op: Any, config: TreeConfig) -> str:
         return f"finish({op.req}{flags})"
     if isinstance(op, Unlock):
         return f"unlock({op.req})"
+    if isinstance(op, ReleaseWindow):
+        return f"tree.release_swa(requests[{op.req}][4])"
     if isinstance(op, Evict):
         swa = f", {op.swa_num_tokens}" if config.window else ""
         return f"print('evict', tree.evict({op.num_tokens}{swa}))"

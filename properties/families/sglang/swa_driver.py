@@ -153,16 +153,28 @@ class UpstreamSWATree:
             return int(self.cache.insert(params).prefix_len)
 
     def lock(self, node: Any) -> Any:
+        """A receipt: upstream's ``TreeLock`` (0.5.23), else [node, dec params, whether the
+        SWA part was released] (0.5.18's ``inc_lock_ref``)."""
         if hasattr(self.cache, "lock"):
             return self.cache.lock(node)
-        return node, self.cache.inc_lock_ref(node).to_dec_params()
+        return [node, self.cache.inc_lock_ref(node).to_dec_params(), False]
 
     def unlock(self, receipt: Any) -> None:
         if hasattr(self.cache, "unlock"):
             self.cache.unlock(receipt)
         else:
-            node, params = receipt
-            self.cache.dec_lock_ref(node, params)
+            node, params, released = receipt
+            self.cache.dec_lock_ref(node, params, skip_swa=released)
+
+    def release_swa(self, receipt: Any) -> None:
+        """The lock's SWA part only, early (0.5.23 ``release_swa``, 0.5.18
+        ``dec_swa_lock_only``), as a request decoding past the window does."""
+        with self.mods.activated():
+            if hasattr(self.cache, "release_swa"):
+                self.cache.release_swa(receipt)
+            elif not receipt[2]:
+                self.cache.dec_swa_lock_only(receipt[0], receipt[1].swa_uuid_for_lock)
+                receipt[2] = True
 
     def lock_count(self, node: Any) -> int | None:
         return None

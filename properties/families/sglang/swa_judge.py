@@ -17,8 +17,8 @@ from typing import Any
 
 from models.core.invariants import Violation
 from models.families.sglang.invariants import SGLangInvariants as F
-from models.families.sglang.model import Request
-from models.families.sglang.ops import Arrive, Evict, Finish, Op
+from models.families.sglang.model import OutOfContract, Request
+from models.families.sglang.ops import Arrive, Evict, Finish, Op, ReleaseWindow
 from models.families.sglang.swa import SWAModel
 from properties.families.sglang.judge import Arrived, TreeJudge
 from properties.families.sglang.slots import SLOT_OPS, SlotOp
@@ -48,7 +48,20 @@ class SWATreeJudge(TreeJudge):
                             "configuration")
         if isinstance(op, Evict):
             return self._evict_both(op.num_tokens, op.swa_num_tokens)
+        if isinstance(op, ReleaseWindow):
+            return self._release_window(op.req)
         return super()._step(op)
+
+    def _release_window(self, req: int) -> None:
+        """Request ``req`` (running or held, with a lock) releases its lock's SWA part."""
+        m = self.model
+        if not 0 <= req < len(m.requests) or m.requests[req] is None:
+            raise OutOfContract(f"request {req} was never made or was refused")
+        request = m.requests[req]
+        if request is None or request.node is None or request.swa_released:
+            raise OutOfContract(f"request {req} holds no lock whose window is locked")
+        self._call("release_swa", self.tree.release_swa, self.receipts[req])
+        request.swa_released = True
 
     def _match(self, tokens: Sequence[int], extra_key: str | None) -> tuple[int, Any, Any]:
         length, node, slots = self._call("match_prefix", self.tree.match, list(tokens),
@@ -117,6 +130,7 @@ class SWATreeJudge(TreeJudge):
         self.model.check_swa_insert(request, prev, int(prefix_len), freed, freed_swa)
         self._unlock(op.req, request)
         request.state = "done"
+        request.swa_released = False
         if op.hold:
             length, node, model_node = self._match(request.tokens, request.extra_key)
             self._lock(op.req, request, node, model_node, length)

@@ -178,6 +178,9 @@ class BundledSWATree(BundledTree):
     def swa_sizes(self) -> tuple[int, int]:
         return int(self.cache.swa_evictable_size()), int(self.cache.swa_protected_size())
 
+    def release_swa(self, receipt: Any) -> None:
+        self.cache.release_swa(receipt)
+
 
 def bundled_target(cache_module: ModuleType, alloc_module: ModuleType | None = None,
                    name: str = "bundled", version: str = "reference") -> TreeTarget:

@@ -95,8 +95,11 @@ class DecLockRefResult:
 
 @dataclasses.dataclass
 class TreeLock:
+    """A held lock; ``swa_released``: its SWA part was released early (``release_swa``)."""
+
     node: TreeNode
     receipt: DecLockRefParams
+    swa_released: bool = False
 
 
 class MatchResult(NamedTuple):

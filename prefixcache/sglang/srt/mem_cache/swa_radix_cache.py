@@ -18,6 +18,8 @@ Contract (``docs/CONTRACT.md``, SGLang, FULL + SWA):
   last ``W`` tokens (exactly those: a per-token SWA lock count). Locking a node whose window
   is tombstoned raises :class:`~prefixcache.sglang.errors.TombstonedWindowError`; unlocking
   below zero :class:`~prefixcache.sglang.errors.LockUnderflowError`; both change nothing.
+  ``release_swa(lock)`` (``dec_swa_lock_only``) releases a lock's window early, keeping its
+  full lock; ``unlock`` then releases the full lock only.
 * **Insert.** Adopts the value's tail past what the tree held; a caller's duplicate of a token
   whose SWA KV the tree holds is freed whole (full slot and SWA peer); for a tombstoned token
   the tree keeps its own full slot (a running request may read it) and adopts the caller's
@@ -252,17 +254,15 @@ class SWARadixCache:
             x.swa_lock[i] += 1
         return IncLockRefResult(delta=delta, node_id=node.id)
 
-    def dec_lock_ref(self, node: SWATreeNode, params: DecLockRefParams | None = None
-                     ) -> DecLockRefResult:
-        """Release one lock of ``node`` (full path and window); raises before any change on
-        a foreign node, another node's receipt, or a count at 0."""
-        if params is not None and params.node_id is not None and params.node_id != node.id:
-            raise ReceiptMismatchError(f"receipt of node {params.node_id} used to unlock "
-                                       f"node {node.id}")
-        self._check_in_tree(node)
+    def dec_lock_ref(self, node: SWATreeNode, params: DecLockRefParams | None = None,
+                     skip_swa: bool = False) -> DecLockRefResult:
+        """Release one lock of ``node`` (full path, and its window unless ``skip_swa``: the
+        window was released already); raises before any change on a foreign node, another
+        node's receipt, or a count at 0."""
+        self._check_receipt(node, params)
         if self.disable or node is self.root_node:
             return DecLockRefResult(delta=0)
-        window = self._window(node)
+        window = [] if skip_swa else self._window(node)
         if node.lock_ref <= 0 or not all(x.swa_lock[i] > 0 for x, i in window):
             raise LockUnderflowError(f"{node} is not locked")
         delta = 0
@@ -276,12 +276,40 @@ class SWARadixCache:
             x.swa_lock[i] -= 1
         return DecLockRefResult(delta=delta)
 
+    def dec_swa_lock_only(self, node: SWATreeNode, params: DecLockRefParams | None = None
+                          ) -> None:
+        """Release only the window of one lock of ``node`` (its full lock stays): a request
+        whose decoding has passed the window. The window's SWA KV becomes evictable unless
+        another lock's window holds it."""
+        self._check_receipt(node, params)
+        if self.disable or node is self.root_node:
+            return
+        window = self._window(node)
+        if node.lock_ref <= 0 or not all(x.swa_lock[i] > 0 for x, i in window):
+            raise LockUnderflowError(f"{node}'s window is not locked")
+        for x, i in window:
+            x.swa_lock[i] -= 1
+
     def lock(self, node: SWATreeNode) -> TreeLock:
         return TreeLock(node, self.inc_lock_ref(node).to_dec_params())  # type: ignore[arg-type]
 
     def unlock(self, lock: TreeLock | None) -> None:
         if lock is not None:
-            self.dec_lock_ref(lock.node, lock.receipt)  # type: ignore[arg-type]
+            self.dec_lock_ref(lock.node, lock.receipt,  # type: ignore[arg-type]
+                              skip_swa=lock.swa_released)
+
+    def release_swa(self, lock: TreeLock | None) -> None:
+        """``dec_swa_lock_only`` of ``lock``, once (a second call changes nothing)."""
+        if lock is None or lock.swa_released:
+            return
+        self.dec_swa_lock_only(lock.node, lock.receipt)  # type: ignore[arg-type]
+        lock.swa_released = True
+
+    def _check_receipt(self, node: SWATreeNode, params: DecLockRefParams | None) -> None:
+        if params is not None and params.node_id is not None and params.node_id != node.id:
+            raise ReceiptMismatchError(f"receipt of node {params.node_id} used to unlock "
+                                       f"node {node.id}")
+        self._check_in_tree(node)
 
     # ------------------------------------------------------------------ sizes
 

@@ -14,7 +14,15 @@ import unittest
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
-from models.families.sglang.ops import Arrive, Evict, Finish, Match, TreeConfig, Unlock
+from models.families.sglang.ops import (
+    Arrive,
+    Evict,
+    Finish,
+    Match,
+    ReleaseWindow,
+    TreeConfig,
+    Unlock,
+)
 from properties.core.machine import OracleMachine
 from properties.core.selection import current_target
 from properties.families.sglang.judge import Arrived
@@ -78,6 +86,18 @@ class SWAMachine(OracleMachine):
         req = data.draw(st.sampled_from(self.held))
         self.held.remove(req)
         self.do(Unlock(req))
+
+    @precondition(lambda self: any(self._windowed()))
+    @rule(data=st.data())
+    def release_window(self, data: st.DataObject) -> None:
+        """A running or held request decodes past the window: its lock's SWA part goes (its
+        full lock stays), so SWA eviction may tombstone that window under a full lock."""
+        self.do(ReleaseWindow(data.draw(st.sampled_from(list(self._windowed())))))
+
+    def _windowed(self) -> list[int]:
+        reqs = self.judge.model.requests
+        return [i for i in self.running + self.held
+                if (r := reqs[i]) is not None and r.node is not None and not r.swa_released]
 
     @rule(num_tokens=st.sampled_from([0, 0, 1, 2, 4]), swa=st.sampled_from([0, 1, 2, 3, 8]))
     def evict(self, num_tokens: int, swa: int) -> None:
