@@ -9,7 +9,15 @@ import copy
 import pytest
 
 from models.core.invariants import Violation
-from models.families.sglang.ops import Arrive, Evict, Finish, Match, TreeConfig, Unlock
+from models.families.sglang.ops import (
+    Arrive,
+    Evict,
+    Finish,
+    Match,
+    ReleaseWindow,
+    TreeConfig,
+    Unlock,
+)
 from prefixcache.sglang.errors import (
     DoubleFreeError,
     InvalidArgumentError,
@@ -154,3 +162,28 @@ def test_the_judge_catches_a_dropped_window() -> None:
     with pytest.raises(Violation) as caught:
         j.step(Evict(0, 8))
     assert caught.value.family.value in {"LOCK", "SWA"}
+
+
+def test_release_swa_unprotects_the_window_and_keeps_the_full_lock() -> None:
+    cache, alloc = make(window=2)
+    put(cache, alloc, [1, 2, 3])
+    node = cache.match_prefix(MatchPrefixParams(RadixKey([1, 2, 3]))).last_device_node
+    lock = cache.lock(node)
+    cache.release_swa(lock)
+    cache.release_swa(lock)  # once only
+    assert (cache.swa_evictable_size(), cache.swa_protected_size()) == (3, 0)
+    assert cache.evict(EvictParams(0, 3)).swa_num_tokens_evicted == 3
+    assert cache.full_protected_size() == 3 and matched(cache, [1, 2, 3]) == 0
+    cache.unlock(lock)  # the full lock only
+    assert cache.full_evictable_size() == 3
+    cache.sanity_check()
+
+
+def test_the_judge_follows_a_released_window() -> None:
+    j = judge(window=1, pages=8, swa_pages=4)
+    j.step(Arrive((1, 2)))
+    j.step(Finish(0, hold=True))
+    j.step(ReleaseWindow(0))
+    j.step(Evict(0, 8))
+    assert j.model.swa_sizes() == (0, 0) and j.step(Match((1, 2))) == 0
+    j.step(Unlock(0))

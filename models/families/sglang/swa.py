@@ -18,7 +18,8 @@ SWA eviction drops (any tree token outside every lock's window; a token whose fu
 frees too is evicted whole), and how an insert treats a duplicate token the tree holds
 tombstoned (keep the tree's full slot and adopt the caller's SWA slot, take the caller's full
 and SWA slots for it and free the tree's full slot (never a locked one), or free the caller's
-two and leave the tombstone). What it must answer is not: ``match_prefix`` returns the longest
+two and leave the tombstone), and whether releasing a lock's SWA part drops the SWA KV it no
+longer protects at once. What it must answer is not: ``match_prefix`` returns the longest
 page-aligned cached prefix whose last ``W`` tokens (all of them, for a prefix shorter than
 ``W``) hold SWA KV; an eviction short of what was asked leaves nothing of that kind
 evictable; the free lists, the full->SWA peers of the tree's slots and the four sizes after
@@ -264,6 +265,25 @@ class SWAModel(TreeModel):
         if evicted < num_tokens and evictable:
             raise Violation(F.EVICT, f"evict({num_tokens}) stops with {evictable} unlocked "
                             "tokens left", expected=num_tokens, observed=evicted)
+
+    def check_swa_release(self, req: Request, freed: Counter[int],
+                          freed_swa: Counter[int]) -> None:
+        """``req`` released its lock's SWA part, freeing ``freed`` / ``freed_swa``: no full
+        slot; SWA KV of tree tokens outside every window left (a cache may drop it then, as
+        0.5.18's ``dec_swa_lock_only`` does for a leaf), each once."""
+        req.swa_released = True
+        if freed:
+            raise Violation(F.OWN, "releasing a lock's SWA part frees no full slot",
+                            observed=sorted(freed.elements()))
+        peers = {self.swa[s]: s for s in self.tree.slots() if s in self.swa}
+        windows = self.windows()
+        bad = sorted((p, self.swa_owner(p)) for p, n in freed_swa.items()
+                     if n > 1 or p not in peers or peers[p] in windows)
+        if bad:
+            raise Violation(F.SWA, "releasing a lock's SWA part frees only SWA KV of tree "
+                            "tokens outside every window, once", observed=bad)
+        for peer in freed_swa:
+            self._free_swa(peers[peer])
 
     def check_swa_pool(self, free: Counter[int], available: int, sizes: tuple[int, int],
                        slots: Sequence[int], peers: Sequence[int]) -> None:

@@ -60,8 +60,10 @@ class SWATreeJudge(TreeJudge):
         request = m.requests[req]
         if request is None or request.node is None or request.swa_released:
             raise OutOfContract(f"request {req} holds no lock whose window is locked")
+        full, swa = self.tree.free_slots(), self.tree.swa_free_slots()
         self._call("release_swa", self.tree.release_swa, self.receipts[req])
-        request.swa_released = True
+        m.check_swa_release(request, self.tree.free_slots() - full,
+                            self.tree.swa_free_slots() - swa)
 
     def _match(self, tokens: Sequence[int], extra_key: str | None) -> tuple[int, Any, Any]:
         length, node, slots = self._call("match_prefix", self.tree.match, list(tokens),
