@@ -2,7 +2,8 @@
 # target: properties.upstream:sglang_v0518_swa_radix_cache
 """Counterexample found by prefixcache.
 
-[EVICT] evict reports the full and SWA tokens it freed at step 4: Evict(num_tokens=0, swa_num_tokens=2)
+[EVICT] evict reports the full and SWA tokens it freed at step 4:
+Evict(num_tokens=0, swa_num_tokens=2)
   expected: (2, 2)
   observed: (1, 2)
 """
@@ -67,7 +68,8 @@ print('swa evictable, protected', tree.swa_sizes())
 if __name__ == "__main__":
     # Re-run the same program under the judge; raises the violation above.
     from properties.core.replay import check
-    check('properties.upstream:sglang_v0518_swa_radix_cache', {'pages': 2, 'page_size': 1, 'window': 1, 'swa_pages': 2}, [
+    check('properties.upstream:sglang_v0518_swa_radix_cache',
+          {'pages': 2, 'page_size': 1, 'window': 1, 'swa_pages': 2}, [
         {'op': 'arrive', 'tokens': [1]},
         {'op': 'finish', 'req': 0},
         {'op': 'arrive', 'tokens': [1, 0]},
