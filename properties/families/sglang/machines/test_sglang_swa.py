@@ -134,5 +134,5 @@ class SWALevelTest:
             raise unittest.SkipTest("the target is not a FULL + SWA tree")
 
 
-class TestSWARadixCache(SWALevelTest, SWAMachine.TestCase):  # type: ignore[misc,valid-type]
+class TestSwaRadixCache(SWALevelTest, SWAMachine.TestCase):  # type: ignore[misc,valid-type]
     """The FULL + SWA machine against the selected target."""
