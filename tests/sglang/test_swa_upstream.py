@@ -75,3 +75,18 @@ def test_the_0518_xfails_entry_reproduces_there_and_not_on_0523() -> None:
         new = judge(sgl.DEFAULT_VERSION, kind, config)
         for op in program:
             new.step(op)
+
+
+@pytest.mark.parametrize(("version", "kind"), KINDS)
+def test_reinsert_over_an_unlocked_tombstoned_internal_node(version: str, kind: str) -> None:
+    j = judge(version, kind, TreeConfig(12, 1, 1, 12))
+    for tail in (4, 5):
+        j.step(Arrive((1, 2, 3, tail)))
+        j.step(Finish(len(j.model.requests) - 1))
+    j.step(Evict(0, 3))  # the least recently used SWA KV, the shared prefix's among it
+    _, prefix = j.model.tree.peek((1, 2, 3), None)
+    assert [s for s in prefix if s not in j.model.swa], "the prefix kept its SWA KV"
+    j.step(Arrive((1, 2, 3)))  # recomputes the tombstoned prefix; nobody locks it
+    j.step(Finish(2))
+    assert j.step(Match((1, 2, 3))) == 3
+    j.step(Match((1, 2, 3, 4)))  # judged: its window's SWA KV decides how far it goes
