@@ -1,6 +1,7 @@
 """The SGLang family's FULL + SWA level: a Hypothesis machine over a tree with a sliding
 window (:class:`~properties.families.sglang.swa_judge.SWATreeJudge`), for the targets that are
 FULL + SWA trees (``TreeTarget.swa``); others skip it, as SWA targets skip the FULL level.
+Driven directly (a fuzz harness) with another target, it judges the bundled SWA tree.
 
 It draws where SWA bugs show: prompts longer than the window, an SWA pool smaller than the
 full one (pressure on the SWA pool alone), SWA eviction while requests hold locks (their
@@ -25,8 +26,11 @@ from models.families.sglang.ops import (
 )
 from properties.core.machine import OracleMachine
 from properties.core.selection import current_target
+from properties.core.targets import load_target
+from properties.families.sglang.family import REF
 from properties.families.sglang.judge import Arrived
 from properties.families.sglang.swa_judge import SWATreeJudge
+from properties.families.sglang.targets import BUNDLED_SWA_SPEC
 
 TOKEN = st.integers(0, 2)
 NAMESPACES = st.sampled_from([None, None, None, "a"])
@@ -45,6 +49,9 @@ class SWAMachine(OracleMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        if not is_swa(self.target):  # driven directly (a fuzz harness): the bundled SWA tree
+            self.target = load_target(BUNDLED_SWA_SPEC, family=REF)
+            self.family = self.target.family_object
         self.running: list[int] = []
         self.held: list[int] = []
         self.prompts: list[tuple[tuple[int, ...], str | None]] = []
