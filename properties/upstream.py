@@ -40,7 +40,7 @@ from properties.families.offload.targets import (
     vllm_v033_cpu_offload,
 )
 from properties.families.sglang import upstream as sglang
-from properties.families.sglang.targets import TreeTarget, upstream_target
+from properties.families.sglang.targets import TreeTarget, upstream_swa_target, upstream_target
 from properties.families.sglang.upstream import CLASSIC_VERSION, DEFAULT_VERSION, load_sglang
 from properties.families.v0 import upstream as v0
 from properties.families.v0.upstream import (
@@ -75,7 +75,10 @@ __all__ = [
     "sglang_classic_radix_cache",
     "sglang_radix_cache",
     "sglang_radix_cache_rust",
+    "sglang_swa_radix_cache",
+    "sglang_swa_radix_cache_rust",
     "sglang_v0518_radix_cache",
+    "sglang_v0518_swa_radix_cache",
     "vllm_cpu_offload",
     "vllm_cpu_offload_arc",
     "vllm_v0_allocator",
@@ -110,6 +113,21 @@ def sglang_classic_radix_cache() -> TreeTarget:
 def sglang_v0518_radix_cache() -> TreeTarget:
     """SGLang 0.5.18's default tree, the classic ``RadixCache``."""
     return upstream_target(CLASSIC_VERSION, "classic")
+
+
+def sglang_swa_radix_cache() -> TreeTarget:
+    """SGLang 0.5.23's ``UnifiedRadixCache`` with FULL + SWA, Python tree core."""
+    return upstream_swa_target(DEFAULT_VERSION, "swa-unified-python")
+
+
+def sglang_swa_radix_cache_rust() -> TreeTarget:
+    """SGLang 0.5.23's ``UnifiedRadixCache`` with FULL + SWA, Rust tree core."""
+    return upstream_swa_target(DEFAULT_VERSION, "swa-unified-rust")
+
+
+def sglang_v0518_swa_radix_cache() -> TreeTarget:
+    """SGLang 0.5.18's ``SWARadixCache`` (FULL + SWA)."""
+    return upstream_swa_target(CLASSIC_VERSION, "swa-classic")
 
 
 USAGE = """usage: python -m properties.upstream {fetch,info} [vllm|aphrodite] [--dest DIR]

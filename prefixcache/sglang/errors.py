@@ -12,7 +12,8 @@ any state changes, so a caught error leaves the cache and the allocator exactly 
         +-- NodeNotInTreeError(ValueError)    a node of another tree, or one already evicted
         +-- InvalidSlotError(ValueError)      a slot outside the pool, or the padding slot 0
         +-- DoubleFreeError(ValueError)       freeing a slot that is free (or never allocated),
-                                              or the same slot twice in one call
+        |                                     or the same slot twice in one call
+        +-- TombstonedWindowError(ValueError) locking a node whose window lost its SWA KV
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "NodeNotInTreeError",
     "ReceiptMismatchError",
     "SGLangCacheError",
+    "TombstonedWindowError",
 ]
 
 
@@ -56,3 +58,8 @@ class InvalidSlotError(SGLangCacheError, ValueError):
 
 class DoubleFreeError(SGLangCacheError, ValueError):
     """Freeing a slot that is free already, was never allocated, or repeats in the call."""
+
+
+class TombstonedWindowError(SGLangCacheError, ValueError):
+    """``inc_lock_ref`` on a node whose last ``sliding_window_size`` tokens are not all held
+    with their SWA KV (a stale match: SWA eviction dropped part of its window)."""

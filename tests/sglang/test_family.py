@@ -42,7 +42,7 @@ def test_the_family_fills_the_interface_and_only_its_roles() -> None:
     assert not isinstance(FAMILY, Building | Fuzzing | Tolerating)
     assert [inv.value for inv in FAMILY.invariants] == [
         "CRASH", "TARGET", "ATOMIC", "CONTENT", "MATCH", "CACHE", "OWN", "LOCK", "SIZE",
-        "EVICT", "NAMESPACE"]
+        "EVICT", "NAMESPACE", "SWA"]
     assert FAMILY.accepts(FAMILY.default_spec)
     assert FAMILY.accepts("properties.upstream:sglang_radix_cache")  # not built to tell
     assert not FAMILY.accepts("tests.toy.allocator:ToyCache")

@@ -24,6 +24,12 @@ class SGLangInvariants(Invariants):
                                "until enough tokens are freed, and frees each slot once")
     NAMESPACE = Invariant("NAMESPACE", "keys of different extra_key namespaces never share a "
                                        "node or a slot")
+    SWA = Invariant("SWA", "with a sliding window W: a matched prefix's last W tokens hold "
+                           "their SWA KV; the tree, the running requests and the SWA free list "
+                           "partition the SWA pool, and each full slot's SWA peer is its own; "
+                           "a lock's window is never dropped; SWA eviction frees each SWA slot "
+                           "once; the SWA sizes count the tree's SWA KV, the protected part "
+                           "covering every window")
 
 
 F = SGLangInvariants

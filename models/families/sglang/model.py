@@ -44,6 +44,8 @@ class Request:
     slots: list[int]
     node: Node | None
     state: str = "running"  # running -> held | done
+    #: FULL + SWA: the lock's SWA part was released early (its window is unprotected).
+    swa_released: bool = False
 
 
 @dataclass

@@ -45,11 +45,23 @@ class Unlock:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseWindow:
+    """Request ``req`` (running or held) releases the SWA part of its lock only, as a request
+    whose decoding has passed the sliding window does (``release_swa``); its full lock stays
+    until it finishes or unlocks (FULL + SWA configurations only)."""
+
+    kind: ClassVar[str] = "release_swa"
+    req: int
+
+
+@dataclass(frozen=True, slots=True)
 class Evict:
-    """``evict(EvictParams(num_tokens))``."""
+    """``evict(EvictParams(num_tokens, swa_num_tokens))`` (``swa_num_tokens``: SWA KV to drop,
+    FULL + SWA configurations only)."""
 
     kind: ClassVar[str] = "evict"
     num_tokens: int
+    swa_num_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +73,8 @@ class Match:
     extra_key: str | None = None
 
 
-Op = Arrive | Finish | Unlock | Evict | Match
-OP_TYPES = (Arrive, Finish, Unlock, Evict, Match)
+Op = Arrive | Finish | Unlock | Evict | Match | ReleaseWindow
+OP_TYPES = (Arrive, Finish, Unlock, Evict, Match, ReleaseWindow)
 
 
 def op_to_json(op: Op) -> dict[str, Any]:
@@ -78,9 +90,12 @@ def op_to_json(op: Op) -> dict[str, Any]:
         if op.prev_zero:
             out["prev_zero"] = True
         return out
-    if isinstance(op, Unlock):
+    if isinstance(op, Unlock | ReleaseWindow):
         return {"op": op.kind, "req": op.req}
-    return {"op": op.kind, "num_tokens": op.num_tokens}
+    out = {"op": op.kind, "num_tokens": op.num_tokens}
+    if op.swa_num_tokens:
+        out["swa_num_tokens"] = op.swa_num_tokens
+    return out
 
 
 def op_from_json(data: Mapping[str, Any]) -> Op:
@@ -95,18 +110,28 @@ def op_from_json(data: Mapping[str, Any]) -> Op:
                       bool(data.get("prev_zero", False)))
     if kind == Unlock.kind:
         return Unlock(int(data["req"]))
+    if kind == ReleaseWindow.kind:
+        return ReleaseWindow(int(data["req"]))
     if kind == Evict.kind:
-        return Evict(int(data["num_tokens"]))
+        return Evict(int(data["num_tokens"]), int(data.get("swa_num_tokens", 0)))
     raise ValueError(f"not an SGLang operation: {data!r}")
 
 
 @dataclass(frozen=True, slots=True)
 class TreeConfig:
-    """The pool: ``pages`` pages of ``page_size`` slots (``size = pages * page_size``)."""
+    """The pool: ``pages`` pages of ``page_size`` slots (``size = pages * page_size``). With a
+    sliding ``window`` > 0 the cache is FULL + SWA: a second pool of ``swa_pages`` pages holds
+    the sliding-window KV (``swa_size``); ``window`` 0 is the FULL component alone."""
 
     pages: int
     page_size: int
+    window: int = 0
+    swa_pages: int = 0
 
     @property
     def size(self) -> int:
         return self.pages * self.page_size
+
+    @property
+    def swa_size(self) -> int:
+        return self.swa_pages * self.page_size

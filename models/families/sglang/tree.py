@@ -154,6 +154,48 @@ class ModelTree:
             gone.append(victim)
         return evicted, gone
 
+    def remove(self, slots: set[int]) -> str | None:
+        """Drop the tokens holding ``slots`` (an eviction the target chose, FULL + SWA): each
+        node keeps the tokens before its first dropped one; None, or why this is no eviction
+        (a dropped token with a kept descendant, or a locked one)."""
+        for node in list(self.nodes()):
+            cut = next((i for i, s in enumerate(node.value) if s in slots), None)
+            if cut is None:
+                continue
+            kept = [s for s in node.value[cut:] if s not in slots]
+            if kept or any(s not in slots for c in node.children.values()
+                           for s in self.subtree_slots(c)):
+                return f"{node} loses slot {node.value[cut]} but keeps later tokens"
+            if node.lock:
+                return f"{node} is locked"
+        for node in list(self.nodes()):
+            cut = next((i for i, s in enumerate(node.value) if s in slots), None)
+            if cut is None or node.parent is None:
+                continue
+            if cut == 0:
+                del node.parent.children[self._child_key(node)]
+                node.parent = None
+            else:
+                node.key, node.value = node.key[:cut], node.value[:cut]
+        return None
+
+    def subtree_slots(self, node: Node) -> list[int]:
+        out, stack = [], [node]
+        while stack:
+            x = stack.pop()
+            out += x.value
+            stack.extend(x.children.values())
+        return out
+
+    def replace_slot(self, old: int, new: int) -> None:
+        """The tree's token at slot ``old`` now holds slot ``new`` (an insert that took the
+        caller's slot for a token the tree held)."""
+        for node in self.nodes():
+            if old in node.value:
+                node.value[node.value.index(old)] = new
+                return
+        raise RuntimeError(f"slot {old} is not in the tree")
+
     # ------------------------------------------------------------------ internals
 
     def _tick(self) -> int:

@@ -26,6 +26,7 @@ from models.families.sglang.ops import (
     Evict,
     Finish,
     Match,
+    ReleaseWindow,
     TreeConfig,
     Unlock,
     op_from_json,
@@ -35,6 +36,7 @@ from properties.core.family import Family, Script, TargetOptions
 from properties.core.targets import Target, TargetError, speaks, step_timeout_setting
 from properties.families.sglang import slots
 from properties.families.sglang.judge import Arrived, TreeJudge
+from properties.families.sglang.swa_judge import SWATreeJudge
 from properties.families.sglang.targets import (
     BUNDLED_SPEC,
     CACHE_METHODS,
@@ -70,10 +72,14 @@ class SGLangVocabulary:
         return isinstance(value, OP_TYPES + slots.SLOT_OPS)
 
     def config(self, target: Target, geometry: Mapping[str, Any]) -> TreeConfig:
-        return TreeConfig(int(geometry["pages"]), int(geometry["page_size"]))
+        return TreeConfig(int(geometry["pages"]), int(geometry["page_size"]),
+                          int(geometry.get("window", 0)), int(geometry.get("swa_pages", 0)))
 
     def geometry(self, config: TreeConfig) -> dict[str, Any]:
-        return {"pages": config.pages, "page_size": config.page_size}
+        out: dict[str, Any] = {"pages": config.pages, "page_size": config.page_size}
+        if config.window:
+            out.update(window=config.window, swa_pages=config.swa_pages)
+        return out
 
 
 PRELUDE = '''
@@ -114,6 +120,16 @@ def unlock(req):
 '''
 
 
+#: The scheduler's helpers with a sliding window: ``arrive`` evicts full KV for what the full
+#: pool lacks and SWA KV for what the SWA pool lacks.
+SWA_PRELUDE = PRELUDE.replace(
+    """    if tree.available_size() < need:
+        print("evict", tree.evict(need - tree.available_size()))""",
+    """    full, swa = tree.available_size(), tree.swa_available_size()
+    if full < need or swa < need:
+        print("evict", tree.evict(max(0, need - full), max(0, need - swa)))""")
+
+
 def call_line(op: Any, config: TreeConfig) -> str:
     """One operation as a call of the prelude's helpers or the driver."""
     if isinstance(op, slots.SLOT_OPS):
@@ -127,8 +143,11 @@ def call_line(op: Any, config: TreeConfig) -> str:
         return f"finish({op.req}{flags})"
     if isinstance(op, Unlock):
         return f"unlock({op.req})"
+    if isinstance(op, ReleaseWindow):
+        return f"tree.release_swa(requests[{op.req}][4])"
     if isinstance(op, Evict):
-        return f"print('evict', tree.evict({op.num_tokens}))"
+        swa = f", {op.swa_num_tokens}" if config.window else ""
+        return f"print('evict', tree.evict({op.num_tokens}{swa}))"
     return f"print('match', tree.match({list(op.tokens)}, {op.extra_key!r})[::2])"
 
 
@@ -143,7 +162,7 @@ class SGLangFamily:
     machines = Path(__file__).resolve().parent / "machines"
     vocabulary = SGLangVocabulary()
     #: Optional role (properties.core.roles.PoolShrinking): smaller pools replay shorter.
-    pool_fields: tuple[tuple[str, int], ...] = (("pages", 1),)
+    pool_fields: tuple[tuple[str, int], ...] = (("pages", 1), ("swa_pages", 1))
     #: Optional role (properties.core.roles.HandleShrinking): requests, by their Arrive.
     handle_fields: Mapping[str, tuple[str, ...]] = {"req": ("req",), "hold": ("hold",)}
 
@@ -180,23 +199,32 @@ class SGLangFamily:
                       step_timeout=step_timeout_setting(options.step_timeout))
 
     def judge(self, target: Target, config: TreeConfig) -> TreeJudge:
-        return TreeJudge(target.factory, config, spec=target.spec,
-                         name=target.describe().split(" (")[0],
-                         misuse_types=target.misuse_types)
+        if bool(config.window) != bool(getattr(target.caps, "swa", False)):
+            raise OutOfContract(f"{target.describe()} is not judged with window "
+                                f"{config.window}")
+        judge = SWATreeJudge if config.window else TreeJudge
+        return judge(target.factory, config, spec=target.spec,
+                     name=target.describe().split(" (")[0], misuse_types=target.misuse_types)
 
     def script(self, target: Target, config: TreeConfig, steps: Sequence[Any],
                judge: Any | None = None) -> Script:
         """The driver built from the spec, the scheduler's helpers, one call per step; then
         the same program replayed under the judge."""
+        shape = f"{config.size}, {config.page_size}" + (
+            f", {config.swa_size}, {config.window}" if config.window else "")
+        prelude = SWA_PRELUDE if config.window else PRELUDE + slots.PRELUDE
         body = ["from properties.families.sglang.targets import open_target", "",
                 f"PAGE, SIZE, SPEC = {config.page_size}, {config.size}, {target.spec!r}",
-                f"tree = open_target({target.spec!r}).create({config.size}, {config.page_size})",
-                "requests = []", *PRELUDE.split("\n"), *slots.PRELUDE.split("\n")]
+                f"tree = open_target({target.spec!r}).create({shape})",
+                "requests = []", *prelude.split("\n")]
         for i, step in enumerate(steps):
             body += [f"# step {i}: {step.op!r}", call_line(step.op, config)]
         body += ["# what the judge reads after every step: the free list and the sizes",
                  "print('free slots', sorted(tree.free_slots().elements()))",
                  "print('evictable, protected, total', tree.sizes())"]
+        if config.window:
+            body += ["print('free SWA slots', sorted(tree.swa_free_slots().elements()))",
+                     "print('swa evictable, protected', tree.swa_sizes())"]
         program = [self.vocabulary.op_to_json(step.op) for step in steps]
         check = ["from properties.core.replay import check",
                  f"check({target.spec!r}, {self.vocabulary.geometry(config)!r}, [",
@@ -226,7 +254,9 @@ class SGLangFamily:
                 yield replace(op, prev_zero=False), {}
         elif isinstance(op, Evict):
             for n in range(op.num_tokens):
-                yield Evict(n), {}
+                yield Evict(n, op.swa_num_tokens), {}
+            for n in range(op.swa_num_tokens):
+                yield Evict(op.num_tokens, n), {}
         elif isinstance(op, slots.Take):
             for pages in range(1, op.pages):
                 yield slots.Take(pages), {}

@@ -11,8 +11,8 @@ from typing import Any
 
 from models.core.invariants import Violation
 from models.families.sglang.invariants import SGLangInvariants as F
-from models.families.sglang.model import Request, TreeModel
-from models.families.sglang.ops import Arrive, Evict, Finish, Op, TreeConfig, Unlock
+from models.families.sglang.model import OutOfContract, Request, TreeModel
+from models.families.sglang.ops import Arrive, Evict, Finish, Op, ReleaseWindow, TreeConfig, Unlock
 from properties.families.sglang.slots import SLOT_OPS, SlotOp
 
 
@@ -84,6 +84,8 @@ class TreeJudge:
             return None
         if isinstance(op, Evict):
             return self._evict(op.num_tokens)
+        if isinstance(op, ReleaseWindow):
+            raise OutOfContract("release_swa needs a sliding window (a FULL + SWA tree)")
         return self._match(op.tokens, op.extra_key)[0]
 
     def _match(self, tokens: Sequence[int], extra_key: str | None) -> tuple[int, Any, Any]:

@@ -243,7 +243,8 @@ PLACEHOLDERS: dict[str, tuple[str, ...]] = {
         "transfer_hicache_all_layer_mla_staged_lf_pf", "transfer_hicache_all_layer_staged_lf_pf",
         "transfer_hicache_one_layer", "transfer_hicache_one_layer_mla"),
     "sglang.kernels.ops.kvcache.hisparse": ("transfer_cache_dsv4_mla",),
-    "sglang.kernels.ops.memory.allocator": ("alloc_decode_kernel", "alloc_extend_kernel"),
+    "sglang.kernels.ops.memory.allocator": ("alloc_decode_kernel", "alloc_extend_kernel",
+                                            "get_and_clear_swa_pages"),
     "sglang.kernels.ops.memory.common": ("_get_last_loc_safe_kernel", "get_last_loc_kernel"),
     "sglang.kernels.ops.attention.dsa.dequant_k_cache": ("dequantize_k_cache_paged_dsa",),
     "sglang.srt.constants": ("GPU_MEMORY_TYPE_KV_CACHE",),
@@ -286,6 +287,14 @@ PLACEHOLDERS: dict[str, tuple[str, ...]] = {
     "sglang.srt.managers.schedule_batch": ("ReqKvInfo", "Req", "FINISH_ABORT"),
     "sglang.srt.speculative.spec_info": ("SpeculativeAlgorithm",),
     "sglang.srt.utils": ("broadcast_pyobj",),
+    # The Unified SWA component accepts this allocator beside the SWA one (isinstance only);
+    # the suite builds the SWA one.
+    "sglang.srt.mem_cache.allocator.hisparse": ("DeepSeekV4HiSparseTokenToKVPoolAllocator",),
+    # The Unified SWA component and the Rust adapter ask whether the allocator is the
+    # unified-memory SWA composite (isinstance only); the suite builds the static SWA one.
+    "sglang.srt.mem_cache.allocator.unified_hybrid_swa": ("UnifiedSWAAllocatorBase",),
+    # SWA allocator: only its page-size > 1 SWA-tail path calls it; the SWA level runs page 1.
+    "sglang.srt.utils.common": ("async_h2d",),
     "sglang.srt.utils.poll_timer": ("PollTimer",),
 }
 

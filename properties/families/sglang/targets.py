@@ -27,6 +27,8 @@ from properties.core.targets import TargetError, resolve
 
 #: The bundled reference, as ``--allocator`` names it.
 BUNDLED_SPEC = "prefixcache.sglang.srt.mem_cache.radix_cache:RadixCache"
+#: The bundled FULL + SWA reference.
+BUNDLED_SWA_SPEC = "prefixcache.sglang.srt.mem_cache.swa_radix_cache:SWARadixCache"
 #: What a radix cache class has (how ``accepts`` recognises one without building it).
 CACHE_METHODS = ("match_prefix", "insert", "evict", "inc_lock_ref", "dec_lock_ref",
                  "evictable_size", "protected_size")
@@ -45,10 +47,14 @@ class TreeTarget:
     create: Callable[[int, int], Any]
     frees_duplicates: bool = True
     misuse_types: tuple[type[BaseException], ...] = ()
+    #: A FULL + SWA tree: ``create(size, page_size, swa_size, window)`` (defaults: the full
+    #: pool's size, a window of 2), judged by the SWA machine only.
+    swa: bool = False
 
     def describe(self) -> str:
         who = "the tree frees" if self.frees_duplicates else "the caller frees"
-        return f"{self.name} {self.version} ({self.kind} radix cache; {who} insert's duplicates)"
+        what = "FULL + SWA radix cache" if self.swa else "radix cache"
+        return f"{self.name} {self.version} ({self.kind} {what}; {who} insert's duplicates)"
 
 
 class BundledTree:
@@ -130,22 +136,74 @@ class BundledTree:
         return int(c.evictable_size()), int(c.protected_size()), int(c.total_size())
 
 
+class BundledSWATree(BundledTree):
+    """A bundled-style ``SWARadixCache`` (``cache_module``) over ``SWATokenToKVPoolAllocator``
+    (``alloc_module``): the driver's calls plus ``swa_of``, ``swa_free_slots``,
+    ``swa_available_size``, ``swa_sizes`` and a two-part ``evict``."""
+
+    def __init__(self, cache_module: ModuleType, alloc_module: ModuleType, size: int,
+                 page_size: int, swa_size: int | None = None, window: int = 2) -> None:
+        self.page_size = page_size
+        self.allocator = alloc_module.SWATokenToKVPoolAllocator(
+            size, size if swa_size is None else swa_size, page_size)
+        self.extends = False
+        m = cache_module
+        self.cache = m.SWARadixCache(m.CacheInitParams(False, None, self.allocator, page_size,
+                                                       sliding_window_size=window))
+        self._key, self._match = m.RadixKey, m.MatchPrefixParams
+        self._insert, self._evict = m.InsertParams, m.EvictParams
+
+    def available_size(self) -> int:
+        return int(self.allocator.full_available_size())
+
+    def free_slots(self) -> Counter[int]:
+        return Counter(self.allocator.full_attn_allocator.free_pages)
+
+    def swa_free_slots(self) -> Counter[int]:
+        return Counter(self.allocator.swa_attn_allocator.free_pages)
+
+    def swa_available_size(self) -> int:
+        return int(self.allocator.swa_available_size())
+
+    def swa_of(self, slots: Sequence[int]) -> list[int]:
+        return [int(self.allocator.full_to_swa_index_mapping[s]) for s in slots]
+
+    def evict(self, num_tokens: int, swa_num_tokens: int = 0  # type: ignore[override]
+              ) -> tuple[int, int, Counter[int], Counter[int]]:
+        full, swa = self.free_slots(), self.swa_free_slots()
+        result = self.cache.evict(self._evict(num_tokens, swa_num_tokens))
+        return (int(result.num_tokens_evicted), int(result.swa_num_tokens_evicted),
+                self.free_slots() - full, self.swa_free_slots() - swa)
+
+    def swa_sizes(self) -> tuple[int, int]:
+        return int(self.cache.swa_evictable_size()), int(self.cache.swa_protected_size())
+
+    def release_swa(self, receipt: Any) -> None:
+        self.cache.release_swa(receipt)
+
+
 def bundled_target(cache_module: ModuleType, alloc_module: ModuleType | None = None,
                    name: str = "bundled", version: str = "reference") -> TreeTarget:
     """Trees of ``cache_module``'s ``RadixCache`` over ``alloc_module``'s allocators (None:
     the allocator module beside the cache module)."""
+    swa = hasattr(cache_module, "SWARadixCache")
     if alloc_module is None:
-        alloc_module = importlib.import_module(
-            cache_module.__name__.rpartition(".")[0] + ".allocator")
+        alloc_module = importlib.import_module(cache_module.__name__.rpartition(".")[0] + (
+            ".swa_allocator" if swa else ".allocator"))
     allocators = alloc_module
 
     def create(size: int, page_size: int) -> BundledTree:
         return BundledTree(cache_module, allocators, size, page_size)
 
+    def create_swa(size: int, page_size: int, swa_size: int | None = None,
+                   window: int = 2) -> BundledSWATree:
+        return BundledSWATree(cache_module, allocators, size, page_size, swa_size, window)
+
     # A bundled-style tree claims typed errors when its module names their base class.
     base = getattr(cache_module, "SGLangCacheError", None)
     claimed = (base,) if isinstance(base, type) and issubclass(base, Exception) else ()
-    return TreeTarget(name, version, "bundled", create, misuse_types=claimed)
+    return TreeTarget(name, version, "bundled", create_swa if swa else create,
+                      misuse_types=claimed, swa=swa)
 
 
 def upstream_target(version: str, kind: str) -> TreeTarget:
@@ -169,6 +227,31 @@ def upstream_target(version: str, kind: str) -> TreeTarget:
 
     return TreeTarget(f"sglang-{kind}", version, kind, create,
                       frees_duplicates=kind != "classic")
+
+
+def upstream_swa_target(version: str, kind: str) -> TreeTarget:
+    """Upstream SGLang ``version``'s FULL + SWA tree ``kind`` (``swa-unified-python``,
+    ``swa-unified-rust``, ``swa-classic``: 0.5.18's ``SWARadixCache``); raises
+    :class:`TargetError` saying why it cannot load here."""
+    from properties.families.sglang import upstream
+    from properties.families.sglang.swa_driver import UpstreamSWATree
+
+    why = upstream.unavailable_reason(version)
+    if why is not None:
+        raise TargetError(why)
+    try:
+        mods = upstream.load_sglang(version=version)
+        if mods.swa_error is not None:
+            raise UpstreamError(mods.swa_error)
+        UpstreamSWATree(mods, kind, 8, 1, 8, 2)  # a release without this tree says so here
+    except (UpstreamError, ValueError) as exc:
+        raise TargetError(f"sglang {version} {kind}: {exc}") from exc
+
+    def create(size: int, page_size: int, swa_size: int | None = None,
+               window: int = 2) -> UpstreamSWATree:
+        return UpstreamSWATree(mods, kind, size, page_size, swa_size, window)
+
+    return TreeTarget(f"sglang-{kind}", version, kind, create, swa=True)
 
 
 def tree_target(spec: str) -> TreeTarget:

@@ -83,8 +83,14 @@ REQUIRED_THIRD_PARTY = ("torch", "numpy", "msgspec")
 
 # Wheel paths (below ``sglang/``) executed from the wheel; memory_pool is a stand-in.
 _SERVED = ("srt/mem_cache/", "srt/environ.py", "srt/rust_extensions/",
-           "srt/session/streaming_session.py")
-_NOT_SERVED = ("srt/mem_cache/memory_pool.py",)
+           "srt/session/streaming_session.py",
+           # the SWA allocator's runtime checks (``expect``), upstream's own
+           "srt/utils/invariants.py")
+_NOT_SERVED = ("srt/mem_cache/memory_pool.py",
+               # DeepSeek-V4 HiSparse (GPU kernels): a stand-in, for one isinstance check
+               "srt/mem_cache/allocator/hisparse.py",
+               # the unified-memory SWA composite: a stand-in, for isinstance checks only
+               "srt/mem_cache/allocator/unified_hybrid_swa.py")
 _RUST_MODULE = "sglang.srt.mem_cache.rust_tree_core.mem_cache"
 _REQUIRED = ("srt.mem_cache.radix_cache", "srt.mem_cache.base_prefix_cache",
              "srt.mem_cache.cache_init_params")
@@ -108,6 +114,8 @@ class SGLangModules:
     rust_error: str | None
     load_seconds: float
     extension_path: Path | None = None
+    #: Why the FULL + SWA classes did not import (None: they did, or the release has none).
+    swa_error: str | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False,
                                    compare=False)
 
@@ -341,6 +349,14 @@ _TARGETS = ("srt.mem_cache.radix_cache", "srt.mem_cache.allocator",
             "srt.mem_cache.unified_cache.unified_tree_core",
             "srt.mem_cache.unified_cache.tree_core_registry")
 _RUST_TARGETS = ("srt.mem_cache.rust_tree_core.adapter",)
+#: FULL + SWA: the allocator (a failure kept in ``swa_error``), then what the SWA trees import
+#: lazily: 0.5.18's SWARadixCache, 0.5.23's Unified SWA component and the allocators it
+#: checks for; each imported where the wheel has it (a tree that needs a missing one fails
+#: to build, naming it).
+_SWA_TARGETS = ("srt.mem_cache.allocator.swa", "srt.mem_cache.allocator.hisparse",
+                "srt.mem_cache.allocator.unified_hybrid_swa",
+                "srt.mem_cache.swa_radix_cache",
+                "srt.mem_cache.unified_cache.components.swa")
 
 _LOCK = threading.RLock()
 _LOADED: dict[tuple[str, str], SGLangModules] = {}
@@ -376,6 +392,14 @@ def _load(source: Path) -> SGLangModules:
                 rust_core = True
             except UpstreamSourceInvalid as exc:
                 rust_core, rust_error = False, str(exc)
+        swa_error: str | None = None
+        for rel in _SWA_TARGETS:
+            if f"sglang.{rel}" in entries:
+                try:
+                    _import(f"sglang.{rel}", read.origin)
+                except UpstreamError as exc:  # the allocator is every SWA tree's
+                    if rel == _SWA_TARGETS[0]:
+                        swa_error = str(exc)
         modules = {n: m for n, m in sys.modules.items()
                    if n.split(".")[0] == "sglang" and m is not None}
     finally:
@@ -387,7 +411,7 @@ def _load(source: Path) -> SGLangModules:
     return SGLangModules(version=version, origin=read.origin, modules=modules,
                          stubbed=tuple(sorted(set(loader.stubbed))), rust_core=rust_core,
                          rust_error=rust_error, load_seconds=time.perf_counter() - started,
-                         extension_path=ext_path)
+                         extension_path=ext_path, swa_error=swa_error)
 
 
 def _import(name: str, origin: str) -> ModuleType:

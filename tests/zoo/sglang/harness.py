@@ -19,6 +19,7 @@ from models.core.invariants import Violation
 from models.families.sglang.ops import TreeConfig
 from properties.core.collector import machine_collector
 from properties.core.determinism import fixed_constants
+from properties.core.machine import OracleMachine
 from properties.core.selection import kept, use
 from properties.core.shrink import shrink_with_pools
 from properties.core.targets import Target, load_target
@@ -58,15 +59,15 @@ def target_of(spec: str) -> Target:
     return load_target(spec, family=REF)
 
 
-def first_failure(target: Target, budget: Budget) -> tuple[TreeConfig, list[Any], int,
-                                                           float] | None:
+def first_failure(target: Target, budget: Budget, machine: type[OracleMachine] = TreeMachine
+                  ) -> tuple[TreeConfig, list[Any], int, float] | None:
     """The machine on ``target``: (config, program, examples, seconds) of the first failing
     example, or None when the whole budget passes."""
     started = time.perf_counter()
     found: list[tuple[TreeConfig, list[Any], int, float]] = []
     examples = [0]
 
-    class Probe(TreeMachine):
+    class Probe(machine):  # type: ignore[valid-type,misc]
         def __init__(self) -> None:
             super().__init__()
             examples[0] += 1
@@ -89,9 +90,10 @@ def first_failure(target: Target, budget: Budget) -> tuple[TreeConfig, list[Any]
     return found[0] if found else None
 
 
-def catch(target: Target, budget: Budget = Budget()) -> Catch | None:
+def catch(target: Target, budget: Budget = Budget(),
+          machine: type[OracleMachine] = TreeMachine) -> Catch | None:
     """:func:`first_failure`, then the program shrunk (the catch), or None."""
-    first = first_failure(target, budget)
+    first = first_failure(target, budget, machine)
     if first is None:
         return None
     config, program, examples, seconds = first
@@ -112,12 +114,12 @@ def catch(target: Target, budget: Budget = Budget()) -> Catch | None:
 SCHEDULE = tuple(Budget(seed=s) for s in range(4))
 
 
-def caught(target: Target, schedule: tuple[Budget, ...] = SCHEDULE
-           ) -> tuple[Catch, float] | None:
+def caught(target: Target, schedule: tuple[Budget, ...] = SCHEDULE,
+           machine: type[OracleMachine] = TreeMachine) -> tuple[Catch, float] | None:
     """The first catch of ``schedule`` and the seconds from the schedule's start to it."""
     started = time.perf_counter()
     for budget in schedule:
-        found = catch(target, budget)
+        found = catch(target, budget, machine)
         if found is not None:
             return found, time.perf_counter() - started - found.shrink_seconds
     return None

@@ -25,6 +25,7 @@ from tests.zoo.patching import Patch, apply
 PACKAGE = "prefixcache.sglang.srt.mem_cache"
 SOURCE = Path(__file__).resolve().parents[3] / "prefixcache" / "sglang" / "srt" / "mem_cache"
 RADIX, ALLOC = "radix_cache", "allocator"
+SWA_RADIX, SWA_ALLOC = "swa_radix_cache", "swa_allocator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,11 +196,54 @@ MUTANTS: dict[str, Mutant] = {
         (f"{RC}.evict", "evicted += len(node.value)", "evicted += 1")),
 }
 
+SW = "SWARadixCache"
+SA = "SWATokenToKVPoolAllocator"
+#: FULL + SWA mutants: patches of ``swa_radix_cache.py`` / ``swa_allocator.py``, caught by the
+#: SWA level's machine (``test_sglang_swa.py``).
+SWA_MUTANTS: dict[str, Mutant] = {
+    "swa_match_ignores_tombstones": _m(
+        SWA_RADIX, "SWA", "a match is not cut back where its window lost SWA KV: attention "
+        "reads dropped sliding-window KV",
+        (f"{SW}._usable", "if all(x.swa_live[i] for x, i in held[max(0, end - w):end]):",
+         "if True:"),
+        also=("CRASH",)),  # or locking the stale window is refused
+    "swa_evict_ignores_windows": _m(
+        SWA_RADIX, "LOCK", "SWA eviction drops the SWA KV of a running request's window",
+        (f"{SW}.evict", "if any(live and not lock for live, lock in zip(x.swa_live, x.swa_lock,",
+         "if any(live for live, lock in zip(x.swa_live, x.swa_lock,"),
+        (f"{SW}.evict", "strict=True)) if live and not lock]", "strict=True)) if live]"),
+        also=("SWA",)),
+    "swa_recover_loses_mapping": _m(
+        SWA_RADIX, "SWA", "re-inserting a tombstoned token revives it without pointing its "
+        "full slot at the caller's SWA slot: a stale full->SWA mapping, the SWA slot lost",
+        (f"{SW}.insert", "alloc.set_full_to_swa_mapping([node.value[at]],",
+         "_ = ([node.value[at]],"),
+        also=("CRASH",)),
+    "swa_window_one_short": _m(
+        SWA_RADIX, "LOCK", "a lock protects one token less than the window",
+        (f"{SW}._window", "while x is not self.root_node and len(out) < self.sliding_window_size:",
+         "while x is not self.root_node and len(out) < self.sliding_window_size - 1:"),
+        (f"{SW}._window", "if len(out) == self.sliding_window_size:",
+         "if len(out) == self.sliding_window_size - 1:"),
+        also=("SWA",)),
+    "swa_sizes_count_tombstones": _m(
+        SWA_RADIX, "SWA", "swa_evictable_size counts tombstoned tokens",
+        (f"{SW}._swa_count", "if live and (lock > 0) == locked)", "if (lock > 0) == locked)")),
+    "swa_free_swa_keeps_slots": _m(
+        SWA_ALLOC, "SWA", "free_swa clears the mapping but never returns the SWA slots",
+        (f"{SA}.free_swa", "self.swa_attn_allocator.free(peers)", "pass"),
+        also=("EVICT",)),  # the tree reports SWA tokens evicted that never came free
+    "swa_alloc_shares_a_slot": _m(
+        SWA_ALLOC, "SWA", "alloc pairs every new full slot with the same SWA slot",
+        (f"{SA}.alloc", "self.full_to_swa_index_mapping[f] = s",
+         "self.full_to_swa_index_mapping[f] = swa[0]")),
+}
+
 
 @functools.cache
 def module(name: str) -> ModuleType:
     """The patched module of mutant ``name`` (``tests.zoo.sglang.mutants.<name>``)."""
-    mutant = MUTANTS[name]
+    mutant = MUTANTS[name] if name in MUTANTS else SWA_MUTANTS[name]
     path = SOURCE / f"{mutant.module}.py"
     source = path.read_text(encoding="utf-8")
     for scope, find, replace in mutant.patches:
@@ -218,6 +262,12 @@ def module(name: str) -> ModuleType:
 def target(name: str) -> TreeTarget:
     """Mutant ``name`` as a target: its patched module with the bundled other one."""
     patched = module(name)
+    if name in SWA_MUTANTS:
+        if SWA_MUTANTS[name].module == SWA_RADIX:
+            return bundled_target(patched, importlib.import_module(f"{PACKAGE}.{SWA_ALLOC}"),
+                                  name=f"zoo/{name}", version="mutant")
+        return bundled_target(importlib.import_module(f"{PACKAGE}.{SWA_RADIX}"), patched,
+                              name=f"zoo/{name}", version="mutant")
     if MUTANTS[name].module == RADIX:
         return bundled_target(patched, importlib.import_module(f"{PACKAGE}.{ALLOC}"),
                               name=f"zoo/{name}", version="mutant")
@@ -233,5 +283,5 @@ def _factory(name: str) -> Any:
     return make
 
 
-for _name in MUTANTS:
+for _name in [*MUTANTS, *SWA_MUTANTS]:
     globals()[_name] = _factory(_name)

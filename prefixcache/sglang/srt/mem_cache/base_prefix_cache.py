@@ -1,8 +1,8 @@
 """Parameter and result records of the prefix caches (``sglang.srt.mem_cache.base_prefix_cache``).
 
 Upstream carries KV slot indices as int64 tensors; here they are lists of ints (``value`` in
-:class:`InsertParams` accepts any ``Sequence[int]``). Fields the bundled tree does not use
-(Mamba, SWA, HiCache, sessions) are left out.
+:class:`InsertParams` accepts any ``Sequence[int]``). Fields the bundled trees do not use
+(Mamba, HiCache, sessions) are left out.
 """
 
 from __future__ import annotations
@@ -57,12 +57,17 @@ class InsertResult:
 
 @dataclasses.dataclass
 class EvictParams:
+    """``num_tokens`` of full KV to free; ``swa_num_tokens`` of sliding-window KV (a FULL +
+    SWA tree; others ignore it)."""
+
     num_tokens: int = 0
+    swa_num_tokens: int = 0
 
 
 @dataclasses.dataclass
 class EvictResult:
     num_tokens_evicted: int = 0
+    swa_num_tokens_evicted: int = 0
     #: The slots returned to the allocator, in eviction order (not an upstream field).
     evicted_indices: list[int] = dataclasses.field(default_factory=list)
 
@@ -90,8 +95,11 @@ class DecLockRefResult:
 
 @dataclasses.dataclass
 class TreeLock:
+    """A held lock; ``swa_released``: its SWA part was released early (``release_swa``)."""
+
     node: TreeNode
     receipt: DecLockRefParams
+    swa_released: bool = False
 
 
 class MatchResult(NamedTuple):

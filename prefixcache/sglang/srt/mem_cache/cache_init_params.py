@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from prefixcache.sglang.srt.mem_cache.allocator import BaseTokenToKVPoolAllocator
+from prefixcache.sglang.srt.mem_cache.swa_allocator import SWATokenToKVPoolAllocator
 
 __all__ = ["CacheInitParams"]
 
@@ -15,7 +16,10 @@ __all__ = ["CacheInitParams"]
 class CacheInitParams:
     disable: bool
     req_to_token_pool: object
-    token_to_kv_pool_allocator: BaseTokenToKVPoolAllocator | None
+    token_to_kv_pool_allocator: BaseTokenToKVPoolAllocator | SWATokenToKVPoolAllocator | None
     page_size: int
     is_eagle: bool = False
     eviction_policy: str = "lru"
+    #: The sliding window (``SWARadixCache`` only): a request reads the SWA KV of its last
+    #: ``sliding_window_size`` tokens.
+    sliding_window_size: int | None = None

@@ -154,7 +154,9 @@ class RadixCache:
                                        "'lru' is implemented")
         self.disable = params.disable
         self.req_to_token_pool = params.req_to_token_pool
-        self.token_to_kv_pool_allocator = params.token_to_kv_pool_allocator
+        # A token or paged allocator (the SWA one belongs to SWARadixCache).
+        self.token_to_kv_pool_allocator: BaseTokenToKVPoolAllocator | None = (
+            params.token_to_kv_pool_allocator)  # type: ignore[assignment]
         self.page_size = params.page_size
         self.device = "cpu"
         self.reset()

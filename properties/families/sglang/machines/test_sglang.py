@@ -5,6 +5,8 @@ it judges the bundled radix cache."""
 
 from __future__ import annotations
 
+import unittest
+
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
@@ -13,6 +15,7 @@ from models.families.sglang.ops import Arrive, Evict, Finish, Match, TreeConfig,
 from properties.core.expected import replay_expected
 from properties.core.machine import OracleMachine
 from properties.core.plugin import ExpectedFailure
+from properties.core.selection import current_target
 from properties.core.targets import load_target
 from properties.families.sglang import slots
 from properties.families.sglang.family import REF
@@ -147,7 +150,18 @@ class TreeMachine(OracleMachine):
             self.held.append(req)
 
 
-TestRadixCache = TreeMachine.TestCase
+class FullLevelTest:
+    """Mixin for the machine's ``TestCase``: skipped for a FULL + SWA tree (its own level,
+    ``test_sglang_swa.py``, judges it)."""
+
+    def setUp(self) -> None:
+        target = current_target()
+        if target.family == "sglang" and getattr(target.caps, "swa", False):
+            raise unittest.SkipTest("the target is a FULL + SWA tree (the SWA level)")
+
+
+class TestRadixCache(FullLevelTest, TreeMachine.TestCase):  # type: ignore[misc,valid-type]
+    """The FULL machine against the selected target."""
 
 
 def test_expected_failure(expected_failure: ExpectedFailure,

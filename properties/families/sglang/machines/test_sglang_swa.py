@@ -1,0 +1,145 @@
+"""The SGLang family's FULL + SWA level: a Hypothesis machine over a tree with a sliding
+window (:class:`~properties.families.sglang.swa_judge.SWATreeJudge`), for the targets that are
+FULL + SWA trees (``TreeTarget.swa``); others skip it, as SWA targets skip the FULL level.
+Driven directly (a fuzz harness) with another target, it judges the bundled SWA tree.
+
+It draws where SWA bugs show: prompts longer than the window, an SWA pool smaller than the
+full one (pressure on the SWA pool alone), SWA eviction while requests hold locks (their
+windows must survive, the rest of their paths may be tombstoned), full eviction over
+tombstoned leaves, and requests that re-insert a prefix whose SWA KV was dropped."""
+
+from __future__ import annotations
+
+import unittest
+
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, precondition, rule
+
+from models.families.sglang.ops import (
+    Arrive,
+    Evict,
+    Finish,
+    Match,
+    ReleaseWindow,
+    TreeConfig,
+    Unlock,
+)
+from properties.core.machine import OracleMachine
+from properties.core.selection import current_target
+from properties.core.targets import load_target
+from properties.families.sglang.family import REF
+from properties.families.sglang.judge import Arrived
+from properties.families.sglang.swa_judge import SWATreeJudge
+from properties.families.sglang.targets import BUNDLED_SWA_SPEC
+
+TOKEN = st.integers(0, 2)
+NAMESPACES = st.sampled_from([None, None, None, "a"])
+
+
+def is_swa(target: object) -> bool:
+    """Whether ``target`` is a FULL + SWA tree (the SWA level judges it, the FULL one not)."""
+    return bool(getattr(getattr(target, "caps", None), "swa", False))
+
+
+class SWAMachine(OracleMachine):
+    """Requests over a FULL + SWA tree: arrive (often sharing or repeating an earlier
+    prompt), finish (some holding their lock), unlock; full and SWA evictions between them."""
+
+    judge: SWATreeJudge
+
+    def __init__(self) -> None:
+        super().__init__()
+        if not is_swa(self.target):  # driven directly (a fuzz harness): the bundled SWA tree
+            self.target = load_target(BUNDLED_SWA_SPEC, family=REF)
+            self.family = self.target.family_object
+        self.running: list[int] = []
+        self.held: list[int] = []
+        self.prompts: list[tuple[tuple[int, ...], str | None]] = []
+
+    @initialize(pages=st.integers(3, 12), window=st.integers(1, 3), data=st.data())
+    def start(self, pages: int, window: int, data: st.DataObject) -> None:
+        swa_pages = data.draw(st.integers(2, pages), label="swa_pages")
+        self.setup(TreeConfig(pages, 1, window, swa_pages))
+
+    def tokens(self, data: st.DataObject) -> tuple[int, ...]:
+        return tuple(data.draw(st.lists(TOKEN, max_size=7)))
+
+    @rule(data=st.data(), extra_key=NAMESPACES)
+    def arrive(self, data: st.DataObject, extra_key: str | None) -> None:
+        self._arrive(self.tokens(data), extra_key)
+
+    @precondition(lambda self: bool(self.prompts))
+    @rule(data=st.data())
+    def share(self, data: st.DataObject) -> None:
+        """A prefix of an earlier prompt, then its own tokens."""
+        tokens, extra_key = data.draw(st.sampled_from(self.prompts))
+        cut = data.draw(st.integers(0, len(tokens)))
+        self._arrive(tokens[:cut] + self.tokens(data), extra_key)
+
+    @precondition(lambda self: bool(self.prompts))
+    @rule(data=st.data())
+    def repeat(self, data: st.DataObject) -> None:
+        """An earlier prompt again: after an SWA eviction, a re-insert over tombstones."""
+        self._arrive(*data.draw(st.sampled_from(self.prompts)))
+
+    @precondition(lambda self: bool(self.running))
+    @rule(data=st.data(), hold=st.booleans())
+    def finish(self, data: st.DataObject, hold: bool) -> None:
+        self._finish(data.draw(st.sampled_from(self.running)), hold)
+
+    @precondition(lambda self: bool(self.held))
+    @rule(data=st.data())
+    def unlock(self, data: st.DataObject) -> None:
+        req = data.draw(st.sampled_from(self.held))
+        self.held.remove(req)
+        self.do(Unlock(req))
+
+    @precondition(lambda self: any(self._windowed()))
+    @rule(data=st.data())
+    def release_window(self, data: st.DataObject) -> None:
+        """A running or held request decodes past the window: its lock's SWA part goes (its
+        full lock stays), so SWA eviction may tombstone that window under a full lock."""
+        self.do(ReleaseWindow(data.draw(st.sampled_from(list(self._windowed())))))
+
+    def _windowed(self) -> list[int]:
+        reqs = self.judge.model.requests
+        return [i for i in self.running + self.held
+                if (r := reqs[i]) is not None and r.node is not None and not r.swa_released]
+
+    @rule(num_tokens=st.sampled_from([0, 0, 1, 2, 4]), swa=st.sampled_from([0, 1, 2, 3, 8]))
+    def evict(self, num_tokens: int, swa: int) -> None:
+        """Mostly SWA eviction (tombstones), sometimes full eviction with it."""
+        self.do(Evict(num_tokens, swa))
+
+    @precondition(lambda self: bool(self.prompts))
+    @rule(data=st.data())
+    def match(self, data: st.DataObject) -> None:
+        tokens, extra_key = data.draw(st.sampled_from(self.prompts))
+        self.do(Match(tokens[:data.draw(st.integers(0, len(tokens)))], extra_key))
+
+    def _arrive(self, tokens: tuple[int, ...], extra_key: str | None) -> None:
+        before = len(self.judge.log)
+        self.do(Arrive(tokens, extra_key))
+        outcome = self.judge.log[-1].outcome if len(self.judge.log) > before else None
+        if isinstance(outcome, Arrived) and outcome.slots is not None:
+            self.running.append(outcome.req)
+            self.prompts.append((tokens, extra_key))
+
+    def _finish(self, req: int, hold: bool) -> None:
+        self.running.remove(req)
+        self.do(Finish(req, hold))
+        request = self.judge.model.requests[req]
+        if request is not None and request.state == "held":
+            self.held.append(req)
+
+
+class SWALevelTest:
+    """Mixin for the machine's ``TestCase``: skipped for a target that is not FULL + SWA."""
+
+    def setUp(self) -> None:
+        if not is_swa(current_target()):
+            raise unittest.SkipTest("the target is not a FULL + SWA tree")
+
+
+class TestSwaRadixCache(SWALevelTest, SWAMachine.TestCase):  # type: ignore[misc,valid-type]
+    """The FULL + SWA machine against the selected target."""
