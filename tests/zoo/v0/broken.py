@@ -91,7 +91,8 @@ def _mutants() -> Iterable[Mutant]:
             (F.LRU,), patches=em.ARRIVAL_ORDER)
     yield m("table_holds_block_twice",
             "a block chained after an empty block reuses its id: one table holds it twice",
-            (F.RC, F.LEAK, F.TABLE, F.COW), (SEQUENCE, BLOCK), patches=am.RESERVED_ID_SHARED)
+            (F.RC, F.LEAK, F.TABLE, F.COW, F.CONTENT), (SEQUENCE, BLOCK),
+            patches=am.RESERVED_ID_SHARED)
     # A collision hands one physical id to two different contents: HASH, CONTENT or LEAK.
     yield m("hash_ignores_extra_key", "the content hash leaves out the LoRA / extra key",
             (F.HASH, F.CONTENT, F.LEAK), patches=hm.HASH_IGNORING_EXTRA)
