@@ -43,7 +43,7 @@ def test_run_finds_a_mutant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_same_seed_same_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["run", "block_level", "--engine", "builtin", "--runs", "30", "--time", "0", "--seed",
+    args = ["run", "block_level", "--engine", "builtin", "--runs", "15", "--time", "0", "--seed",
             "9", "--report-every", "1000"]
     main([*args, "--corpus", str(tmp_path / "a")])
     main([*args, "--corpus", str(tmp_path / "b")])

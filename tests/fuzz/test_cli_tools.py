@@ -6,7 +6,6 @@ each mutant at the machines its zoo entry names); a family without a role is ref
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from fuzz.cli import main
 from fuzz.core.tools import SeedCorpora, Traces, Zoo, ZooMutant, subcommands
 from fuzz.families.v0.tools import TRACES_DIR
 from properties.core import family as families
-from properties.core import selection
 from tests.toy.family import ToyFamily
 from tests.toy.mutants import MUTANTS as TOY_MUTANTS
 
@@ -33,13 +31,6 @@ class ToyWithZoo(ToyFamily):
 
 
 TOY_WITH_ZOO = ToyWithZoo()
-
-
-@pytest.fixture(autouse=True)
-def _kept_selection() -> Iterator[None]:
-    """The machine route selects each mutant; the session's selection survives."""
-    with selection.kept():
-        yield
 
 
 def test_the_families_take_the_roles_they_have() -> None:

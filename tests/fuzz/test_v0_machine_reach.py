@@ -10,7 +10,6 @@ within a few dozen executions, as ``python -m fuzz zoo`` measures for all of the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from fuzz.core.engine import Engine
 from fuzz.core.machine_harness import harness_for
 from fuzz.families.v0.tools import zoo
 from models.families.v0 import operations as ops
-from properties.core import selection
 from properties.core.targets import load_target
 
 MACHINES = Path(__file__).resolve().parents[2] / "properties" / "families" / "v0" / "machines"
@@ -74,12 +72,6 @@ REACH: dict[str, tuple[str, str, str]] = {
 SAMPLE = ("table_holds_block_twice", "hit_rate_window_forgets", "evictor_remove_absent_silent",
           "cow_appendable_shared_by_two")
 BUDGET = 60
-
-
-@pytest.fixture(autouse=True)
-def _kept_selection() -> Iterator[None]:
-    with selection.kept():
-        yield
 
 
 @pytest.mark.parametrize(("production", "kind", "level", "mutant"),
