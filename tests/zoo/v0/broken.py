@@ -398,10 +398,13 @@ def _mutants() -> Iterable[Mutant]:
             (F.COMPUTED, F.CONTENT, F.TABLE), (BLOCK,), patches=ho.RESET_KEEPS_UNWRITTEN)
     yield m("decode_counts_one_slot", "an in-place append counts one slot whatever it wrote",
             (F.TABLE,), (SEQUENCE, BLOCK), patches=ho.DECODE_COUNTS_ONE_SLOT)
+    # FREE for these two: the append's admission shows it first (no copies to pay for; a
+    # window moved past the table's end refused where the pool was short).
     yield m("speculative_writes_shared", "a multi-block append writes into shared blocks",
-            (F.COW, F.CONTENT, F.LEAK), (SEQUENCE,), patches=ho.SPECULATIVE_WRITES_SHARED)
+            (F.COW, F.CONTENT, F.LEAK, F.FREE), (SEQUENCE,),
+            patches=ho.SPECULATIVE_WRITES_SHARED)
     yield m("window_end_off_by_one", "a sliding window drops one block too many",
-            (F.TABLE, F.CONTENT, F.LEAK), (SEQUENCE,), patches=ho.WINDOW_END_OFF_BY_ONE)
+            (F.TABLE, F.CONTENT, F.LEAK, F.FREE), (SEQUENCE,), patches=ho.WINDOW_END_OFF_BY_ONE)
     yield m("table_fork_forgets_slots", "a forked table counts one slot fewer",
             (F.TABLE,), (SEQUENCE,), patches=ho.TABLE_FORK_FORGETS_SLOTS)
     yield m("window_rate_old_count", "the completed-window hit rate divides by the old count",
