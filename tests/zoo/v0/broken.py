@@ -415,8 +415,10 @@ def _mutants() -> Iterable[Mutant]:
             (F.TABLE, F.RC, F.LEAK), (SEQUENCE,), patches=ho.FREE_TABLE_KEEPS_IDS)
     yield m("block_append_total_stale", "a partial block's append leaves its token total stale",
             (F.TABLE, F.LRU), patches=ho.BLOCK_APPEND_TOTAL_STALE)
+    # COMPUTED too: a sequence's cached-token count takes blocks cached under another key.
     yield m("block_hash_drops_extra", "a block's own content hash leaves out its extra key",
-            (F.HASH, F.CACHE, F.CONTENT), (SEQUENCE, BLOCK), patches=ho.BLOCK_HASH_DROPS_EXTRA)
+            (F.HASH, F.CACHE, F.CONTENT, F.COMPUTED), (SEQUENCE, BLOCK),
+            patches=ho.BLOCK_HASH_DROPS_EXTRA)
     yield m("ensure_slots_rounds_down", "ensure_num_empty_slots rounds the blocks it adds down",
             (F.TABLE, F.FREE, F.CACHE, F.CONTENT), (SEQUENCE,),
             patches=ho.ENSURE_SLOTS_ROUNDS_DOWN)
