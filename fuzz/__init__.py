@@ -1,9 +1,9 @@
-"""Coverage-guided fuzzing over the shared operation vocabulary.
+"""Coverage-guided fuzzing of every allocator family.
 
-Harnesses (OSS-Fuzz naming, atheris entry points): ``fuzz_block_level``,
-``fuzz_sequence_level``, ``fuzz_hashing``. Bytes decode into programs of
-``models.families.v0.operations`` (``fuzz.families.v0.decoder``), run against the selected target
-and judged by the oracle (``fuzz.core.execution``). ``python -m fuzz`` runs them (atheris when
-installed, else the built-in seeded engine), turns crashes into regression tests, and records and
-replays traces.
+Each family is fuzzed through its own Hypothesis machines (``fuzz.core.machine_harness``): the
+fuzzer's bytes drive the machine's draws, so the programs are the ones the property tests run,
+judged the same way. Harnesses (OSS-Fuzz naming, atheris entry points) are
+``fuzz/families/<family>/fuzz_<machine level>.py``. ``python -m fuzz`` runs them (atheris when
+installed, else the built-in seeded engine), turns crashes into regression tests, measures the
+zoos, and records and replays the v0 traces.
 """

@@ -147,7 +147,7 @@ def run_machine_atheris(harness: MachineHarness, args: argparse.Namespace,
     """The machine route under libFuzzer."""
     return _libfuzzer(harness.name, [sys.executable, "-m", "fuzz.core.machine_harness",
                                      "--family", str(harness.family), "--level", harness.name],
-                      args, artifacts, [], None)
+                      args, artifacts, [], None, weak_hash=harness.weak_hash)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -159,9 +159,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     harness: Harness | MachineHarness
     try:
         if route == "machine":
+            harness = machine_harness_for(args.name, spec=args.allocator, family=family.name,
+                                          weak_hash=args.weak_hash)
             if args.weak_hash:
-                raise ValueError("the weak hash mode belongs to the decoder route")
-            harness = machine_harness_for(args.name, spec=args.allocator, family=family.name)
+                harness.target  # noqa: B018  (a level without a weak-hash mode is refused here)
         else:
             levels = family.fuzz_levels if isinstance(family, Fuzzing) else ()
             name = args.name or (levels[0] if levels else "")

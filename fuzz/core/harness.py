@@ -1,5 +1,8 @@
-"""The harness behind every ``fuzz/fuzz_*.py`` entry point: target selection, one input to
-a verdict, crash artifacts, and the atheris driver.
+"""The decoder route's harness (a family's hand-written decoder, its
+:class:`properties.core.roles.Fuzzing` role; no family in the tree has one, every harness file
+goes through :mod:`fuzz.core.machine_harness`): target selection, one input to a verdict, and
+the atheris driver; and what both routes share: crash artifacts, the libFuzzer entry, quiet
+target logs.
 
 ``TestOneInput(data)`` decodes ``data`` into a program, runs it against the selected target
 under the oracle, and raises the :class:`~models.core.invariants.Violation` if one is found (with

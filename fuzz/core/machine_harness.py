@@ -39,6 +39,7 @@ from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test
 
 from fuzz.core.execution import Execution, size_rung
 from fuzz.core.harness import (
+    HASH_MODE_VAR,
     libfuzzer_entry,
     quiet_target_logs,
     take_allocator,
@@ -49,6 +50,7 @@ from models.core.invariants import Violation
 from properties.core import family as families
 from properties.core import selection
 from properties.core.family import Family
+from properties.core.roles import WeakHashing
 from properties.core.targets import ENV_VAR, Target, load_target
 
 #: Inputs the built-in engine starts from when a level has no seed corpus: seeded random
@@ -169,12 +171,15 @@ def _outcome_class(outcome: Any) -> tuple[object, ...]:
 @dataclass
 class MachineHarness:
     """A family's machine driven by fuzz inputs (the interface of
-    :class:`fuzz.core.harness.Harness` that the engine and the CLI use)."""
+    :class:`fuzz.core.harness.Harness` that the engine and the CLI use). ``weak_hash``: the
+    family's bundled target with its weak hash injected
+    (:class:`properties.core.roles.WeakHashing`), for a level it names."""
 
     level: MachineLevel
     spec: str | None = None
     family: str | None = None
     steps: int = 50
+    weak_hash: bool = False
     _target: Target | None = field(default=None, init=False, repr=False)
     _made: list[RuleBasedStateMachine] = field(default_factory=list, init=False, repr=False)
     _test: Any = field(default=None, init=False, repr=False)
@@ -187,9 +192,19 @@ class MachineHarness:
     def target(self) -> Target:
         """The target (loaded once): ``spec`` (its family named or detected), else the
         environment's or the bundled target of ``family``, else the session's selection.
-        The machines read it from the session's selection, so it is selected too."""
+        The machines read it from the session's selection, so it is selected too. In weak-hash
+        mode, the family's weak-hash target (a ``ValueError`` for a family or level without
+        one)."""
         if self._target is None:
-            if self.spec is not None or self.family is not None:
+            if self.weak_hash:
+                chosen = families.select(self.spec, self.family)
+                if not isinstance(chosen, WeakHashing) or self.name not in chosen.weak_hash_levels:
+                    levels = chosen.weak_hash_levels if isinstance(chosen, WeakHashing) else ()
+                    raise ValueError(f"family {chosen.name!r} has no weak-hash mode for "
+                                     f"{self.name!r} (levels with one: "
+                                     f"{', '.join(levels) or 'none'})")
+                target = chosen.weak_hash_target(self.level)
+            elif self.spec is not None or self.family is not None:
                 target = load_target(self.spec or os.environ.get(ENV_VAR), family=self.family)
             else:
                 target = selection.current_target()
@@ -260,10 +275,13 @@ class MachineHarness:
             raise result.violation
 
     def fuzz_main(self, argv: Sequence[str]) -> None:
-        """Run under atheris/libFuzzer: ``script.py [--allocator SPEC] [libFuzzer flags and
-        corpus dirs]`` (``--allocator`` is taken out of ``argv`` first); the target's package
-        is imported under instrumentation."""
+        """Run under atheris/libFuzzer: ``script.py [--allocator SPEC] [--weak-hash]
+        [libFuzzer flags and corpus dirs]`` (``--allocator`` and ``--weak-hash`` are taken out
+        of ``argv`` first); the target's package is imported under instrumentation."""
         args = take_allocator(list(argv))
+        if "--weak-hash" in args:
+            args.remove("--weak-hash")
+            self.weak_hash = True
         quiet_target_logs()
         atheris = atheris_module()
         if atheris is None:
@@ -273,7 +291,8 @@ class MachineHarness:
                 or families.select(None, self.family).default_spec)
         with instrumented(True, [spec.partition(":")[0].split(".")[0]]):
             target = self.target
-        sys.stderr.write(f"[{self.name}] target: {target.describe()} (machine route)\n")
+        weak = ", the weak hash injected" if self.weak_hash else ""
+        sys.stderr.write(f"[{self.name}] target: {target.describe()} (machine route{weak})\n")
         atheris.Setup(args, libfuzzer_entry(self))
         atheris.Fuzz()
 
@@ -310,12 +329,15 @@ class MachineHarness:
 
 
 def harness_for(name: str | None, *, spec: str | None = None, family: str | None = None,
-                steps: int = 50) -> MachineHarness:
+                steps: int = 50, weak_hash: bool | None = None) -> MachineHarness:
     """The machine harness ``name`` (None: the first machine) of ``family``, else of the
-    family that accepts ``spec`` or ``$PREFIXCACHE_ALLOCATOR``."""
+    family that accepts ``spec`` or ``$PREFIXCACHE_ALLOCATOR``; in weak-hash mode when
+    ``weak_hash`` says so (None: when ``$PREFIXCACHE_FUZZ_HASH`` is ``weak``)."""
     chosen = families.select(spec or os.environ.get(ENV_VAR), family)
+    if weak_hash is None:
+        weak_hash = os.environ.get(HASH_MODE_VAR) == "weak"
     return MachineHarness(machine_level(chosen, name), spec=spec, family=chosen.name,
-                          steps=steps)
+                          steps=steps, weak_hash=weak_hash)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -67,12 +67,14 @@ class SeedCorpora(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ZooMutant:
-    """A known-broken target: its spec, its allocator type (None: the family's default) and
-    the invariants (``Invariant.value``) that may legitimately report it."""
+    """A known-broken target: its spec, its allocator type (None: the family's default), the
+    invariants (``Invariant.value``) that may legitimately report it, and the machine levels
+    that reach it, in the order to try them (empty: the route's default level)."""
 
     spec: str
     invariants: frozenset[str]
     allocator_type: str | None = None
+    levels: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -102,6 +104,6 @@ def _names(values: Collection[object]) -> frozenset[str]:
 
 
 def zoo_mutant(spec: str, invariants: Collection[object],
-               allocator_type: str | None = None) -> ZooMutant:
+               allocator_type: str | None = None, levels: Sequence[str] = ()) -> ZooMutant:
     """A :class:`ZooMutant` from invariants given as ``Invariant`` members or names."""
-    return ZooMutant(spec, _names(invariants), allocator_type)
+    return ZooMutant(spec, _names(invariants), allocator_type, tuple(levels))

@@ -7,7 +7,7 @@ For every mutant: the built-in engine, seeded, stops at the first violation or a
 and ``machine`` (its Hypothesis machine of that name, :mod:`fuzz.core.machine_harness`, from
 seeded random inputs; the only route of a family without a decoder). Reported per mutant, as
 a Markdown table: found or not, seconds and executions to the first failure, the invariant
-reported, and whether the zoo lists that invariant for the mutant.
+reported, whether the zoo lists that invariant for the mutant, and the level that found it.
 """
 
 from __future__ import annotations
@@ -44,8 +44,10 @@ def levels(family: Family, route: str) -> tuple[str, ...]:
 def run_zoo(family: Family, *, seconds: float, seed: int, only: Sequence[str] | None = None,
             level: str | None = None, route: str | None = None) -> int:
     """Fuzz each mutant of ``family``'s zoo (``only``: those names) at ``level`` (None: the
-    route's first) and print the table; returns 0. A family without a zoo, or an unknown
-    route, level or mutant, is a ``ValueError`` naming the known ones."""
+    route's first; on the machine route, the machines the mutant names, its ``levels``, in
+    turn, each with an equal share of ``seconds``) and print the table; returns 0. A family
+    without a zoo, or an unknown route, level or mutant, is a ``ValueError`` naming the known
+    ones."""
     if not isinstance(family, Zoo):
         raise ValueError(f"family {family.name!r} has no zoo")
     route = route or default_route(family)
@@ -65,34 +67,47 @@ def run_zoo(family: Family, *, seconds: float, seed: int, only: Sequence[str] | 
     names = [n for n in zoo if not only or n in only]
     seeds = read_corpus(corpus_dir(name, family.name))
     words = read_dict(dict_path(name, family.name))
-    print("| mutant | found | seconds | executions | invariant | invariant expected |")
-    print("|---|---|---|---|---|---|", flush=True)
+    print("| mutant | found | seconds | executions | invariant | invariant expected | level |")
+    print("|---|---|---|---|---|---|---|", flush=True)
     found = 0
     started = time.monotonic()
     for mutant_name in names:
         mutant = zoo[mutant_name]
         target = load_target(mutant.spec, family=family.name,
                              allocator_type=mutant.allocator_type)
-        engine: Engine[Execution]
-        if route == "machine":
-            machine = MachineHarness(machine_level(family, name)).bind(target)
-            engine = Engine(machine.run, machine.seeds(seed), seed=seed)
+        tried: tuple[str, ...] = (name,)
+        if route == "machine" and level is None:
+            tried = tuple(n for n in mutant.levels if n in known) or tried
+        spent, execs = 0.0, 0
+        for tried_level in tried:
+            engine: Engine[Execution]
+            if route == "machine":
+                machine = MachineHarness(machine_level(family, tried_level)).bind(target)
+                engine = Engine(machine.run, machine.seeds(seed), seed=seed)
+            else:
+                if not isinstance(family, Fuzzing):  # levels() gave a decoder level: it is
+                    raise ValueError(f"family {family.name!r} has no decoder route")
+                harness = Harness(family.fuzz_level(name), family=family.name).bind(target)
+                engine = Engine(harness.run, seeds, seed=seed, dictionary=words)
+            stats = engine.fuzz(seconds=seconds / len(tried), stop_on_failure=True)
+            if stats.failures:
+                first = stats.failures[0]
+                violation = first.result.violation
+                invariant = violation.family.value if violation is not None else "?"
+                found += 1
+                print(f"| {mutant_name} | yes | {spent + first.seconds:.2f} | "
+                      f"{execs + first.execs} | {invariant} | "
+                      f"{'yes' if invariant in mutant.invariants else 'NO'} | {tried_level} |",
+                      flush=True)
+                break
+            spent += stats.seconds
+            execs += stats.execs
         else:
-            if not isinstance(family, Fuzzing):  # levels() gave a decoder level: it is
-                raise ValueError(f"family {family.name!r} has no decoder route")
-            harness = Harness(family.fuzz_level(name), family=family.name).bind(target)
-            engine = Engine(harness.run, seeds, seed=seed, dictionary=words)
-        stats = engine.fuzz(seconds=seconds, stop_on_failure=True)
-        if stats.failures:
-            first = stats.failures[0]
-            violation = first.result.violation
-            invariant = violation.family.value if violation is not None else "?"
-            found += 1
-            print(f"| {mutant_name} | yes | {first.seconds:.2f} | {first.execs} | {invariant} | "
-                  f"{'yes' if invariant in mutant.invariants else 'NO'} |", flush=True)
-        else:
-            print(f"| {mutant_name} | no | >{seconds:.0f} | {stats.execs} | | |", flush=True)
-    print(f"\n{found}/{len(names)} mutants of family {family.name} found by {name}, {route} "
+            print(f"| {mutant_name} | no | >{seconds:.0f} | {execs} | | | "
+                  f"{', '.join(tried)} |", flush=True)
+    per_mutant = route == "machine" and level is None and any(zoo[n].levels for n in names)
+    where = "each mutant's machines" if per_mutant else name
+    print(f"\n{found}/{len(names)} mutants of family {family.name} found by {where}, {route} "
           f"route (seed {seed}, {seconds:.0f}s limit each) in "
           f"{time.monotonic() - started:.0f}s")
     return 0

@@ -43,11 +43,8 @@ class Finding:
 
 def label(nodeid: str) -> str:
     """A short name for a test: its machine's test class in words (``TestBlockLevelNaive``:
-    ``block level naive``), ``seeds LEVEL/corpus``, ``replay ID``."""
+    ``block level naive``), ``replay ID``."""
     name = nodeid.rsplit("/", 1)[-1]
-    corpus = re.search(r"test_seed_corpus\[(\w+)-(\w+)\]", name)
-    if corpus:
-        return f"seeds {corpus.group(1)}/{corpus.group(2)}"
     replay = re.search(r"test_expected_failure\[(.+)\]", name)
     if replay:
         return f"replay {replay.group(1)}"

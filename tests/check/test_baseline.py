@@ -4,22 +4,31 @@ round trip (a written entry replays its program and matches its own deviation, n
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
-from fuzz.families.v0.decoder import Level
+from fuzz.core.machine_harness import harness_for
 from models.core.invariants import Violation
 from models.families.v0 import operations as ops
 from models.families.v0.capabilities import Config
 from models.families.v0.invariants import Family
 from models.families.v0.operations import op_from_json
-from properties.core.baseline import Deviation, attach, deviation, merge, write_xfails
+from properties.core import selection
+from properties.core.baseline import (
+    Deviation,
+    attach,
+    deviation,
+    merge,
+    shrink_and_attach,
+    write_xfails,
+)
 from properties.core.plugin import ExpectedFailure, load_expected, parse_expected
 from properties.core.replay import run_program
+from properties.core.shrink import executed
 from properties.core.signature import Signature, signature
 from properties.core.targets import Target, load_target
-from properties.families.v0.corpus_replay import replay, seeds
 
 SWAP_REVERSED = "tests.zoo.v0.broken:swap_mapping_reversed"
 
@@ -65,13 +74,25 @@ def test_after_reads_the_mechanism_where_it_is_known() -> None:
 
 @pytest.fixture(scope="module")
 def found() -> tuple[Target, list[Violation]]:
-    """The swap-reversing zoo mutant's violations on the block-level seed corpus: several
-    distinct deviations, each first one shrunk and carrying its program."""
+    """The swap-reversing zoo mutant's violations on seeded random inputs of the block-level
+    machine (the fuzzers' route): the first of each signature, shrunk and carrying its
+    program."""
     target = load_target(SWAP_REVERSED)
-    paths = seeds(Level.BLOCK, "corpus")
-    if paths is None:
-        pytest.skip("no seed corpus (install from the source tree)")
-    return target, replay(Level.BLOCK, target, paths)
+    rng = random.Random(0)
+    violations: list[Violation] = []
+    seen: set[Signature] = set()
+    with selection.kept():
+        harness = harness_for("block_level", family="v0").bind(target)
+        for _ in range(40):
+            result = harness.run(rng.randbytes(512))
+            violation = result.violation
+            if violation is None or signature(violation, target.allocator_type) in seen:
+                continue
+            seen.add(signature(violation, target.allocator_type))
+            log = executed(target, result.config, list(result.program))
+            shrink_and_attach(target, result.config, log, violation)
+            violations.append(violation)
+    return target, violations
 
 
 def test_written_entries_replay_and_match_only_their_own_deviation(

@@ -41,7 +41,7 @@ def test_a_conforming_target_reads_like_a_conformance_report(tmp_path: Path) -> 
     assert "PrefixCaching" in out or "prefixcache" in out.split("\n")[1]
     assert "seed=fixed (derandomized)" in out
     for machine in ("block level", "block level naive", "sequence level", "evictor level",
-                    "refcount level", "seeds block_level/corpus"):
+                    "refcount level"):
         assert re.search(rf"^  {re.escape(machine)} +\d+ (examples +\d+ steps|seeds)"
                          rf" +[\d.]+ s  findings 0 +passed$", out, re.M), machine
     assert re.search(r"^CONTENT +pass +hits and live sequences", out, re.M)

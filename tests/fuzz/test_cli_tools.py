@@ -1,23 +1,19 @@
 """``python -m fuzz`` reaches a family's tools through the roles of ``fuzz.core.tools``: v0's
-``replay``, ``traces``, ``corpus`` and ``zoo`` (both routes) still work; the v1, sglang and
-offload zoos run through their machines; a family without a role is refused with exit 2 and
-the subcommands it has."""
+``replay``, ``traces`` and ``zoo`` work; every zoo runs through its family's machines (v0's
+each mutant at the machines its zoo entry names); a family without a role is refused with exit
+2 and the subcommands it has."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fuzz.cli import main
 from fuzz.core.tools import SeedCorpora, Traces, Zoo, ZooMutant, subcommands
-from fuzz.families.v0 import corpus_gen
-from fuzz.families.v0.tools import FUZZ_DIR, TRACES_DIR
+from fuzz.families.v0.tools import TRACES_DIR
 from properties.core import family as families
-from properties.core import selection
 from tests.toy.family import ToyFamily
 from tests.toy.mutants import MUTANTS as TOY_MUTANTS
 
@@ -37,17 +33,10 @@ class ToyWithZoo(ToyFamily):
 TOY_WITH_ZOO = ToyWithZoo()
 
 
-@pytest.fixture(autouse=True)
-def _kept_selection() -> Iterator[None]:
-    """The machine route selects each mutant; the session's selection survives."""
-    with selection.kept():
-        yield
-
-
 def test_the_families_take_the_roles_they_have() -> None:
     v0, v1 = families.by_name("v0"), families.by_name("v1")
-    assert isinstance(v0, Traces) and isinstance(v0, SeedCorpora) and isinstance(v0, Zoo)
-    assert subcommands(v0) == ["run", "regress", "replay", "traces", "zoo", "corpus"]
+    assert isinstance(v0, Traces) and isinstance(v0, Zoo) and not isinstance(v0, SeedCorpora)
+    assert subcommands(v0) == ["run", "regress", "replay", "traces", "zoo"]
     assert isinstance(v1, Zoo) and not isinstance(v1, Traces | SeedCorpora)
     assert subcommands(v1) == ["run", "regress", "zoo"]
     for name in ("sglang", "offload"):
@@ -83,36 +72,24 @@ def test_traces_are_recorded_into_a_chosen_folder(tmp_path: Path,
     assert capsys.readouterr().out.count(": ok: ") == len(written)
 
 
-def test_corpus_regenerates_into_a_chosen_folder_or_the_familys(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Dispatch only: the real regeneration takes minutes (its output is pinned by
-    ``tests/fuzz/test_seed_corpus.py`` and ``test_arc_corpus.py``)."""
-    calls: list[tuple[Path, int]] = []
-
-    def regenerate(out: Path, *, seed: int = 0) -> dict[str, Any]:
-        calls.append((out, seed))
-        return {}
-
-    monkeypatch.setattr(corpus_gen, "regenerate", regenerate)
-    assert main(["corpus", "--seed", "4", "--out", str(tmp_path)]) == 0
-    assert main(["corpus"]) == 0
-    assert calls == [(tmp_path, 4), (FUZZ_DIR, 0)]
-
-
 def _rows(out: str) -> dict[str, list[str]]:
     """The zoo table: mutant -> its cells."""
     rows = [line.strip("|").split("|") for line in out.splitlines() if line.startswith("| ")]
     return {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows[1:]}
 
 
-@pytest.mark.parametrize("route", ["decoder", "machine"])
-def test_the_v0_zoo_on_both_routes(route: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["zoo", "--seconds", "20", "--only", "cow_not_recorded", "--route",
-                 route]) == 0
+def test_the_v0_zoo_runs_each_mutant_at_its_machines(capsys: pytest.CaptureFixture[str]) -> None:
+    """A block-level mutant is found by the block-level machine, an evictor mutant (which the
+    block and sequence machines cannot reach) by the evictor-level machine."""
+    assert main(["zoo", "--seconds", "40", "--only", "cow_not_recorded",
+                 "evictor_update_forward_only"]) == 0
     out = capsys.readouterr().out
-    found, _, _, invariant, expected = _rows(out)["cow_not_recorded"]
-    assert (found, invariant, expected) == ("yes", "COW", "yes")
-    assert f"by block_level, {route} route" in out
+    rows = _rows(out)
+    found, _, _, invariant, expected, level = rows["cow_not_recorded"]
+    assert (found, invariant, expected, level) == ("yes", "COW", "yes", "block_level")
+    found, _, _, invariant, expected, level = rows["evictor_update_forward_only"]
+    assert (found, invariant, expected, level) == ("yes", "LRU", "yes", "evictor_level")
+    assert "by each mutant's machines, machine route" in out
 
 
 def test_the_v1_zoo_runs_through_its_machine(capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,7 +98,7 @@ def test_the_v1_zoo_runs_through_its_machine(capsys: pytest.CaptureFixture[str])
     assert main(["--family", "v1", "zoo", "--seconds", "20", "--only",
                  "touch_accepts_foreign"]) == 0
     out = capsys.readouterr().out
-    found, _, _, invariant, expected = _rows(out)["touch_accepts_foreign"]
+    found, _, _, invariant, expected, _ = _rows(out)["touch_accepts_foreign"]
     assert (found, invariant, expected) == ("yes", "CRASH", "yes")
     assert "by pool_level, machine route" in out
 
@@ -132,7 +109,7 @@ def test_a_family_without_a_decoder_runs_its_zoo_through_its_machines(
         family: str, mutant: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--family", family, "zoo", "--seconds", "20", "--only", mutant]) == 0
     out = capsys.readouterr().out
-    found, _, _, _, expected = _rows(out)[mutant]
+    found, _, _, _, expected, _ = _rows(out)[mutant]
     assert (found, expected) == ("yes", "yes")
     assert "machine route" in out
 
@@ -145,12 +122,14 @@ def test_a_family_named_by_reference_brings_its_own_zoo(
     assert main(["--family", f"{__name__}:TOY_WITH_ZOO", "zoo", "--seconds", "20"]) == 0
     rows = _rows(capsys.readouterr().out)
     assert sorted(rows) == sorted(TOY_MUTANTS)
-    for name, (found, _, _, invariant, expected) in rows.items():
+    for name, (found, _, _, invariant, expected, _) in rows.items():
         assert (found, invariant, expected) == ("yes", TOY_MUTANTS[name][2], "yes"), name
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["zoo", "--harness", "nope"], "known: block_level, sequence_level, hashing"),
+    (["zoo", "--harness", "nope"], "known: block_level, block_level_naive, evictor_level, "
+     "refcount_level, sequence_level, sequence_level_naive"),
+    (["zoo", "--route", "decoder"], "has no decoder route"),
     (["--family", "sglang", "zoo", "--route", "decoder"], "has no decoder route"),
     (["--family", "v1", "zoo", "--route", "decoder"], "has no decoder route"),
     (["zoo", "--only", "no_such_mutant"], "no zoo mutant no_such_mutant"),
@@ -162,6 +141,7 @@ def test_zoo_refuses_unknown_levels_routes_and_mutants(
 
 
 @pytest.mark.parametrize(("family", "argv", "has"), [
+    ("v0", ["corpus"], "run, regress, replay, traces, zoo"),
     ("v1", ["replay", "trace.jsonl"], "run, regress, zoo"),
     ("v1", ["traces"], "run, regress, zoo"),
     ("v1", ["corpus"], "run, regress, zoo"),

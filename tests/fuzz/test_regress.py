@@ -11,10 +11,9 @@ from types import ModuleType
 
 import pytest
 
-from fuzz.cli import corpus_dir, main, read_corpus
+from fuzz.cli import main
 from fuzz.core.engine import Engine
-from fuzz.core.harness import Harness
-from fuzz.families.v0.decoder import Level
+from fuzz.core.machine_harness import harness_for
 from models.core.invariants import Violation
 from properties.core import selection
 from properties.core.targets import Target
@@ -22,8 +21,8 @@ from tests.fuzz.conftest import MUTANT_SPEC
 
 
 def _crash(tmp_path: Path, mutant: Target) -> Path:
-    harness = Harness(Level.BLOCK).bind(mutant)
-    engine = Engine(harness.run, read_corpus(corpus_dir("block_level")), seed=3)
+    harness = harness_for("block_level", family="v0").bind(mutant)
+    engine = Engine(harness.run, harness.seeds(0), seed=0)
     stats = engine.fuzz(max_execs=400, stop_on_failure=True)
     assert stats.failures
     failure = stats.failures[0]
@@ -59,7 +58,7 @@ def test_regress_from_crash_file(tmp_path: Path, bundled: Target, mutant: Target
     assert main(["regress", str(crash), "--name", "CoW not recorded!", "--allocator",
                  MUTANT_SPEC, "--out-dir", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "  0  " in printed and "[COW]" in printed
+    assert "  0. " in printed and "[COW]" in printed
     path = out / "test_cow_not_recorded.py"
     source = path.read_text(encoding="utf-8")
     assert all(len(line) <= 100 for line in source.splitlines())

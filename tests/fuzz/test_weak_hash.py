@@ -1,16 +1,17 @@
 """Collisions are caught by the content checks, not avoided by luck: with a deliberately weak
-hash injected into the bundled allocator the hashing harness finds a HASH or CONTENT
-violation, and the very same inputs pass with the default hash."""
+hash injected into the bundled allocator the block-level machine, fuzzed, finds a HASH or
+CONTENT violation, and the very same inputs pass with the default hash."""
 
 from __future__ import annotations
 
-from fuzz.cli import corpus_dir, read_corpus
+import pytest
+
 from fuzz.core.engine import Engine
-from fuzz.core.harness import Harness, harness_for
-from fuzz.families.v0.decoder import Level
+from fuzz.core.machine_harness import harness_for
 from fuzz.families.v0.weak_hash import weak_hash
 from models.families.v0.invariants import Family
 from prefixcache.hashing import default_hash_function
+from properties.core import selection
 from properties.core.targets import Target
 
 MERSENNE_61 = 2**61 - 1
@@ -29,17 +30,22 @@ def test_weak_hash_collides_where_the_default_does_not() -> None:
 
 
 def test_weak_hash_is_found_and_default_hash_passes(bundled: Target) -> None:
-    weak = harness_for("hashing", weak_hash=True)
-    engine = Engine(weak.run, read_corpus(corpus_dir("hashing")), seed=0)
-    stats = engine.fuzz(max_execs=1500, stop_on_failure=True)
-    assert stats.failures, "the weak hash went unnoticed"
-    failure = stats.failures[0]
-    assert failure.result.violation is not None
-    assert failure.result.violation.family in (Family.HASH, Family.CONTENT)
+    with selection.kept():
+        weak = harness_for("block_level", family="v0", weak_hash=True)
+        assert weak.target.factory_kwargs  # the weak hash is injected
+        engine = Engine(weak.run, weak.seeds(0), seed=0)
+        stats = engine.fuzz(max_execs=300, stop_on_failure=True)
+        assert stats.failures, "the weak hash went unnoticed"
+        failure = stats.failures[0]
+        assert failure.result.violation is not None
+        assert failure.result.violation.family in (Family.HASH, Family.CONTENT)
 
-    strong = Harness(Level.HASHING).bind(bundled)
-    assert strong.run(failure.data).violation is None
-    for data in list(engine.seen_inputs)[:300]:
-        result = strong.run(data)
-        assert result.violation is None, str(result.violation)
-        assert result.stopped is None
+        strong = harness_for("block_level", family="v0", weak_hash=False).bind(bundled)
+        for data in [failure.data, *list(engine.seen_inputs)[:20]]:
+            result = strong.run(data)
+            assert result.violation is None, str(result.violation)
+
+
+def test_a_machine_without_a_weak_hash_mode_is_refused() -> None:
+    with selection.kept(), pytest.raises(ValueError, match="no weak-hash mode"):
+        harness_for("evictor_level", family="v0", weak_hash=True).target  # noqa: B018

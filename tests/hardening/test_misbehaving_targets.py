@@ -217,44 +217,6 @@ def test_the_reproducer_log_shows_the_call_that_hung() -> None:
     assert len(last.stmts) == 1
 
 
-def test_a_seed_corpus_replay_stops_at_the_first_hang() -> None:
-    """Every seed that reaches the call would wait out the limit again (a deadlocked target
-    at the default 10 s: the whole corpus times 10 s): the replay reports the first hang, says
-    how many seeds it left, and waits about one limit."""
-    from fuzz.families.v0.decoder import Level
-    from properties.core.watchdog import Hang
-    from properties.families.v0 import corpus_replay
-
-    paths = corpus_replay.seeds(Level.BLOCK, corpus_replay.ARC_CORPUS)
-    assert paths is not None and len(paths) > 10
-    counted: list[int] = []
-    started = time.monotonic()
-    found = corpus_replay.replay(Level.BLOCK, target("allocate_sleeps"), paths,
-                                 replayed=counted.append)
-    seconds = time.monotonic() - started
-    assert len(found) == 1 and isinstance(found[0], Hang), found
-    assert found[0].family is MISBEHAVED
-    assert counted and counted[0] < len(paths)
-    notes = "\n".join(getattr(found[0], "__notes__", []))
-    assert f"the other {len(paths) - counted[0]} seeds of this corpus were not replayed" in notes
-    assert seconds < 3 * TIMEOUT + 2.0
-
-
-def test_a_corpus_replay_on_a_target_that_does_not_hang_runs_every_seed() -> None:
-    from fuzz.families.v0.decoder import Level
-    from properties.families.v0 import corpus_replay
-
-    paths = corpus_replay.seeds(Level.BLOCK)
-    assert paths is not None
-    counted: list[int] = []
-    # The default step limit, not the hang tests' 0.3 s: nothing here hangs, and a pause of a
-    # loaded machine (a collection in a gc callback) can outlast 0.3 s, which is reported.
-    found = corpus_replay.replay(Level.BLOCK, load_target(f"{MODULE}:free_count_str"), paths,
-                                 replayed=counted.append)
-    assert counted == [len(paths)]
-    assert len(found) > 1  # every seed that reads the free count shows it, not just the first
-
-
 # --------------------------------------------------------------------------- worker threads
 
 

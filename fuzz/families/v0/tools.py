@@ -1,7 +1,7 @@
 """The v0 family's fuzz tools (:mod:`fuzz.core.tools`), delegating to this folder's modules:
-trace replay and recording (:mod:`.trace`, :mod:`.workloads`), seed corpus regeneration
-(:mod:`.corpus_gen`) and the zoo (every mutant of ``tests.zoo.v0.broken.ZOO``, imported by
-name when the zoo is asked for: the fuzzers import no test module).
+trace replay and recording (:mod:`.trace`, :mod:`.workloads`) and the zoo (every mutant of
+``tests.zoo.v0.broken.ZOO``, imported by name when the zoo is asked for: the fuzzers import no
+test module).
 
 The family object (``properties.families.v0.family``) takes the roles by calling these.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from fuzz.core.tools import TraceReplay, ZooMutant, zoo_mutant
 from properties.core.targets import Target
 
-#: The v0 family's harness folder: seed corpora, dictionaries, traces.
+#: The v0 family's harness folder: its OSS-Fuzz harness files, traces.
 FUZZ_DIR = Path(__file__).resolve().parent
 #: The shipped traces.
 TRACES_DIR = FUZZ_DIR / "traces"
@@ -52,15 +52,16 @@ def record_traces(out: Path) -> list[tuple[Path, int]]:
     return written
 
 
-def regenerate_corpus(out: Path, *, seed: int) -> None:
-    """:func:`fuzz.families.v0.corpus_gen.regenerate` into ``out``."""
-    from fuzz.families.v0 import corpus_gen
-
-    corpus_gen.regenerate(out, seed=seed)
+#: The zoo's checks (``Mutant.checks``) that are machines, by the machine's level; the one-shot
+#: checks (a long-chain program, the direct hash-quality check) have none.
+CHECK_LEVELS = {"block": "block_level", "sequence": "sequence_level",
+                "evictor": "evictor_level", "refcount": "refcount_level"}
 
 
 def zoo() -> dict[str, ZooMutant]:
-    """``tests.zoo.v0.broken.ZOO`` as zoo mutants (the spec ``tests.zoo.v0.broken:<name>``)."""
+    """``tests.zoo.v0.broken.ZOO`` as zoo mutants (the spec ``tests.zoo.v0.broken:<name>``),
+    each with the machine levels of its checks, in the zoo's order."""
     module = importlib.import_module(ZOO_MODULE)
-    return {name: zoo_mutant(f"{ZOO_MODULE}:{name}", mutant.families)
+    return {name: zoo_mutant(f"{ZOO_MODULE}:{name}", mutant.families,
+                             levels=[CHECK_LEVELS[c] for c in mutant.checks if c in CHECK_LEVELS])
             for name, mutant in module.ZOO.items()}

@@ -2,8 +2,9 @@
 :class:`properties.core.family.Family` object, delegating to this family's judge (runner and
 oracle), operations, adapter and capabilities, with the optional roles of
 :mod:`properties.core.roles` it takes on (building by hand, allocator types, shrinking by
-handles and pool sizes, tolerated deviations, token inputs, fuzzing, a weak-hash mode), and
-the fuzz tools of :mod:`fuzz.core.tools` (traces, seed corpora, the zoo).
+handles and pool sizes, tolerated deviations, token inputs, a weak-hash mode), and the fuzz
+tools of :mod:`fuzz.core.tools` (traces, the zoo). It is fuzzed through its Hypothesis machines
+(:mod:`fuzz.core.machine_harness`): it has no decoder of its own.
 
 A v0 target spec names a factory with the signature of upstream's
 ``CpuGpuBlockAllocator.create``:
@@ -259,51 +260,21 @@ class V0Family:
         ]
         return Script(body, check)
 
-    # ----------------------------------------------------------------- fuzzing
+    # ----------------------------------------------------------------- weak-hash mode
 
-    fuzz_levels: tuple[str, ...] = ("block_level", "sequence_level", "hashing")
-    weak_hash_levels: tuple[str, ...] = ("hashing",)
-
-    @property
-    def max_ops(self) -> int:
-        from fuzz.families.v0.decoder import MAX_OPS
-
-        return MAX_OPS
-
-    def fuzz_level(self, name: str) -> Any:
-        from fuzz.families.v0.decoder import Level
-
-        return Level(name)
-
-    def decoder(self, data: bytes, level: Any, caps: Capabilities, *, max_ops: int) -> Any:
-        from fuzz.families.v0.decoder import Decoder
-
-        return Decoder(data, level, caps, max_ops=max_ops)
-
-    def step_features(self, previous: str, op: Any, outcome: Any, judge: Any
-                      ) -> Iterator[tuple[object, ...]]:
-        from fuzz.families.v0.features import step_features
-
-        return step_features(previous, op, outcome, judge.snapshot, judge.oracle)
+    #: The machines a fuzzer may run with the weak hash injected (``--weak-hash``): content
+    #: that collides under it must then be caught (HASH or CONTENT).
+    weak_hash_levels: tuple[str, ...] = ("block_level", "sequence_level")
 
     def weak_hash_target(self, level: Any) -> Target:
+        """The bundled allocator with :func:`fuzz.families.v0.weak_hash.weak_hash` as its
+        hash function."""
         from fuzz.families.v0.weak_hash import weak_hash
 
         return self.load_target(DEFAULT_SPEC).with_kwargs(hash_function=weak_hash)
 
-    def format_program_config(self, geometry: Mapping[str, Any]) -> Config:
-        return Config(int(geometry["block_size"]), int(geometry["num_gpu_blocks"]),
-                      int(geometry["num_cpu_blocks"]))
-
-    def format_program(self, geometry: Mapping[str, int], program: Sequence[Any],
-                       outcomes: Sequence[Any] = ()) -> str:
-        from fuzz.families.v0.listing import format_program
-
-        return format_program(self.format_program_config(geometry), program, outcomes)
-
-
     # ----------------------------------------------------------------- fuzz tools
-    # (fuzz.core.tools: Traces, SeedCorpora, Zoo; fuzz/families/v0/tools.py does the work)
+    # (fuzz.core.tools: Traces, Zoo; fuzz/families/v0/tools.py does the work)
 
     @property
     def traces_dir(self) -> Path:
@@ -320,17 +291,6 @@ class V0Family:
         from fuzz.families.v0.tools import record_traces
 
         return record_traces(out)
-
-    @property
-    def corpus_root(self) -> Path:
-        from fuzz.families.v0.tools import FUZZ_DIR
-
-        return FUZZ_DIR
-
-    def regenerate_corpus(self, out: Path, *, seed: int) -> None:
-        from fuzz.families.v0.tools import regenerate_corpus
-
-        regenerate_corpus(out, seed=seed)
 
     def zoo(self) -> Mapping[str, ZooMutant]:
         from fuzz.families.v0.tools import zoo

@@ -91,7 +91,8 @@ def _mutants() -> Iterable[Mutant]:
             (F.LRU,), patches=em.ARRIVAL_ORDER)
     yield m("table_holds_block_twice",
             "a block chained after an empty block reuses its id: one table holds it twice",
-            (F.RC, F.LEAK, F.TABLE, F.COW), (SEQUENCE, BLOCK), patches=am.RESERVED_ID_SHARED)
+            (F.RC, F.LEAK, F.TABLE, F.COW, F.CONTENT), (SEQUENCE, BLOCK),
+            patches=am.RESERVED_ID_SHARED)
     # A collision hands one physical id to two different contents: HASH, CONTENT or LEAK.
     yield m("hash_ignores_extra_key", "the content hash leaves out the LoRA / extra key",
             (F.HASH, F.CONTENT, F.LEAK), patches=hm.HASH_IGNORING_EXTRA)
@@ -397,10 +398,13 @@ def _mutants() -> Iterable[Mutant]:
             (F.COMPUTED, F.CONTENT, F.TABLE), (BLOCK,), patches=ho.RESET_KEEPS_UNWRITTEN)
     yield m("decode_counts_one_slot", "an in-place append counts one slot whatever it wrote",
             (F.TABLE,), (SEQUENCE, BLOCK), patches=ho.DECODE_COUNTS_ONE_SLOT)
+    # FREE for these two: the append's admission shows it first (no copies to pay for; a
+    # window moved past the table's end refused where the pool was short).
     yield m("speculative_writes_shared", "a multi-block append writes into shared blocks",
-            (F.COW, F.CONTENT, F.LEAK), (SEQUENCE,), patches=ho.SPECULATIVE_WRITES_SHARED)
+            (F.COW, F.CONTENT, F.LEAK, F.FREE), (SEQUENCE,),
+            patches=ho.SPECULATIVE_WRITES_SHARED)
     yield m("window_end_off_by_one", "a sliding window drops one block too many",
-            (F.TABLE, F.CONTENT, F.LEAK), (SEQUENCE,), patches=ho.WINDOW_END_OFF_BY_ONE)
+            (F.TABLE, F.CONTENT, F.LEAK, F.FREE), (SEQUENCE,), patches=ho.WINDOW_END_OFF_BY_ONE)
     yield m("table_fork_forgets_slots", "a forked table counts one slot fewer",
             (F.TABLE,), (SEQUENCE,), patches=ho.TABLE_FORK_FORGETS_SLOTS)
     yield m("window_rate_old_count", "the completed-window hit rate divides by the old count",
@@ -411,8 +415,10 @@ def _mutants() -> Iterable[Mutant]:
             (F.TABLE, F.RC, F.LEAK), (SEQUENCE,), patches=ho.FREE_TABLE_KEEPS_IDS)
     yield m("block_append_total_stale", "a partial block's append leaves its token total stale",
             (F.TABLE, F.LRU), patches=ho.BLOCK_APPEND_TOTAL_STALE)
+    # COMPUTED too: a sequence's cached-token count takes blocks cached under another key.
     yield m("block_hash_drops_extra", "a block's own content hash leaves out its extra key",
-            (F.HASH, F.CACHE, F.CONTENT), (SEQUENCE, BLOCK), patches=ho.BLOCK_HASH_DROPS_EXTRA)
+            (F.HASH, F.CACHE, F.CONTENT, F.COMPUTED), (SEQUENCE, BLOCK),
+            patches=ho.BLOCK_HASH_DROPS_EXTRA)
     yield m("ensure_slots_rounds_down", "ensure_num_empty_slots rounds the blocks it adds down",
             (F.TABLE, F.FREE, F.CACHE, F.CONTENT), (SEQUENCE,),
             patches=ho.ENSURE_SLOTS_ROUNDS_DOWN)
