@@ -44,8 +44,17 @@ VARIANTS: tuple[Variant, ...] = (
         "get_cached_block answers the last-cached block of a duplicated key",
         (Patch(BP, "BlockHashToBlockMap.get_one_block", "return next(iter(blocks.values()))",
                "return next(reversed(blocks.values()))  # VARIANT: the newest duplicate"),
-         Patch(BP, "BlockPool.get_cached_block", "found = next(iter(found.values()))",
-               "found = next(reversed(found.values()))  # VARIANT: the newest duplicate"),
+         # The group-0 mirror (the lookup's hot path) follows the newest block too.
+         Patch(BP, "BlockHashToBlockMap._set", "else next(iter(value.values()))",
+               "else next(reversed(value.values()))  # VARIANT: the newest duplicate"),
+         Patch(BP, "BlockHashToBlockMap.insert", "blocks[block.block_id] = block",
+               "blocks[block.block_id] = block\n"
+               "self._set(key, blocks)  # VARIANT: the mirror takes the newest duplicate"),
+         Patch(BP, "BlockHashToBlockMap.pop",
+               "self._group0[key[:-4]] = next(iter(blocks.values()))",
+               "self._group0[key[:-4]] = next(reversed(blocks.values()))  # VARIANT"),
+         Patch(BP, "BlockPool.get_cached_block", "hit = next(iter(hit.values()))",
+               "hit = next(reversed(hit.values()))  # VARIANT: the newest duplicate"),
          Patch(BP, "BlockPool.get_cached_block", "blocks = next(iter(blocks.values()))",
                "blocks = next(reversed(blocks.values()))  # VARIANT: the newest duplicate")),
         # Two requests with the same prompt cache their first block on ids 1 and 2.
@@ -59,7 +68,9 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(
         "one_stored_event_per_block",
         "cache_full_blocks emits one BlockStored per block, not per run",
-        (Patch(BP, "BlockPool.cache_full_blocks", "if events and index != prev_index + 1:",
+        (Patch(BP, "BlockPool.cache_full_blocks", "if block_mask is None:",
+               "if False:  # VARIANT: every call takes the checked path"),
+         Patch(BP, "BlockPool.cache_full_blocks", "if events and index != prev_index + 1:",
                "if events:  # VARIANT: one BlockStored per block"),),
         (ops.Req(_TOKENS), ops.GetNew(2), ops.CacheFull(0, (1, 2), 0, 2, 0), ops.TakeEvents()),
         ([2], [1, 1])),
