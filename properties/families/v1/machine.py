@@ -128,7 +128,7 @@ def _live(rule_fn: Rule) -> Rule:
 #: ``num_hash_lookahead_tokens`` of an example, where the target has it: 0 most of the time.
 LOOKAHEADS = st.sampled_from([0, 0, 0, 0, 0, 1, 2, 3])
 #: ``enable_caching`` of an example: off one example in eight (an engine run with
-#: ``--no-enable-prefix-caching``); on is the first choice, so a failing example shrinks to it.
+#: ``--no-enable-prefix-caching``); on is the first choice, the one shrinking tries first.
 CACHING = st.sampled_from([True] * 7 + [False])
 
 
