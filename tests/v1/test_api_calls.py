@@ -53,6 +53,8 @@ def test_every_public_method_of_the_bundled_pool_is_called_by_generated_programs
     for option in OPTIONS:  # every keyword option a program can pass is passed
         assert counts.options.get(option, 0) > 0, (option, counts.options)
     assert any("lookahead 0" not in c for c in counts.configs), counts.configs
+    # caching off (one example in eight) is drawn too, and conforms
+    assert any("caching off" in c for c in counts.configs), counts.configs
 
 
 def test_options_and_configurations_are_counted() -> None:

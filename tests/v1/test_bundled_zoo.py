@@ -86,7 +86,7 @@ def shrink(target: PoolTarget, program: list[ops.Op], family: Invariant,
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 def test_variant_is_caught(variant: Variant) -> None:
     target = patched_bundled_pool(variant.name, variant.patches)
-    config = replace(CONFIG, lookahead=variant.lookahead)
+    config = replace(CONFIG, lookahead=variant.lookahead, caching=variant.caching)
     machine = bind(target, config)
     v, program, elapsed = catch(machine, settings(SETTINGS, max_examples=variant.examples),
                                 target.name)

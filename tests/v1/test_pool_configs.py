@@ -1,5 +1,6 @@
-"""The bundled v1 pool under the configurations and pool layouts beyond the default machine's:
-caching off, and a second pool whose blocks reach this one (no vLLM wheel needed)."""
+"""The bundled v1 pool under fixed configurations and pool layouts: caching off in every
+example (the default machine draws it in one in eight), and a second pool whose blocks reach
+this one (no vLLM wheel needed)."""
 
 from __future__ import annotations
 

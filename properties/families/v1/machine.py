@@ -13,11 +13,13 @@ connector, reset, and events are taken and replayed. Where the release has them:
 re-announced (``emit_cached_block_events``), a table's tail pages are unpinned tail first (a
 sparse-attention coordinator releasing pages it still reads), a keyed block's keys move to a
 fresh copy (copy-on-write of a block its request keeps writing), and tables whose contents
-another tier holds are freed ``evict_first``. With caching off (``PoolConfig.caching``) no
-rule keys a block or takes a hit, as the engine's manager does. Each step checks the whole
-observable state (:class:`~properties.families.v1.executor.Executor`). Misuse is probed on
-copies of the pool (:meth:`~properties.families.v1.executor.Executor.probe`); findings go to
-:data:`FINDINGS`.
+another tier holds are freed ``evict_first``. Caching is off one example in eight
+(``PoolConfig.caching``, as an engine run without prefix caching): then no rule keys a block,
+takes a hit or shares a cached prefix, as the engine's manager does, and every step still
+checks that no key reaches a block, no event announces one and freed blocks re-enter the
+queue where the model puts them. Each step checks the whole observable state
+(:class:`~properties.families.v1.executor.Executor`). Misuse is probed on copies of the pool
+(:meth:`~properties.families.v1.executor.Executor.probe`); findings go to :data:`FINDINGS`.
 
 The machine is the core's :class:`~properties.core.machine.OracleMachine`: every operation goes
 through the family's judge (:class:`~properties.families.v1.family.PoolJudge`) with
@@ -125,6 +127,9 @@ def _live(rule_fn: Rule) -> Rule:
 
 #: ``num_hash_lookahead_tokens`` of an example, where the target has it: 0 most of the time.
 LOOKAHEADS = st.sampled_from([0, 0, 0, 0, 0, 1, 2, 3])
+#: ``enable_caching`` of an example: off one example in eight (an engine run with
+#: ``--no-enable-prefix-caching``); on is the first choice, the one shrinking tries first.
+CACHING = st.sampled_from([True] * 7 + [False])
 
 
 def drawn_lookahead(pool: PoolTarget) -> int:
@@ -156,13 +161,17 @@ def default_config(pool: PoolTarget, avoid: frozenset[str] = frozenset()) -> Poo
     events are on, and its events carry no group); hash lookahead drawn where the release has
     it (:func:`drawn_lookahead`: the example's first draw, in the ``start`` rule). With
     ``duplicate_events`` avoided, events are drawn too (on or off, one example in two): only
-    examples with events off make duplicates (:attr:`PoolMachine.no_duplicates`)."""
+    examples with events off make duplicates (:attr:`PoolMachine.no_duplicates`). Caching is
+    drawn last (:data:`CACHING`: off one example in eight), so the earlier draws keep their
+    values; with it off no rule keys a block, takes a hit or shares a cached prefix."""
     sizes = (2, 6) if pool.caps.hash_block_size else (2,)
     events = True
     if "duplicate_events" in avoid:
         events = bool(_drawn(st.sampled_from([False, True]), True))
+    lookahead = drawn_lookahead(pool)
     return PoolConfig(num_blocks=8, hash_block_size=2, group_block_sizes=sizes,
-                      lookahead=drawn_lookahead(pool), events=events)
+                      lookahead=lookahead, events=events,
+                      caching=bool(_drawn(CACHING, True)))
 
 
 class PoolMachine(OracleMachine):
@@ -439,7 +448,7 @@ class PoolMachine(OracleMachine):
         else:
             self.tables.append(Table(t.req, t.group, [new[0]], 1))
 
-    @precondition(lambda self: self.tables)
+    @precondition(lambda self: self.tables and self.config.caching)
     @rule(data=st.data())
     @_live
     def share_table(self, data: st.DataObject) -> None:
@@ -523,7 +532,7 @@ def bind(target: PoolTarget | None = None, config: PoolConfig | None = None,
     return type(name, (PoolMachine,), attrs)
 
 
-__all__ = ["AVOIDABLE", "FINDINGS", "LOOKAHEADS", "MISUSE_KINDS", "MM_DRAWN", "MM_LENGTHS",
-           "MM_TWIN", "PAIR_FIELDS", "PoolMachine", "Table",
+__all__ = ["AVOIDABLE", "CACHING", "FINDINGS", "LOOKAHEADS", "MISUSE_KINDS", "MM_DRAWN",
+           "MM_LENGTHS", "MM_TWIN", "PAIR_FIELDS", "PoolMachine", "Table",
            "Violation", "bind", "checked_avoid", "default_config", "drawn_lookahead",
            "requests"]

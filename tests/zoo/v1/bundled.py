@@ -33,6 +33,9 @@ class Variant:
     #: The zoo machine's ``num_hash_lookahead_tokens`` (``PoolConfig.lookahead``): a bug that
     #: only hash lookahead shows is searched for with it on.
     lookahead: int = 0
+    #: The zoo machine's ``enable_caching`` (``PoolConfig.caching``): a bug that only a pool
+    #: with caching off shows is searched for with it off.
+    caching: bool = True
 
 
 def _v(name: str, family: Invariant, bug: str, module: str, scope: str, find: str, replace: str,
@@ -80,6 +83,12 @@ VARIANTS: tuple[Variant, ...] = (
     _v("unhashed_freed_to_tail", F.LRU, "keyless freed blocks go to the tail, not the head",
        BP, "BlockPool.free_blocks", "queue._prepend_unchecked(to_head)",
        "queue._append_unchecked(to_head)  # BUG"),
+    replace(_v("caching_off_frees_to_tail", F.LRU,
+       "with caching off, freed blocks are queued at the tail (as if a key promised their "
+       "contents) instead of the head",
+       BP, "BlockPool.free_blocks", "if block._block_hash is None or not caching:",
+       "if (block._block_hash is None or not caching) and self.enable_caching:  # BUG"),
+       caching=False),
     _v("tie_order_reversed", F.LRU,
        "blocks freed together are queued in reverse (the chain head is evicted first)",
        BP, "BlockPool.free_blocks",
