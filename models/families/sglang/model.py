@@ -19,13 +19,32 @@ least recently used unlocked leaves), the sizes, and the free list after every c
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from models.core.invariants import Violation
+from models.core.invariants import Invariant, Violation
 from models.families.sglang.invariants import SGLangInvariants as F
 from models.families.sglang.ops import TreeConfig
 from models.families.sglang.tree import Inserted, Key, ModelTree, Node
+
+
+def check_free_list(family: Invariant, slot: str, a_slot: str, free_list: str, free: Counter[int],
+                    unowned: set[int], owner: Callable[[int], object]) -> None:
+    """A pool's free list (``free``, slot -> times listed) is exactly the slots nobody owns
+    (``unowned``), once each: a slot listed twice is handed out twice, an owned one listed is
+    handed to a second owner (one request reads another's KV), an unowned one missing is lost
+    capacity. ``slot`` (with its article, ``a_slot``) and ``free_list`` name them in the
+    messages."""
+    twice = sorted(s for s, n in free.items() if n > 1)
+    if twice:
+        raise Violation(family, f"no {slot} is on the {free_list} twice", observed=twice)
+    owned = sorted((s, owner(s)) for s in free if s not in unowned)
+    if owned:
+        raise Violation(family, f"{a_slot} on the {free_list} is owned", observed=owned)
+    lost = sorted(unowned - set(free))
+    if lost:
+        raise Violation(family, f"every {slot} nobody owns is on the {free_list} (lost "
+                        f"{slot}s)", observed=lost)
 
 
 class OutOfContract(Exception):
@@ -260,16 +279,7 @@ class TreeModel:
                    sizes: tuple[int, int, int]) -> None:
         """After every operation: the free list is exactly the model's, once each; the sizes
         are the tree's."""
-        twice = sorted(s for s, n in free.items() if n > 1)
-        if twice:
-            raise Violation(F.OWN, "no slot is on the free list twice", observed=twice)
-        owned = sorted((s, self.owner(s)) for s in free if s not in self.free)
-        if owned:
-            raise Violation(F.OWN, "a slot on the free list is owned", observed=owned)
-        lost = sorted(self.free - set(free))
-        if lost:
-            raise Violation(F.OWN, "every slot nobody owns is on the free list (lost slots)",
-                            observed=lost)
+        check_free_list(F.OWN, "slot", "a slot", "free list", free, self.free, self.owner)
         capacity = self.config.size
         if available > capacity:
             raise Violation(F.OWN, "available_size never exceeds the capacity",

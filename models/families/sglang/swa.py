@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from models.core.invariants import Violation
 from models.families.sglang.invariants import SGLangInvariants as F
-from models.families.sglang.model import Request, TreeModel
+from models.families.sglang.model import Request, TreeModel, check_free_list
 from models.families.sglang.tree import Key, Node
 
 
@@ -289,16 +289,8 @@ class SWAModel(TreeModel):
                        slots: Sequence[int], peers: Sequence[int]) -> None:
         """After every operation: the SWA free list is the model's, once each; the tree's
         slots ``slots`` map to ``peers`` (0: none) as the model's do; the SWA sizes."""
-        twice = sorted(s for s, n in free.items() if n > 1)
-        if twice:
-            raise Violation(F.SWA, "no SWA slot is on the SWA free list twice", observed=twice)
-        owned = sorted((s, self.swa_owner(s)) for s in free if s not in self.swa_free)
-        if owned:
-            raise Violation(F.SWA, "an SWA slot on the SWA free list is owned", observed=owned)
-        lost = sorted(self.swa_free - set(free))
-        if lost:
-            raise Violation(F.SWA, "every SWA slot nobody owns is on the SWA free list (lost "
-                            "SWA slots)", observed=lost)
+        check_free_list(F.SWA, "SWA slot", "an SWA slot", "SWA free list", free,
+                        self.swa_free, self.swa_owner)
         if available != len(self.swa_free):
             raise Violation(F.SWA, "swa_available_size counts the free SWA slots",
                             expected=len(self.swa_free), observed=available)

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from properties.families.sglang.upstream import SGLangModules, match_length
+from properties.families.sglang.upstream import SGLangModules, read_match
 
 __all__ = ["KINDS", "UpstreamTree"]
 
@@ -115,13 +115,7 @@ class UpstreamTree:
               ) -> tuple[int, Any, list[int]]:
         """(matched length, node handle, the matched tokens' slots)."""
         result = self.cache.match_prefix(self._match_params(key=self.key(tokens, extra_key)))
-        length = match_length(result)
-        node = result.last_device_node
-        if hasattr(result, "device_indices"):
-            slots = result.device_indices.tolist()
-        else:
-            slots = self.cache.path_device_indices(node).tolist()
-        return length, node, [int(s) for s in slots[:length]]
+        return read_match(result, self.cache)
 
     def insert(self, tokens: Sequence[int], slots: Sequence[int], extra_key: str | None = None,
                prev_prefix_len: int = 0) -> int:

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from properties.families.sglang.upstream import SGLangModules, UpstreamCoreUnavailable, match_length
+from properties.families.sglang.upstream import SGLangModules, UpstreamCoreUnavailable, read_match
 
 __all__ = ["SWA_KINDS", "UpstreamSWATree"]
 
@@ -136,13 +136,7 @@ class UpstreamSWATree:
         key = self._key(array("q", tokens), extra_key)
         with self.mods.activated():
             result = self.cache.match_prefix(self._match_params(key=key))
-        length = match_length(result)
-        node = result.last_device_node
-        if hasattr(result, "device_indices"):
-            slots = result.device_indices.tolist()
-        else:
-            slots = self.cache.path_device_indices(node).tolist()
-        return length, node, [int(s) for s in slots[:length]]
+        return read_match(result, self.cache)
 
     def insert(self, tokens: Sequence[int], slots: Sequence[int], extra_key: str | None = None,
                prev_prefix_len: int = 0) -> int:

@@ -480,6 +480,19 @@ def match_length(result: Any) -> int:
     return len(result.device_indices)
 
 
+def read_match(result: Any, cache: Any) -> tuple[int, Any, list[int]]:
+    """(matched length, node handle, the matched tokens' slots) of ``cache``'s
+    ``MatchResult``: its ``device_indices`` where it carries them, else the node's path
+    (``path_device_indices``)."""
+    length = match_length(result)
+    node = result.last_device_node
+    if hasattr(result, "device_indices"):
+        slots = result.device_indices.tolist()
+    else:
+        slots = cache.path_device_indices(node).tolist()
+    return length, node, [int(s) for s in slots[:length]]
+
+
 def measure(versions: Sequence[str] = SUPPORTED_VERSIONS) -> list[tuple[str, str, str, float]]:
     """(version, what, "ok" or the error, seconds) for each cached release's load, each class
     and each tree core: what the loader can run here and how long it takes."""
