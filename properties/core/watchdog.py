@@ -27,7 +27,7 @@ class StepTimeout(BaseException):
 
 class Hang(Violation):
     """A step outlived the target's per-step limit. Every other program that reaches the same
-    call may wait out the whole limit again, so batch replays (seed corpora) stop at the first
+    call may wait out the whole limit again, so batch replays (xfails entries) stop at the first
     one rather than spend a limit per input."""
 
 
