@@ -67,7 +67,7 @@ def test_a_hanging_call_is_a_target_violation_with_its_program() -> None:
                     [ops.GetNew(1), ops.GetNew(2)])
     assert time.monotonic() - started < 10
     assert info.value.family is Family.TARGET and "exceeded 0.3 s" in info.value.message
-    assert isinstance(info.value, Hang)  # batch replays stop at it
+    assert isinstance(info.value, Hang)  # told apart from a wrong answer
     assert info.value.step == 1
     program = [n.removeprefix("program: ") for n in info.value.__notes__
                if n.startswith("program: ")]
