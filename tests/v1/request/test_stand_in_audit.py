@@ -10,11 +10,7 @@ here fails the first test."""
 
 from __future__ import annotations
 
-import enum
-import functools
-from collections.abc import Callable, Iterator
-from types import ModuleType
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,8 +18,7 @@ from properties.families.v1 import upstream
 from properties.families.v1.closure import Policy
 from properties.families.v1.request import api_calls, loader
 from properties.families.v1.request.target import ManagerTarget
-
-Builder = Callable[[ModuleType], None]
+from tests.v1._stand_in_recorder import Recorder
 
 # module -> (what upstream uses it for, why it changes nothing observed, proof). ``proved``:
 # the names upstream may touch while the machine runs, each proved equal to upstream's own
@@ -89,83 +84,9 @@ def test_every_stand_in_of_the_loader_is_listed() -> None:
     assert set(policy.fallbacks) == set(FALLBACKS)
 
 
-class _Recorder:
-    """Wraps stand-in builders; records what upstream touches once :attr:`live` is set."""
-
-    def __init__(self) -> None:
-        self.live = False
-        self.touched: set[str] = set()
-
-    def _note(self, what: str) -> None:
-        if self.live:
-            self.touched.add(what)
-
-    def _trace(self, module: str, name: str, value: Any) -> Any:
-        where = f"{module}.{name}"
-        if isinstance(value, type) and issubclass(value, enum.Enum):
-            return value  # members are compared, never called; the order is proved
-        if isinstance(value, type):
-            note = self._note
-
-            def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-                note(where)
-                value.__init__(self, *args, **kwargs)
-
-            return type(value.__name__, (value,), {"__init__": __init__,
-                                                   "__module__": value.__module__})
-        if callable(value):
-            @functools.wraps(value)
-            def call(*args: Any, **kwargs: Any) -> Any:
-                self._note(where)
-                return value(*args, **kwargs)
-
-            return call
-        if isinstance(value, (bool, int, float, str, bytes, type(None), ModuleType)):
-            return value
-        return _Proxy(value, where, self._note)
-
-    def wrap(self, build: Builder) -> Builder:
-        def traced_build(module: ModuleType) -> None:
-            build(module)
-            recorder = self
-            if module.__name__ == "vllm.envs":  # values, read when used: record the reads
-                class Reads(ModuleType):
-                    def __getattribute__(self, name: str) -> Any:
-                        if not name.startswith("__"):
-                            recorder._note(f"vllm.envs.{name}")
-                        return ModuleType.__getattribute__(self, name)
-
-                module.__class__ = Reads
-                return
-            for name, value in list(vars(module).items()):
-                if not name.startswith("__"):
-                    setattr(module, name, self._trace(module.__name__, name, value))
-            lazy = vars(module).get("__getattr__")
-            if lazy is not None:
-                def __getattr__(name: str) -> Any:
-                    value = recorder._trace(module.__name__, name, lazy(name))
-                    setattr(module, name, value)
-                    return value
-
-                module.__getattr__ = __getattr__  # type: ignore[method-assign]
-
-        return traced_build
-
-
-class _Proxy:
-    """An object stand-in (``current_platform``): each attribute use is recorded."""
-
-    def __init__(self, inner: Any, where: str, note: Callable[[str], None]) -> None:
-        self._inner, self._where, self._note = inner, where, note
-
-    def __getattr__(self, name: str) -> Any:
-        self._note(f"{self._where}.{name}")
-        return getattr(self._inner, name)
-
-
 @pytest.fixture
-def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Recorder]:
-    recorder = _Recorder()
+def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
+    recorder = Recorder()
     base = loader.manager_policy()
     policy = Policy(stubs={n: recorder.wrap(b) for n, b in base.stubs.items()},
                     fallbacks={n: recorder.wrap(b) for n, b in base.fallbacks.items()},
@@ -177,7 +98,7 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Recorder]:
 
 @pytest.mark.parametrize("version", ["0.34.0", "0.33.0"])
 def test_stand_ins_touched_while_the_machine_runs_are_the_proved_ones(
-        version: str, recorded: _Recorder) -> None:
+        version: str, recorded: Recorder) -> None:
     if upstream.cached_wheel(version) is None:
         pytest.skip(f"no vllm {version} wheel cached: `{upstream.FETCH_COMMAND} --version "
                     f"{version}`")
@@ -196,7 +117,7 @@ def test_stand_ins_touched_while_the_machine_runs_are_the_proved_ones(
     assert "vllm.v1.metrics.stats.PrefixCacheStats" in recorded.touched, recorded.touched
 
 
-def test_a_stand_in_the_run_reaches_is_recorded(recorded: _Recorder) -> None:
+def test_a_stand_in_the_run_reaches_is_recorded(recorded: Recorder) -> None:
     """The audit can fail: with events on (not a configuration of the machine), upstream
     builds the event records, and the recording sees it."""
     from dataclasses import replace
