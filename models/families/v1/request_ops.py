@@ -12,7 +12,8 @@ requests before a step) and ``CommonPrefix`` (0.33's ``get_num_common_prefix_blo
 for a running request when a step is scheduled). ``EndStep`` also makes the calls the scheduler
 makes once per step: the stats it logs (``usage``; with ``log_stats``, ``make_prefix_cache_stats``)
 and the block ids covering each running request's computed tokens
-(``get_block_ids_for_computed_tokens``, what a KV connector saves).
+(``get_block_ids_for_computed_tokens``, what a KV connector saves). ``Evict`` is a connector's
+failed load, whose blocks the scheduler evicts from the prefix cache (``evict_blocks``).
 """
 
 from __future__ import annotations
@@ -83,6 +84,17 @@ class ResetCache(ROp):
 
 
 @dataclass(frozen=True, slots=True)
+class Evict(ROp):
+    """A KV connector reports that request ``req``'s blocks from block index ``start`` on (in
+    every group) failed to load: the scheduler evicts them from the prefix cache
+    (``evict_blocks``), between steps."""
+
+    name: ClassVar[str] = "evict"
+    req: int
+    start: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class CachedTokens(ROp):
     """How many of waiting request ``req``'s tokens the cache holds, without taking them."""
 
@@ -100,7 +112,8 @@ class CommonPrefix(ROp):
 
 
 ROPS: dict[str, type[ROp]] = {c.name: c for c in (Add, Schedule, EndStep, Preempt, Abort,
-                                                  ResetCache, CachedTokens, CommonPrefix)}
+                                                  ResetCache, Evict, CachedTokens,
+                                                  CommonPrefix)}
 
 
 def from_json(record: dict[str, Any]) -> ROp:

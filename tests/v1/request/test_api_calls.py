@@ -32,7 +32,6 @@ HELPERS = {
 # or event replay at this level (docs/CONTRACT.md, "The v1 KVCacheManager").
 NOT_YET = {
     "cache_blocks": "delayed caching after an async KV load (connector)",
-    "evict_blocks": "blocks a failed KV load left invalid (connector)",
     "estimate_cached_tokens": "prefill stats of a finished prefill",
     "finalize_partial_tail_offloads": "Mamba align boundary states (connector)",
     "get_computed_blocks_for_connector": "hybrid Mamba lookups with a connector",
@@ -49,7 +48,7 @@ NOT_YET = {
 # What each release must have called by a generated program (the methods this level drives).
 DRIVEN = {"allocate_slots", "get_computed_blocks", "free", "new_step_starts",
           "reset_prefix_cache", "usage", "make_prefix_cache_stats",
-          "record_prefix_cache_stats", "get_block_ids_for_computed_tokens"}
+          "record_prefix_cache_stats", "get_block_ids_for_computed_tokens", "evict_blocks"}
 ONLY_IN = {"get_num_cached_tokens": "0.34.0", "get_num_common_prefix_blocks": "0.33.0"}
 # A short run: three configurations (stats on, windows), 30 examples of 30 steps each.
 CONFIGS = {"full": FULL, "hybrid": HYBRID, "full_stats": FULL_STATS}

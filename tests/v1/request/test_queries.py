@@ -70,3 +70,12 @@ def test_a_broken_usage_is_caught_at_the_step_end() -> None:
     with pytest.raises(Violation) as info:
         run_program(broken.target(), FULL, PROGRAM)
     assert info.value.family is Family.FREE
+
+
+def test_a_failed_load_evicts_exactly_the_blocks_from_its_start(v033: ManagerTarget) -> None:
+    ex = run_program(v033, FULL, PROGRAM[:3])  # r0 ran one step: two keyed blocks, running
+    first, second = ex._tables(0)[0][:2]
+    assert ex.step(ops.Evict(0, 1)) == [second, *[b for b in ex._tables(0)[0][2:] if b]]
+    keyed = {b.block_id for b in ex.pool.blocks if b.block_hash is not None}
+    assert first in keyed and second not in keyed
+    assert ex.step(ops.CachedTokens(0)) is None  # running: 0.33 has no such query anyway

@@ -9,8 +9,9 @@ without Hypothesis (:func:`run_program`), as the xfails file and reproducers nee
 
 The queries a scheduler makes are judged where it makes them: ``get_num_cached_tokens`` (0.34)
 is the hit ``get_computed_blocks`` would give and changes nothing; ``get_num_common_prefix_blocks``
-(0.33) claims no block some running request does not share; at each step's end ``usage`` is the
-fraction of usable blocks not free, ``make_prefix_cache_stats`` returns exactly the lookups
+(0.33) claims no block some running request does not share; ``evict_blocks`` drops exactly
+the named blocks' keys and nothing else; at each step's end ``usage`` is the fraction of usable
+blocks not free, ``make_prefix_cache_stats`` returns exactly the lookups
 recorded (``record_prefix_cache_stats`` at each admission) and resets since its last call (None
 without ``log_stats``), and ``get_block_ids_for_computed_tokens`` lists one block per computed
 block of each running request, each holding its computed KV.
@@ -122,11 +123,40 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
             if got:
                 self.stats["reset"] = True
             return got
+        if isinstance(op, ops.Evict):
+            return self._evict(op.req, op.start)
         if isinstance(op, ops.CachedTokens):
             return self._cached_tokens(op.req)
         if isinstance(op, ops.CommonPrefix):
             return self._common_prefix(op.req)
         raise TypeError(f"unknown operation {op!r}")
+
+    def _evict(self, i: int, start: int) -> list[int] | None:
+        """``evict_blocks`` of running request ``i``'s blocks from index ``start`` on: exactly
+        those blocks lose their keys (no later hit can return them); references, the free
+        blocks, the tables and every other key stay."""
+        if not self.reqs[i].live:
+            return None
+        ids = sorted({b for table in self._tables(i) for b in table[start:] if b != NULL})
+        if not ids:
+            return None
+        before = self._snapshot()
+        self._call(self.mgr.evict_blocks, set(ids))
+        self._t(f"mgr.evict_blocks({set(ids)!r})  # r{i}'s load failed from block {start} on")
+        after = self._snapshot()
+        kept = [b for b in ids if after.hashes[b - 1] is not None]
+        others = [b for b in range(1, self.config.num_blocks) if b not in ids
+                  and after.hashes[b - 1] != before.hashes[b - 1]]
+        if kept or others:
+            raise Violation(Family.CACHE, "evict_blocks drops exactly the named blocks' keys",
+                            expected=f"no key on {ids}, others unchanged",
+                            observed={"still keyed": kept, "others changed": others})
+        if (after.ref, sorted(after.free), after.tables) != (before.ref, sorted(before.free),
+                                                             before.tables):
+            raise Violation(Family.CACHE, "evict_blocks changes no reference, table or free "
+                            "block", expected=(before.ref, sorted(before.free)),
+                            observed=(after.ref, sorted(after.free)))
+        return ids
 
     def _cached_tokens(self, i: int) -> int | None:
         """0.34's ``get_num_cached_tokens`` for a waiting request: the hit

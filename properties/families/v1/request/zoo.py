@@ -88,6 +88,10 @@ ZOO: tuple[Broken, ...] = (
            ((_MGR, "num_valid_blocks = cdiv(num_computed_tokens, spec.block_size)",
              "num_valid_blocks = cdiv(num_computed_tokens, spec.block_size) + 1"),),
            frozenset({Family.TABLE}), method="get_block_ids_for_computed_tokens"),
+    Broken("evict_keeps_a_block", "evict_blocks leaves the lowest named block keyed",
+           ((_MGR, "self.block_pool.evict_blocks(block_ids)",
+             "self.block_pool.evict_blocks(set(sorted(block_ids)[1:]))"),),
+           frozenset({Family.CACHE}), method="evict_blocks"),
     Broken("cached_tokens_take_last_token", "get_num_cached_tokens lets the hit take the last "
            "token", ((_MGR, "request.block_hashes, request.num_tokens - 1\n        )\n"
                             "        return num_computed_tokens",
