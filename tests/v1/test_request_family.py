@@ -51,7 +51,7 @@ def test_the_family_takes_its_roles_whole_and_no_other() -> None:
     assert isinstance(FAMILY, HandleShrinking | PoolShrinking)
     assert not isinstance(FAMILY, Building | Tolerating | TokenInputs | Variants)
     assert [inv.value for inv in FAMILY.invariants] == [
-        "CRASH", "TARGET", "ATOMIC", "CONTENT", "RC", "LEAK", "FREE", "CACHE", "COMPUTED",
+        "CRASH", "TARGET", "ATOMIC", "CONTENT", "RC", "LEAK", "FREE", "CACHE", "HIT", "COMPUTED",
         "TABLE"]
 
 

@@ -126,7 +126,7 @@ class Geometry:
 
 
 def check_reads(shadow: KVShadow, ids: Identities, r: ReqState, tables: Sequence[Sequence[int]],
-                geo: Geometry, positions_of: Sequence[range], *, pending_ok: bool,
+                geo: Geometry, positions_of: Sequence[Sequence[int]], *, pending_ok: bool,
                 what: str) -> None:
     """Every needed position of every group reads ``r``'s own KV."""
     for g, positions in enumerate(positions_of):

@@ -5,6 +5,15 @@ closes with ``EndStep``: the scheduled tokens are computed when the step ends (t
 valid), then each request that computed its last token samples its next output (or finishes
 and is freed when none is left). ``Preempt`` may come inside a step (a priority scheduler
 preempts requests it already scheduled); ``Abort`` and ``Reset`` come between steps.
+
+Queries a scheduler makes of the manager are operations too, where the release has them:
+``CachedTokens`` (0.34's ``get_num_cached_tokens``, its cache-aware ordering of waiting
+requests before a step) and ``CommonPrefix`` (0.33's ``get_num_common_prefix_blocks``, asked
+for a running request when a step is scheduled). ``EndStep`` also makes the calls the scheduler
+makes once per step: the stats it logs (``usage``; with ``log_stats``, ``make_prefix_cache_stats``)
+and the block ids covering each running request's computed tokens
+(``get_block_ids_for_computed_tokens``, what a KV connector saves). ``Evict`` is a connector's
+failed load, whose blocks the scheduler evicts from the prefix cache (``evict_blocks``).
 """
 
 from __future__ import annotations
@@ -74,8 +83,37 @@ class ResetCache(ROp):
     name: ClassVar[str] = "reset_prefix_cache"
 
 
+@dataclass(frozen=True, slots=True)
+class Evict(ROp):
+    """A KV connector reports that request ``req``'s blocks from block index ``start`` on (in
+    every group) failed to load: the scheduler evicts them from the prefix cache
+    (``evict_blocks``), between steps."""
+
+    name: ClassVar[str] = "evict"
+    req: int
+    start: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CachedTokens(ROp):
+    """How many of waiting request ``req``'s tokens the cache holds, without taking them."""
+
+    name: ClassVar[str] = "cached_tokens"
+    req: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommonPrefix(ROp):
+    """How many leading blocks per group running request ``req`` shares with every running
+    request (what cascade attention may compute once)."""
+
+    name: ClassVar[str] = "common_prefix"
+    req: int
+
+
 ROPS: dict[str, type[ROp]] = {c.name: c for c in (Add, Schedule, EndStep, Preempt, Abort,
-                                                  ResetCache)}
+                                                  ResetCache, Evict, CachedTokens,
+                                                  CommonPrefix)}
 
 
 def from_json(record: dict[str, Any]) -> ROp:

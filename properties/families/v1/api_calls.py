@@ -67,8 +67,8 @@ from properties.families.v1.family import FAMILY
 from properties.families.v1.machine import bind, checked_avoid
 from properties.families.v1.targets import PoolTarget
 
-__all__ = ["CALLERS", "Counts", "config_label", "count_calls", "counting", "main",
-           "public_methods", "table"]
+__all__ = ["CALLERS", "Counts", "config_label", "count_calls", "counting", "counting_class",
+           "main", "public_methods", "table"]
 
 CALLERS = ("program", "misuse", "observe", "internal")
 
@@ -83,15 +83,17 @@ _FRAMES: dict[Any, str] = {
 }
 
 
-def public_methods(cls: type) -> list[str]:
+def public_methods(cls: type, properties: bool = False) -> list[str]:
     """The public callables of ``cls`` (``dir`` without names starting with ``_``; plain
-    attributes such as a module a class holds are not methods)."""
+    attributes such as a module a class holds are not methods), and with ``properties`` its
+    public properties (read like a method: the manager's ``usage``)."""
     out = []
     for name in dir(cls):
         if name.startswith("_"):
             continue
         raw = inspect.getattr_static(cls, name)
-        if isinstance(raw, (staticmethod, classmethod)) or inspect.isfunction(raw):
+        if isinstance(raw, (staticmethod, classmethod)) or inspect.isfunction(raw) or (
+                properties and isinstance(raw, property)):
             out.append(name)
     return out
 
@@ -130,21 +132,22 @@ class Counts:
 _LOCAL = threading.local()
 
 
-def _caller() -> str:
+def _caller(frames: dict[Any, str]) -> str:
     frame: FrameType | None = sys._getframe(2)
     while frame is not None:
-        found = _FRAMES.get(frame.f_code)
+        found = frames.get(frame.f_code)
         if found is not None:
             return found
         frame = frame.f_back
     return "observe"  # the machine's own bookkeeping (no program operation)
 
 
-def _wrap(name: str, fn: Callable[..., Any], counts: Counts) -> Callable[..., Any]:
+def _wrap(name: str, fn: Callable[..., Any], counts: Counts, frames: dict[Any, str]
+          ) -> Callable[..., Any]:
     @functools.wraps(fn)
     def counted(*args: Any, **kwargs: Any) -> Any:
         depth = getattr(_LOCAL, "depth", 0)
-        caller = _caller() if depth == 0 else "internal"
+        caller = _caller(frames) if depth == 0 else "internal"
         counts.add(name, caller)
         if caller in ("program", "misuse"):
             for keyword in kwargs:
@@ -159,20 +162,30 @@ def _wrap(name: str, fn: Callable[..., Any], counts: Counts) -> Callable[..., An
     return counted
 
 
-def counting(pool: PoolTarget, counts: Counts | None = None) -> tuple[PoolTarget, Counts]:
-    """``pool`` with its class replaced by a subclass counting the public methods' calls."""
-    cls = pool.pool_cls
-    counts = Counts(public_methods(cls)) if counts is None else counts
+def counting_class(cls: type, counts: Counts, frames: dict[Any, str]) -> type:
+    """A subclass of ``cls`` counting the calls of ``counts.methods`` (a property counts its
+    reads) into ``counts``, each attributed by the innermost suite frame of ``frames`` (code
+    object -> caller) on the stack (none: ``observe``), or ``internal`` inside another counted
+    call."""
     attrs: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
     for name in counts.methods:
         raw = inspect.getattr_static(cls, name)
         if isinstance(raw, staticmethod):
-            attrs[name] = staticmethod(_wrap(name, raw.__func__, counts))
+            attrs[name] = staticmethod(_wrap(name, raw.__func__, counts, frames))
         elif isinstance(raw, classmethod):
-            attrs[name] = classmethod(_wrap(name, raw.__func__, counts))
+            attrs[name] = classmethod(_wrap(name, raw.__func__, counts, frames))
+        elif isinstance(raw, property) and raw.fget is not None:
+            attrs[name] = property(_wrap(name, raw.fget, counts, frames), raw.fset, raw.fdel)
         else:
-            attrs[name] = _wrap(name, raw, counts)
-    return replace(pool, pool_cls=type(cls.__name__, (cls,), attrs)), counts
+            attrs[name] = _wrap(name, raw, counts, frames)
+    return type(cls.__name__, (cls,), attrs)
+
+
+def counting(pool: PoolTarget, counts: Counts | None = None) -> tuple[PoolTarget, Counts]:
+    """``pool`` with its class replaced by a subclass counting the public methods' calls."""
+    cls = pool.pool_cls
+    counts = Counts(public_methods(cls)) if counts is None else counts
+    return replace(pool, pool_cls=counting_class(cls, counts, _FRAMES)), counts
 
 
 def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None = None,

@@ -50,6 +50,9 @@ class Executor(ProgramExecutor[ops.Op]):
         self.replay = Replay()
         self.unannounceable: set[object] = set()  # hashes of null/masked (never keyed) blocks
         self.router = open_router(config)  # Dynamo's RadixTree, when its wheel is cached
+        #: the concrete call of the last probe whose choices a script cannot redraw (block ids
+        #: from the model's lists, a request): what :func:`robustness_script` renders
+        self.probe_call: dict[str, Any] = {}
 
     def _program_json(self, program: list[ops.Op]) -> list[dict[str, Any]]:
         return ops.program_json(program)
@@ -252,6 +255,7 @@ class Executor(ProgramExecutor[ops.Op]):
         other = self.target.create(self.config) if kind.endswith("_foreign") else None
         pools = [pool] if other is None else [pool, other]
         reused = len(self.adapter.reused)
+        self.probe_call = {}
         before = tuple(self._state(p) for p in pools)
         blocks = pool.blocks
         foreign = [] if other is None else other.blocks
@@ -305,7 +309,8 @@ class Executor(ProgramExecutor[ops.Op]):
         if not robustness.known(finding.target, kind):  # the core's report, with a replay
             from properties.families.v1.reproducer import robustness_script
 
-            script = robustness_script(self.target, self.config, self.program, kind, arg)
+            script = robustness_script(self.target, self.config, self.program, kind, arg,
+                                       self.probe_call)
             robustness.report(robustness.Finding(finding.target, kind, finding.detail, script))
         return finding
 
@@ -318,9 +323,10 @@ class Executor(ProgramExecutor[ops.Op]):
         if not self.model.free:
             return False
         held = [b for b, r in self.model.ref.items() if r > 0]
-        listed = ([pool.blocks[held[arg % len(held)]]] if held else []) + [
-            pool.blocks[self.model.free[arg % len(self.model.free)]]]
-        pool.unpin_blocks(listed, self.adapter.on_reuse)
+        ids = ([held[arg % len(held)]] if held else []) + [
+            self.model.free[arg % len(self.model.free)]]
+        self.probe_call = {"ids": ids}
+        pool.unpin_blocks([pool.blocks[i] for i in ids], self.adapter.on_reuse)
         return True
 
     def _move_onto(self, pool: Any, arg: int, keyed: bool) -> bool:
@@ -341,10 +347,13 @@ class Executor(ProgramExecutor[ops.Op]):
         # A request with hashes, so a pool that keys some before it refuses shows it.
         req = hashed[arg % len(hashed)] if hashed else stand_in_request(self.adapter, 0)
         n = len(req.block_hashes) + 1 + arg % 2
-        blocks = [pool.blocks[i] for i in self.model.free[:n]]
-        if len(blocks) < n:
+        ids = self.model.free[:n]
+        if len(ids) < n:
             return False
-        pool.cache_full_blocks(req, blocks, 0, n, self.config.group_block_sizes[0], 0)
+        self.probe_call = {"ids": list(ids), "num_full": n,
+                           "req": self.adapter.requests.index(req) if hashed else None}
+        pool.cache_full_blocks(req, [pool.blocks[i] for i in ids], 0, n,
+                               self.config.group_block_sizes[0], 0)
         return True
 
     def _state(self, pool: Any) -> Any:

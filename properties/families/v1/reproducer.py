@@ -203,10 +203,19 @@ def config_of(data: Mapping[str, Any]) -> PoolConfig:
     return PoolConfig(**c)
 
 
-def probe_lines(config: PoolConfig, kind: str, arg: int) -> list[str]:
+def probe_lines(config: PoolConfig, kind: str, arg: int,
+                chosen: Mapping[str, Any] | None = None) -> list[str]:
     """The misuse probe ``kind`` (:meth:`~properties.families.v1.executor.Executor.probe`)
-    as calls on ``pool``, between two prints of what it may change."""
+    as calls on ``pool``, between two prints of what it may change; ``chosen``: the block ids
+    (and request) the probe took from the model's lists (``Executor.probe_call``), for the
+    kinds whose choice a script cannot redraw from the pool alone."""
+    chosen = chosen or {}
+    ids = list(chosen.get("ids", ()))
+    req = chosen.get("req")
+    request = (f"r{req}" if req is not None
+               else "StandInRequest('x', [])")  # no request has hashes: an empty one
     show = ["print('ref_cnt', [b.ref_cnt for b in B])",
+            "print('keyed', [b.block_id for b in B if b.block_hash is not None])",
             "print('num_free', pool.get_num_free_blocks())"]
     calls = {
         "double_free": ["free = [b.block_id for b in pool.free_block_queue.get_all_free_blocks()]",
@@ -216,6 +225,12 @@ def probe_lines(config: PoolConfig, kind: str, arg: int) -> list[str]:
                                "# an id past the pool"],
         "evict_negative": [f"pool.evict_blocks({{{-1 - arg % 2}}})  # a negative id"],
         "unpin_null": ["pool.unpin_blocks([pool.null_block], print)  # the null block"],
+        "unpin_unheld": [f"pool.unpin_blocks([B[i] for i in {ids}], print)  "
+                         "# a held block (if any), then a free one"],
+        "cache_beyond_hashes": [f"print('hashes', len({request}.block_hashes))",
+                                f"pool.cache_full_blocks({request}, [B[i] for i in {ids}], 0, "
+                                f"{chosen.get('num_full', 0)}, {config.group_block_sizes[0]}, 0)"
+                                "  # more full blocks than the request has hashes"],
         "move_onto_null": ["keyed = [b for b in B if b.block_hash is not None]",
                            f"pool.move_block_hashes(keyed[{arg} % len(keyed)], pool.null_block)"],
         "move_onto_keyed": ["keyed = [b for b in B if b.block_hash is not None]",
@@ -234,11 +249,11 @@ def probe_lines(config: PoolConfig, kind: str, arg: int) -> list[str]:
 
 
 def robustness_script(target: PoolTarget, config: PoolConfig, program: Sequence[ops.Op],
-                      kind: str, arg: int) -> str:
-    """A script that builds the state ``program`` leaves, then makes the misuse and prints
-    what it changed."""
+                      kind: str, arg: int, chosen: Mapping[str, Any] | None = None) -> str:
+    """A script that builds the state ``program`` leaves, then makes the misuse (``chosen``:
+    :func:`probe_lines`) and prints what it changed."""
     lines = ['"""Robustness finding of prefixcache: misuse the pool accepts, changing it."""',
              *script_prelude(target, config),
              *call_lines(config, program, target.caps.touch_per_group),
-             *probe_lines(config, kind, arg)]
+             *probe_lines(config, kind, arg, chosen)]
     return "\n".join(lines) + "\n"

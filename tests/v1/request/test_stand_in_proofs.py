@@ -1,6 +1,7 @@
 """The manager level's stand-ins against upstream's own code (compiled from the wheel where the
-module cannot be imported whole): the dtype size the spec classes read, and the request status
-order the manager's ``is_finished`` relies on."""
+module cannot be imported whole): the dtype size the spec classes read, the request status
+order the manager's ``is_finished`` relies on, and the prefix cache stats the manager aggregates
+with ``log_stats``."""
 
 from __future__ import annotations
 
@@ -56,3 +57,30 @@ def test_request_status_order_is_upstreams(version: str) -> None:
     ours = [s.name for s in stand_ins.RequestStatus]
     assert names[:len(ours)] == ours
     assert ours.index("PREEMPTED") == names.index("PREEMPTED") == len(ours) - 2
+
+
+@pytest.mark.parametrize("version", ["0.34.0", "0.33.0"])
+def test_prefix_cache_stats_aggregate_as_upstreams(version: str) -> None:
+    """The stats stand-in (``log_stats``) counts what upstream's ``PrefixCacheStats`` counts
+    for the same records (seeded), field by field; its fields are upstream's, connector hits
+    by source aside (left empty, as upstream without a connector)."""
+    import dataclasses
+    import random
+
+    tree = _tree(_wheel(version), "vllm/v1/metrics/stats.py")
+    nodes = [n for n in tree.body if isinstance(n, ast.ClassDef)
+             and n.name in ("BaseCacheStats", "PrefixCacheStats")]
+    namespace: dict[str, Any] = {"dataclass": dataclasses.dataclass,
+                                 "field": dataclasses.field, "CacheHitSource": object}
+    exec(compile(ast.Module(nodes, []), "stats.py", "exec"), namespace)
+    upstream_cls = namespace["PrefixCacheStats"]
+    assert [f.name for f in dataclasses.fields(upstream_cls)] == [
+        f.name for f in dataclasses.fields(stand_ins.PrefixCacheStats)]
+    rng = random.Random(7)
+    theirs, ours = upstream_cls(), stand_ins.PrefixCacheStats()
+    for _ in range(200):
+        tokens = rng.randint(1, 40)
+        args = (tokens, rng.randint(0, tokens - 1), rng.random() < 0.3)
+        theirs.record(*args)
+        ours.record(*args)
+        assert dataclasses.asdict(theirs) == dataclasses.asdict(ours)

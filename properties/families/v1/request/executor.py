@@ -6,10 +6,20 @@ counts equal the request tables' entries, the free queue holds exactly the unref
 no block serves two groups or two positions, only running requests hold blocks, and every
 running request reads back its own KV (:mod:`models.families.v1.request_model`). Programs replay
 without Hypothesis (:func:`run_program`), as the xfails file and reproducers need.
+
+The queries a scheduler makes are judged where it makes them: ``get_num_cached_tokens`` (0.34)
+is the hit ``get_computed_blocks`` would give and changes nothing; ``get_num_common_prefix_blocks``
+(0.33) claims no block some running request does not share; ``evict_blocks`` drops exactly
+the named blocks' keys and nothing else; at each step's end ``usage`` is the fraction of usable
+blocks not free, ``make_prefix_cache_stats`` returns exactly the lookups
+recorded (``record_prefix_cache_stats`` at each admission) and resets since its last call (None
+without ``log_stats``), and ``get_block_ids_for_computed_tokens`` lists one block per computed
+block of each running request, each holding its computed KV.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +53,11 @@ class Snapshot:
     tables: dict[int, Tables]
 
 
+#: The prefix cache stats fields the judge compares (connector hits by source aside).
+STATS_FIELDS = ("reset", "requests", "queries", "hits", "preempted_requests",
+                "preempted_queries", "preempted_hits")
+
+
 class RequestExecutor(ProgramExecutor[ops.ROp]):
     def __init__(self, target: ManagerTarget, config: ManagerConfig,
                  step_timeout: float | None = None) -> None:
@@ -62,6 +77,17 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
         self.ids = Identities()
         self.step_open = False
         self.trace: list[str] | None = None  # the calls as script lines, when recording
+        #: the prefix cache stats the manager must report at its next make_prefix_cache_stats
+        self.stats: dict[str, int | bool] = self._fresh_stats()
+
+    @staticmethod
+    def _fresh_stats() -> dict[str, int | bool]:
+        return {name: False if name == "reset" else 0 for name in STATS_FIELDS}
+
+    def supports(self, method: str) -> bool:
+        """Whether the release's manager has the public method ``method`` (the queries that
+        differ between releases: ``get_num_cached_tokens``, ``get_num_common_prefix_blocks``)."""
+        return callable(getattr(type(self.mgr), method, None))
 
     def _t(self, line: str) -> None:
         if self.trace is not None:
@@ -94,8 +120,89 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
             if got != want:
                 raise Violation(Family.CACHE, "reset_prefix_cache() succeeds iff no request "
                                 "holds blocks", expected=want, observed=got)
+            if got:
+                self.stats["reset"] = True
             return got
+        if isinstance(op, ops.Evict):
+            return self._evict(op.req, op.start)
+        if isinstance(op, ops.CachedTokens):
+            return self._cached_tokens(op.req)
+        if isinstance(op, ops.CommonPrefix):
+            return self._common_prefix(op.req)
         raise TypeError(f"unknown operation {op!r}")
+
+    def _evict(self, i: int, start: int) -> list[int] | None:
+        """``evict_blocks`` of running request ``i``'s blocks from index ``start`` on: exactly
+        those blocks lose their keys (no later hit can return them); references, the free
+        blocks, the tables and every other key stay."""
+        if not self.reqs[i].live:
+            return None
+        ids = sorted({b for table in self._tables(i) for b in table[start:] if b != NULL})
+        if not ids:
+            return None
+        before = self._snapshot()
+        self._call(self.mgr.evict_blocks, set(ids))
+        self._t(f"mgr.evict_blocks({set(ids)!r})  # r{i}'s load failed from block {start} on")
+        after = self._snapshot()
+        kept = [b for b in ids if after.hashes[b - 1] is not None]
+        others = [b for b in range(1, self.config.num_blocks) if b not in ids
+                  and after.hashes[b - 1] != before.hashes[b - 1]]
+        if kept or others:
+            raise Violation(Family.CACHE, "evict_blocks drops exactly the named blocks' keys",
+                            expected=f"no key on {ids}, others unchanged",
+                            observed={"still keyed": kept, "others changed": others})
+        if (after.ref, sorted(after.free), after.tables) != (before.ref, sorted(before.free),
+                                                             before.tables):
+            raise Violation(Family.CACHE, "evict_blocks changes no reference, table or free "
+                            "block", expected=(before.ref, sorted(before.free)),
+                            observed=(after.ref, sorted(after.free)))
+        return ids
+
+    def _cached_tokens(self, i: int) -> int | None:
+        """0.34's ``get_num_cached_tokens`` for a waiting request: the hit
+        ``get_computed_blocks`` gives it now, and nothing changes (no reference, no stats)."""
+        r = self.reqs[i]
+        if r.status not in ("waiting", "preempted") or not self.supports(
+                "get_num_cached_tokens"):
+            return None
+        before = self._snapshot()
+        got = self._call(self.mgr.get_num_cached_tokens, self.handles[i])
+        self._t(f"print('r{i} get_num_cached_tokens', mgr.get_num_cached_tokens(r{i}))")
+        after = self._snapshot()
+        if after != before:
+            raise Violation(Family.HIT, f"get_num_cached_tokens(r{i}) changed the manager "
+                            "(it only probes the cache)", expected=before, observed=after)
+        _blocks, hit, _ = self._call(self.mgr.get_computed_blocks, self.handles[i])
+        if got != hit:
+            self._t(f"print('r{i} hit', mgr.get_computed_blocks(r{i})[1])")
+            raise Violation(Family.HIT, f"get_num_cached_tokens(r{i}) must be the hit "
+                            "get_computed_blocks gives it", expected=hit, observed=got)
+        return int(got)
+
+    def _common_prefix(self, i: int) -> list[int] | None:
+        """0.33's ``get_num_common_prefix_blocks`` for a running request: per group, at most
+        the leading blocks every running request holds (cascade attention computes them once
+        for all)."""
+        if not self.reqs[i].live or not self.supports("get_num_common_prefix_blocks"):
+            return None
+        got = list(self._call(self.mgr.get_num_common_prefix_blocks,
+                              self.handles[i].request_id))
+        self._t(f"print('r{i} get_num_common_prefix_blocks', "
+                f"mgr.get_num_common_prefix_blocks('r{i}'))")
+        tables = [self._tables(j) for j, r in enumerate(self.reqs) if r.live]
+        shared = []
+        for g in range(len(self.config.groups)):
+            n = 0
+            while all(n < len(t[g]) and t[g][n] != NULL and t[g][n] == tables[0][g][n]
+                      for t in tables):
+                n += 1
+            shared.append(n)
+        if len(got) != len(shared) or any(not 0 <= n <= m for n, m in zip(got, shared,
+                                                                           strict=False)):
+            raise Violation(Family.CONTENT, f"get_num_common_prefix_blocks(r{i}) claims blocks "
+                            "not every running request holds (per group, at most)",
+                            expected=shared, observed=got)
+        return got
 
     def _add(self, op: ops.Add) -> int:
         i = len(self.reqs)
@@ -150,6 +257,12 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
             for block in group:
                 if block != NULL:
                     self.shadow.handed_out(block)
+        if waiting and self.config.log_stats:  # the scheduler records a lookup at admission
+            self._call(self.mgr.record_prefix_cache_stats, h, hit)
+            self._t(f"mgr.record_prefix_cache_stats(r{op.req}, {hit})  # admitted")
+            prefix = "preempted_" if h.num_preemptions > 0 else ""
+            for name, count in (("requests", 1), ("queries", len(r.tokens)), ("hits", hit)):
+                self.stats[prefix + name] = int(self.stats[prefix + name]) + count
         r.status, h.status = "running", RequestStatus.RUNNING
         end = start + n
         r.scheduled = (start, end)
@@ -189,6 +302,65 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
                 self._t(f"mgr.free(r{i})  # finished")
                 r.status = "finished"
         self.step_open = False
+        self._step_stats()
+        for i, r in enumerate(self.reqs):
+            if r.live and r.computed:
+                self._computed_block_ids(i)
+
+    def _step_stats(self) -> None:
+        """What the scheduler logs once per step: ``usage`` and the prefix cache stats since
+        the last step (None without ``log_stats``)."""
+        usage = self._call(getattr, self.mgr, "usage")
+        free = len(self._free_queue())
+        usable = self.config.num_blocks - 1  # the null block is never handed out
+        want = 1.0 - free / usable if usable else 0.0
+        self._t(f"print('usage', mgr.usage)  # {want:.4f}")
+        if not math.isclose(usage, want, abs_tol=1e-9):
+            raise Violation(Family.FREE, "usage is the fraction of usable blocks (the null "
+                            "block aside) not free", expected=want, observed=usage)
+        stats = self._call(self.mgr.make_prefix_cache_stats)
+        self._t("print('stats', mgr.make_prefix_cache_stats())")
+        if not self.config.log_stats:
+            if stats is not None:
+                raise Violation(Family.HIT, "make_prefix_cache_stats() is None without "
+                                "log_stats", observed=stats)
+            return
+        got = {name: getattr(stats, name, None) for name in STATS_FIELDS}
+        want_stats, self.stats = self.stats, self._fresh_stats()
+        if got != want_stats:
+            raise Violation(Family.HIT, "make_prefix_cache_stats() reports each lookup "
+                            "recorded since its last call once (and a reset), then starts "
+                            "over", expected=want_stats, observed=got)
+
+    def _computed_block_ids(self, i: int) -> None:
+        """``get_block_ids_for_computed_tokens``: per group, one block per block of computed
+        tokens, each real block holding the request's computed KV (what a KV connector saves),
+        every block the request still reads real."""
+        r = self.reqs[i]
+        got = self._call(self.mgr.get_block_ids_for_computed_tokens,
+                         self.handles[i].request_id, r.computed)
+        tables = tuple(tuple(t) for t in got)
+        for g, table in enumerate(tables):
+            bs = self.geo.block_sizes[g]
+            if len(table) != -(-r.computed // bs):
+                self._t(f"print('r{i} computed block ids', "
+                        f"mgr.get_block_ids_for_computed_tokens('r{i}', {r.computed}))")
+                raise Violation(Family.TABLE, f"get_block_ids_for_computed_tokens(r{i}, "
+                                f"{r.computed}): group {g} lists one block per computed block",
+                                expected=-(-r.computed // bs), observed=list(table))
+        positions = []
+        for g, table in enumerate(tables):  # what the request still reads, and every real block
+            bs = self.geo.block_sizes[g]
+            held = {p for k, block in enumerate(table) if block != NULL
+                    for p in range(k * bs, min((k + 1) * bs, r.computed))}
+            positions.append(sorted(held | set(self.geo.needed(g, r.computed, r.computed))))
+        try:
+            check_reads(self.shadow, self.ids, r, tables, self.geo, positions, pending_ok=False,
+                        what=f"get_block_ids_for_computed_tokens(r{i}, {r.computed})")
+        except Violation:
+            self._t(f"print('r{i} computed block ids', "
+                    f"mgr.get_block_ids_for_computed_tokens('r{i}', {r.computed}))")
+            raise
 
     def _preempt(self, i: int) -> None:
         r, h = self.reqs[i], self.handles[i]

@@ -6,8 +6,13 @@ differ in one key input) are frequent. The pool is small, so chunked prefill, de
 lookahead and new requests compete for blocks: ``allocate_slots`` returns ``None`` often and
 the machine then preempts, as the scheduler does (the last running request, or, as a
 priority scheduler may, one it already scheduled in this step). Steps end with the scheduled
-tokens computed and the next outputs sampled; requests finish when their outputs run out, or
-are aborted between steps; ``reset_prefix_cache`` comes between steps.
+tokens computed and the next outputs sampled (and the stats logged: ``usage``, the prefix cache
+stats, the computed blocks' ids); requests finish when their outputs run out, or are aborted
+between steps; ``reset_prefix_cache`` comes between steps. Where the release has them, the
+scheduler's queries come where it asks them: ``get_num_cached_tokens`` of the waiting requests
+before a step (0.34), ``get_num_common_prefix_blocks`` in a step (0.33); between steps a
+KV connector's failed load makes the scheduler evict a running request's blocks
+(``evict_blocks``).
 
 The machine is the core's :class:`~properties.core.machine.OracleMachine`: every operation
 goes through the family's judge (:class:`~properties.families.v1.request.family.ManagerJudge`)
@@ -148,15 +153,45 @@ class ManagerMachine(OracleMachine):
         i = data.draw(st.sampled_from([running[-1], *running]), label="req")
         self.do(ops.Preempt(i))
 
+    @precondition(lambda self: not self.ex.step_open and self.ex.supports(
+        "get_num_cached_tokens") and self._fresh_waiting())
+    @rule()
+    def cache_aware_order(self) -> None:
+        """0.34's cache-aware ordering before a step: ``get_num_cached_tokens`` of each waiting
+        request that has computed nothing yet (the scheduler sorts them by it when two or more
+        wait; the machine asks with one too: the answer must not depend on who else waits)."""
+        for i in self._fresh_waiting():
+            if not self.run(ops.CachedTokens(i))[0]:
+                return
+
+    def _fresh_waiting(self) -> list[int]:
+        return [i for i, r in enumerate(self.ex.reqs) if r.status == "waiting"]
+
+    @precondition(lambda self: self.ex.step_open and self.ex.supports(
+        "get_num_common_prefix_blocks") and any(r.live for r in self.ex.reqs))
+    @rule(data=st.data())
+    def common_prefix(self, data: st.DataObject) -> None:
+        """0.33's ``get_num_common_prefix_blocks`` of a running request, in a step (as a
+        scheduler that plans cascade attention asks)."""
+        live = [i for i, r in enumerate(self.ex.reqs) if r.live]
+        self.do(ops.CommonPrefix(data.draw(st.sampled_from(live), label="req")))
+
     @precondition(lambda self: not self.ex.step_open)
-    @rule(data=st.data(), action=st.sampled_from(["abort", "abort", "abort", "reset"]))
+    @rule(data=st.data(),
+          action=st.sampled_from(["abort", "abort", "abort", "reset", "failed_load"]))
     def between_steps(self, data: st.DataObject, action: str) -> None:
-        """An abort (of any unfinished request) or, less often, ``reset_prefix_cache``."""
+        """An abort (of any unfinished request) or, less often, ``reset_prefix_cache`` or a KV
+        connector's failed load of a running request's blocks from some block on (the
+        scheduler evicts them from the prefix cache)."""
         live = [i for i, r in enumerate(self.ex.reqs) if r.status != "finished"]
+        running = [i for i, r in enumerate(self.ex.reqs) if r.live]
         if action == "abort" and live:
             self.do(ops.Abort(data.draw(st.sampled_from(live), label="req")))
         elif action == "reset":
             self.do(ops.ResetCache())
+        elif action == "failed_load" and running:
+            i = data.draw(st.sampled_from(running), label="req")
+            self.do(ops.Evict(i, data.draw(st.sampled_from([0, 1, 1, 2]), label="start")))
 
 
 def bind(config: ManagerConfig, name: str = "ManagerMachine") -> type[ManagerMachine]:

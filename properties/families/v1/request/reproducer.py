@@ -55,7 +55,7 @@ def script_body(target: ManagerTarget, config: ManagerConfig, program: Sequence[
         f"target = {factory}(){comment}",
         f"config = ManagerConfig(\n    num_blocks={c.num_blocks}, groups={c.groups!r}, "
         f"hash_block_size={c.hash_block_size},\n    max_model_len={c.max_model_len}, "
-        f"events={c.events})",
+        f"events={c.events}{', log_stats=True' if c.log_stats else ''})",
         "mgr = target.create(config)",
         f"hasher = target.hasher({config.hash_block_size})",
         "",

@@ -10,7 +10,10 @@ additionally imports, at module level or through its spec registry:
 * ``vllm.v1.attention.backends.registry.MambaAttentionBackendEnum`` (a spec field's default);
 * ``vllm.config.get_current_vllm_config_or_none`` (None: no engine config) and
   ``vllm.platforms.current_platform`` (registers no custom specs), both reached from the
-  registry's first use.
+  registry's first use;
+* ``vllm.v1.metrics.stats.PrefixCacheStats`` (with ``log_stats``): the counters the manager
+  aggregates its lookups into (:class:`PrefixCacheStats`; the block level's stats stand-in
+  otherwise).
 
 Nothing here changes what the manager computes: the suite runs without an engine config,
 platform plugins, Mamba layers or attention backends.
@@ -27,7 +30,7 @@ from typing import Any
 from properties.families.v1 import stand_ins as block_stand_ins
 from properties.families.v1.stand_ins import StandInRequest
 
-__all__ = ["STUBS", "ManagerRequest", "RequestStatus"]
+__all__ = ["STUBS", "ManagerRequest", "PrefixCacheStats", "RequestStatus"]
 
 
 class RequestStatus(enum.IntEnum):
@@ -84,6 +87,42 @@ class ManagerRequest(StandInRequest):
         self.rehash()
 
 
+@dataclass
+class PrefixCacheStats:
+    """The prefix cache counters of one stats interval, as the releases define them: ``reset``
+    (the cache was reset), and per admitted lookup the request count, the tokens queried and
+    the tokens hit, kept apart for requests admitted again after a preemption. Connector
+    hits by source are outside the suite (no connector): ``hits_by_source`` stays empty."""
+
+    reset: bool = False
+    requests: int = 0
+    queries: int = 0
+    hits: int = 0
+    preempted_requests: int = 0
+    preempted_queries: int = 0
+    preempted_hits: int = 0
+    hits_by_source: dict[Any, int] = field(default_factory=dict)
+
+    def record(self, num_tokens: int, num_hits: int, preempted: bool,
+               hits_by_source: dict[Any, int] | None = None) -> None:
+        """Count one lookup of ``num_tokens`` tokens that hit ``num_hits``."""
+        if hits_by_source:
+            raise NotImplementedError("hits by source come from a KV connector (not stubbed)")
+        if preempted:
+            self.preempted_requests += 1
+            self.preempted_queries += num_tokens
+            self.preempted_hits += num_hits
+        else:
+            self.requests += 1
+            self.queries += num_tokens
+            self.hits += num_hits
+
+
+def _build_metrics_stats(module: ModuleType) -> None:
+    block_stand_ins.STUBS["vllm.v1.metrics.stats"](module)
+    vars(module).update(PrefixCacheStats=PrefixCacheStats)
+
+
 def _build_request(module: ModuleType) -> None:
     vars(module).update(Request=ManagerRequest, RequestStatus=RequestStatus)
     block_stand_ins._placeholders(module)
@@ -133,4 +172,5 @@ STUBS: dict[str, Callable[[ModuleType], None]] = {
     "vllm.platforms": _build_platforms,
     "vllm.utils.torch_utils": _build_torch_utils,
     "vllm.v1.attention.backends.registry": _build_backends_registry,
+    "vllm.v1.metrics.stats": _build_metrics_stats,
 }

@@ -30,6 +30,9 @@ class ManagerConfig:
     hash_block_size: int
     max_model_len: int = 64
     events: bool = False
+    #: the manager's ``log_stats``: it aggregates prefix cache stats, which the executor
+    #: records at each admission and takes at each step's end, as the scheduler does
+    log_stats: bool = False
 
     @property
     def block_sizes(self) -> tuple[int, ...]:
@@ -42,7 +45,7 @@ class ManagerConfig:
     def to_json(self) -> dict[str, Any]:
         return {"num_blocks": self.num_blocks, "groups": [list(g) for g in self.groups],
                 "hash_block_size": self.hash_block_size, "max_model_len": self.max_model_len,
-                "events": self.events}
+                "events": self.events, **({"log_stats": True} if self.log_stats else {})}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> ManagerConfig:
@@ -50,7 +53,8 @@ class ManagerConfig:
                              groups=tuple(tuple(g) for g in data["groups"]),
                              hash_block_size=data["hash_block_size"],
                              max_model_len=data.get("max_model_len", 64),
-                             events=data.get("events", False))
+                             events=data.get("events", False),
+                             log_stats=data.get("log_stats", False))
 
 
 FULL = ManagerConfig(num_blocks=10, groups=(("full", 4),), hash_block_size=4)
@@ -59,17 +63,29 @@ WINDOW = ManagerConfig(num_blocks=10, groups=(("window", 4, 5),), hash_block_siz
 # Groups of different block sizes: hits must align to both (scheduler block size 8).
 HYBRID_MIXED = ManagerConfig(num_blocks=20, groups=(("full", 4), ("window", 8, 10)),
                              hash_block_size=4)
-CONFIGS = {"full": FULL, "hybrid": HYBRID, "window": WINDOW, "hybrid_mixed": HYBRID_MIXED}
+# Full attention with the stats an engine logs (prefix cache stats, usage): honest metrics.
+FULL_STATS = ManagerConfig(num_blocks=10, groups=(("full", 4),), hash_block_size=4,
+                           log_stats=True)
+CONFIGS = {"full": FULL, "hybrid": HYBRID, "window": WINDOW, "hybrid_mixed": HYBRID_MIXED,
+           "full_stats": FULL_STATS}
 
 
 @dataclass(frozen=True)
 class ManagerTarget:
     """A release's ``KVCacheManager``; ``pool_cls``, when set, is the ``BlockPool`` class its
-    coordinator builds instead of the release's own (the manager's code is unchanged)."""
+    coordinator builds instead of the release's own (the manager's code is unchanged);
+    ``manager_cls``, when set, the class built instead of the release's ``KVCacheManager`` (a
+    subclass: the API coverage's counting one)."""
 
     name: str
     mods: ManagerModules
     pool_cls: Any = None
+    manager_cls: Any = None
+
+    @property
+    def manager_class(self) -> Any:
+        """The ``KVCacheManager`` class :meth:`create` builds."""
+        return self.manager_cls or self.mods.kv_cache_manager.KVCacheManager
 
     @property
     def version(self) -> str:
@@ -94,11 +110,11 @@ class ManagerTarget:
         kv_config = iface.KVCacheConfig(num_blocks=config.num_blocks, kv_cache_tensors=[],
                                         kv_cache_groups=groups)
         def build() -> Any:
-            return self.mods.kv_cache_manager.KVCacheManager(
+            return self.manager_class(
                 kv_config, max_model_len=config.max_model_len,
                 scheduler_block_size=math.lcm(config.hash_block_size, *config.block_sizes),
                 hash_block_size=config.hash_block_size, enable_caching=True,
-                enable_kv_cache_events=config.events)
+                enable_kv_cache_events=config.events, log_stats=config.log_stats)
 
         if self.pool_cls is None:
             return build()

@@ -1,5 +1,8 @@
-"""Broken managers: vLLM 0.33.0's manager with one textual patch each, and the invariant that
-must catch it. They show that the request level's checks can fail (``tests/v1/request``).
+"""Broken managers: vLLM 0.33.0's manager (0.34.0's for a method only it has) with one textual
+patch each, and the invariant that must catch it. They show that the request level's checks can
+fail (``tests/v1/request``): one per judged behaviour, and one per public method the machine
+drives beyond ``get_computed_blocks``, ``allocate_slots``, ``free`` and ``reset_prefix_cache``
+(``method`` names it).
 
 Each is also a target spec of its own, ``properties.families.v1.request.zoo:<name>`` (a
 function returning the patched :class:`ManagerTarget`), so ``prefixcache check --allocator``
@@ -27,9 +30,13 @@ class Broken:
     patches: tuple[Patch, ...]
     families: frozenset[Invariant]
     config: str = "full"
+    version: str = "0.33.0"
+    #: the public manager method whose contract this variant breaks ("": a core call's)
+    method: str = ""
 
     def target(self) -> ManagerTarget:
-        return ManagerTarget(self.name, load_manager(version="0.33.0", patches=self.patches))
+        return ManagerTarget(self.name, load_manager(version=self.version,
+                                                     patches=self.patches))
 
 
 ZOO: tuple[Broken, ...] = (
@@ -58,6 +65,39 @@ ZOO: tuple[Broken, ...] = (
            ((_STM, "num_computed_tokens - self.sliding_window + 1 - self.extra_retained_tokens,",
              "num_computed_tokens - self.sliding_window + 5 - self.extra_retained_tokens,"),),
            frozenset({Family.TABLE, Family.CONTENT, Family.COMPUTED}), config="hybrid"),
+    Broken("usage_counts_the_null_block", "usage divides by every block, the null one too",
+           ((_MGR, "        return self.block_pool.get_usage()",
+             "        return 1.0 - (self.block_pool.get_num_free_blocks()\n"
+             "                      / self.block_pool.num_gpu_blocks)"),),
+           frozenset({Family.FREE}), method="usage"),
+    Broken("stats_not_restarted", "make_prefix_cache_stats keeps counting into the stats it "
+           "returned", ((_MGR, "        self.prefix_cache_stats = PrefixCacheStats()\n"
+                               "        return stats", "        return stats"),),
+           frozenset({Family.HIT}), config="full_stats", method="make_prefix_cache_stats"),
+    Broken("stats_ignore_preemption", "a request admitted again after a preemption counts as "
+           "a new one", ((_MGR, "preempted=request.num_preemptions > 0",
+                          "preempted=False"),),
+           frozenset({Family.HIT}), config="full_stats", method="record_prefix_cache_stats"),
+    Broken("common_prefix_claims_a_block", "get_num_common_prefix_blocks claims every "
+           "group's first block is shared",
+           ((_MGR, "return [0] * self.num_kv_cache_groups",
+             "return [1] * self.num_kv_cache_groups"),),
+           frozenset({Family.CONTENT}), method="get_num_common_prefix_blocks"),
+    Broken("computed_ids_one_block_more", "get_block_ids_for_computed_tokens lists one block "
+           "past the computed tokens",
+           ((_MGR, "num_valid_blocks = cdiv(num_computed_tokens, spec.block_size)",
+             "num_valid_blocks = cdiv(num_computed_tokens, spec.block_size) + 1"),),
+           frozenset({Family.TABLE}), method="get_block_ids_for_computed_tokens"),
+    Broken("evict_keeps_a_block", "evict_blocks leaves the lowest named block keyed",
+           ((_MGR, "self.block_pool.evict_blocks(block_ids)",
+             "self.block_pool.evict_blocks(set(sorted(block_ids)[1:]))"),),
+           frozenset({Family.CACHE}), method="evict_blocks"),
+    Broken("cached_tokens_take_last_token", "get_num_cached_tokens lets the hit take the last "
+           "token", ((_MGR, "request.block_hashes, request.num_tokens - 1\n        )\n"
+                            "        return num_computed_tokens",
+                      "request.block_hashes, request.num_tokens\n        )\n"
+                      "        return num_computed_tokens"),),
+           frozenset({Family.HIT}), version="0.34.0", method="get_num_cached_tokens"),
 )
 
 
@@ -66,7 +106,7 @@ def _factory(broken: Broken) -> Callable[[], ManagerTarget]:
         return broken.target()
 
     build.__name__ = build.__qualname__ = broken.name
-    build.__doc__ = f"vLLM 0.33.0's KVCacheManager, broken: {broken.what}."
+    build.__doc__ = f"vLLM {broken.version}'s KVCacheManager, broken: {broken.what}."
     return build
 
 

@@ -1,6 +1,7 @@
 """The request machine against the session's manager (``--allocator``, family ``v1-manager``),
 once per manager configuration (full attention, sliding window, hybrid full + sliding window
-with equal and with different block sizes), and the replay of each ``--xfails-file`` entry.
+with equal and with different block sizes, full attention with the stats logged), and the
+replay of each ``--xfails-file`` entry.
 
 A run whose session target is another family's skips here, saying how to select a manager.
 The session's applicable xfails entries' ``avoid`` (generator features the machine leaves out)
@@ -17,7 +18,7 @@ from properties.core.expected import machine_session, replay_expected
 from properties.core.plugin import ExpectedFailure
 from properties.families.v1.request.family import FAMILY
 from properties.families.v1.request.machine import ManagerMachine, bind, checked_avoid
-from properties.families.v1.request.target import FULL, HYBRID, HYBRID_MIXED, WINDOW
+from properties.families.v1.request.target import FULL, FULL_STATS, HYBRID, HYBRID_MIXED, WINDOW
 
 
 @pytest.fixture(autouse=True)
@@ -30,6 +31,7 @@ TestFull = bind(FULL, "FullMachine").TestCase
 TestWindow = bind(WINDOW, "WindowMachine").TestCase
 TestHybrid = bind(HYBRID, "HybridMachine").TestCase
 TestHybridMixed = bind(HYBRID_MIXED, "HybridMixedMachine").TestCase
+TestFullStats = bind(FULL_STATS, "FullStatsMachine").TestCase
 
 
 def test_expected_failure(expected_failure: ExpectedFailure,
