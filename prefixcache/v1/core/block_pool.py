@@ -863,9 +863,10 @@ class BlockPool:
                     self._emit_block_removed_events(self._remove_cached_block_hashes(block))
             block.ref_cnt = 1
             ret.append(block)
-            following = block.next_free_block
-            block.prev_free_block = block.next_free_block = None
-            block = following  # type: ignore[assignment]
+            block.prev_free_block = None
+            # Unlinked, and ``block`` moves on to the next one (the old block's link is cleared
+            # first: the targets are assigned left to right).
+            block.next_free_block, block = None, block.next_free_block  # type: ignore[assignment]
         # ``block`` is the first block left (or the tail sentinel): the new head.
         head.next_free_block = block
         block.prev_free_block = head
