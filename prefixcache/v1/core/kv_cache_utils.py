@@ -144,7 +144,8 @@ class _PoolStamp:
     the block by identity). The pool's hot paths test ``block._owner is self``: one attribute,
     no lookup by id. It is never copied: a copy of a block, or a block built outside a pool
     with ``pool=...``, has none (``AttributeError``), so those paths hand it to the identity
-    test, which refuses it."""
+    test, which refuses it (a deep copy of a block deep-copies its pool too, and only that copy
+    of the pool stamps it)."""
 
     __slots__ = ("_owner",)
     _owner: object
