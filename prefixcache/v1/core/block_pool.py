@@ -22,8 +22,9 @@ hot paths check as they go and undo what they did at the first entry they do not
 ones; ``free_blocks`` counts down and links keyed blocks after the queue's last block, the tail
 sentinel re-linked only after the pass; ``cache_full_blocks`` keys fresh held blocks and defers
 anything else to its checked path, from the state as it was. Ownership is identity with the
-pool's own object (``blocks[b.block_id] is b``). Each operation costs O(1) per block (or key)
-it touches.
+pool's own object (``blocks[b.block_id] is b``); the hot paths test it as ``b._owner is pool``,
+a stamp only the pool sets on its own objects and that no copy of a block carries (anything
+unstamped goes to the identity test). Each operation costs O(1) per block (or key) it touches.
 """
 
 from __future__ import annotations
@@ -248,8 +249,9 @@ class BlockPool:
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
         #: ``blocks`` with ``None`` in the null block's slot: ``_members[b.block_id] is b`` is the
-        #: ownership test of the release paths, and it sends the null block to their rare branch.
+        #: ownership test of the checked paths, and it sends the null block to their rare branch.
         self._members: list[KVCacheBlock | None] = [None, *self.blocks[1:]]
+        self._stamp_members()
         self.enable_kv_cache_events = enable_kv_cache_events
         self.kv_event_queue: list[KVCacheEvent] = []
         self.metrics_collector = metrics_collector
@@ -263,13 +265,23 @@ class BlockPool:
     @metrics_collector.setter
     def metrics_collector(self, collector: KVCacheMetricsCollector | None) -> None:
         self._metrics_collector = collector
-        #: What ``touch``'s fast path indexes by block id: ``_members``, or with a collector an
-        #: empty list, so that every call takes the observed path.
-        self._touch_members: list[KVCacheBlock | None] = (
-            [] if collector is not None else self._members
-        )
+        #: What ``touch``'s fast path compares each block's ``_owner`` with: the pool, or with a
+        #: collector an object no block carries, so that every call takes the observed path.
+        self._touch_owner: object = object() if collector is not None else self
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A deep copy or an unpickled pool: its blocks come without ``_owner``; stamp them."""
+        self.__dict__.update(state)
+        self._stamp_members()
 
     # --- ownership and validation -----------------------------------------------------
+
+    def _stamp_members(self) -> None:
+        # ``_owner`` (``kv_cache_utils._PoolStamp``) is the hot paths' ownership test: set on the
+        # pool's own objects, never on the null block (those paths send it to their rare branch
+        # as they do a block of another pool).
+        for block in self._members[1:]:
+            block._owner = self  # type: ignore[union-attr]
 
     def _owns(self, block: object) -> bool:
         # Identity with the pool's own object decides; a negative or foreign id can only index
@@ -292,6 +304,8 @@ class BlockPool:
             self._check_owned(block)
             if block.is_null:
                 continue
+            # Found by identity: (re-)stamped (a shallow copy of the pool takes the stamps).
+            block._owner = self  # type: ignore[misc]
             seen = counts.get(block.block_id, 0) + 1
             if seen > block.ref_cnt:
                 raise DoubleFreeError(
@@ -533,34 +547,45 @@ class BlockPool:
         must be this pool's and held. Emits one ``BlockStored`` per run of consecutive newly keyed
         blocks, so each event's tokens, parent and hashes describe the same blocks.
         """
-        if type(num_cached_blocks) is not int or num_cached_blocks < 0:
-            _check_count(num_cached_blocks, "num_cached_blocks")  # raises
-        if type(num_full_blocks) is not int or num_full_blocks < 0:
+        if (
+            type(num_cached_blocks) is not int
+            or type(num_full_blocks) is not int
+            or num_cached_blocks < 0
+        ):
+            _check_count(num_cached_blocks, "num_cached_blocks")  # raises, or:
             _check_count(num_full_blocks, "num_full_blocks")  # raises
         if num_cached_blocks >= num_full_blocks:
+            # (``num_full_blocks > num_cached_blocks >= 0`` past this test.)
+            if num_full_blocks < 0:
+                _check_count(num_full_blocks, "num_full_blocks")  # raises
             return
         if num_full_blocks > len(blocks):
             raise PoolArgumentError(f"num_full_blocks {num_full_blocks} > {len(blocks)} blocks")
         hash_block_size = self.hash_block_size
         # ``block_size is hash_block_size`` (the same int object: the common case) needs no test.
-        if block_size is not hash_block_size and (
+        resolve = block_size is not hash_block_size
+        if resolve and (
             type(block_size) is not int or block_size <= 0 or block_size % hash_block_size
         ):
             self._check_block_size(block_size)  # raises
+        # Group 0's keys are mirrored; another group's go to a throwaway dict (fast path below).
         if kv_cache_group_id is _GROUP_0:
             suffix = _SUFFIX_0
+            mirror: dict[Any, KVCacheBlock] = self._group0_map
         elif type(kv_cache_group_id) is int and 0 <= kv_cache_group_id < 64:
             suffix = GROUP_SUFFIXES[kv_cache_group_id]
+            mirror = {}
         else:
             _check_group_id(kv_cache_group_id)
             suffix = make_block_hash_with_group_id(BlockHash(b""), kv_cache_group_id)
+            mirror = {}
         new_full_blocks = blocks[num_cached_blocks:num_full_blocks]
         if block_mask is not None and len(block_mask) != len(new_full_blocks):
             raise PoolArgumentError(
                 f"block_mask has {len(block_mask)} entries for {len(new_full_blocks)} blocks"
             )
         block_hashes = request.block_hashes
-        if block_size is not hash_block_size and block_size != hash_block_size:
+        if resolve and block_size != hash_block_size:
             block_hashes = resolve_block_hashes(block_hashes, hash_block_size, block_size)
         if len(block_hashes) < num_full_blocks:
             raise MissingBlockHashesError(
@@ -572,17 +597,12 @@ class BlockPool:
             # to the map; each is keyed as it is checked. Anything else (the null block, a
             # duplicate, a key already present, every refusal) undoes that pass's prefix and
             # takes the checked path below, from the state as it was.
-            members = self._members
             cache = self._key_map
-            # Group 0's keys are mirrored; another group's go to a throwaway dict.
-            mirror: dict[Any, KVCacheBlock] = (
-                self._group0_map if kv_cache_group_id is _GROUP_0 else {}
-            )
             index = num_cached_blocks
             try:
                 for block in new_full_blocks:
                     if (
-                        members[block.block_id] is not block
+                        block._owner is not self
                         or block.ref_cnt <= 0
                         or block._block_hash is not None
                     ):
@@ -815,6 +835,7 @@ class BlockPool:
         # as it is taken.
         aliases = self.cached_block_hashes_by_block
         cache = self._key_map
+        group0 = self._group0_map
         head = queue.fake_free_list_head
         # (Queued blocks and the sentinels always link on: the ``None`` of the type is unreachable.)
         block: KVCacheBlock = head.next_free_block  # type: ignore[assignment]
@@ -828,10 +849,13 @@ class BlockPool:
                     and not (aliases and block.block_id in aliases)
                 ):
                     # The common eviction: one key, reaching this block only. It is
-                    # ``_remove_cached_block_hashes`` for that case, inlined.
+                    # ``_remove_cached_block_hashes`` for that case, inlined. The group-0
+                    # mirror reaches this block exactly when ``key`` is of group 0: a block
+                    # without aliases has no other key (cheaper than a suffix test).
                     del cache[key]
-                    if key.endswith(_SUFFIX_0):  # the group-0 mirror
-                        del self._group0_map[key[:-4]]  # type: ignore[arg-type]
+                    bare = key[:-4]
+                    if group0.get(bare) is block:  # type: ignore[call-overload]
+                        del group0[bare]  # type: ignore[arg-type]
                     block._block_hash = block._block_hash_num_tokens = None
                     if self.enable_kv_cache_events:
                         self._emit_block_removed_events([key])
@@ -839,9 +863,10 @@ class BlockPool:
                     self._emit_block_removed_events(self._remove_cached_block_hashes(block))
             block.ref_cnt = 1
             ret.append(block)
-            following = block.next_free_block
-            block.prev_free_block = block.next_free_block = None
-            block = following  # type: ignore[assignment]
+            block.prev_free_block = None
+            # Unlinked, and ``block`` moves on to the next one (the old block's link is cleared
+            # first: the targets are assigned left to right).
+            block.next_free_block, block = None, block.next_free_block  # type: ignore[assignment]
         # ``block`` is the first block left (or the tail sentinel): the new head.
         head.next_free_block = block
         block.prev_free_block = head
@@ -908,21 +933,21 @@ class BlockPool:
         block is skipped. Every entry must be this pool's."""
         if type(blocks) is not list:
             blocks = list(blocks)
-        members = self._touch_members
+        owner = self._touch_owner
         # The fast path, for held blocks of this pool: count the reference as we go. Anything
         # else (a free block, an entry that is not this pool's, a metrics collector) ends it at
         # that entry, and ``_touch_rest`` takes over from there. (Hit lists are short: the
         # fixed cost per call is kept low.)
         try:
             for block in blocks:
-                if members[block.block_id] is not block:
+                if block._owner is not owner:
                     if block is self.null_block:
                         continue
                     break
-                ref = block.ref_cnt  # type: ignore[union-attr]
+                ref = block.ref_cnt
                 if not ref:
                     break
-                block.ref_cnt = ref + 1  # type: ignore[union-attr]
+                block.ref_cnt = ref + 1
             else:
                 return
         except (AttributeError, IndexError, TypeError):  # not a block: refused like a foreign one
@@ -935,7 +960,7 @@ class BlockPool:
         # ``stop`` is the first entry that is ``stop`` by identity: any earlier one would have
         # stopped the fast path too (a free block is counted at its first entry).
         start = next(i for i, entry in enumerate(listed) if entry is stop)
-        if self._metrics_collector is not None:  # ``_touch_members`` is empty: nothing counted
+        if self._metrics_collector is not None:  # ``_touch_owner`` is no pool's: none counted
             self._touch_observed(listed)
             return
         members = self._members
@@ -1011,7 +1036,6 @@ class BlockPool:
         ``BlockPool`` are freed there. A block listed more times than it is held is a
         ``DoubleFreeError``."""
         listed = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
-        members = self._members
         caching = self.enable_caching and not evict_first
         to_head: list[KVCacheBlock] = []
         queue = self.free_block_queue
@@ -1029,7 +1053,7 @@ class BlockPool:
         entries = iter(listed)
         try:
             for block in entries:
-                if members[block.block_id] is not block:
+                if block._owner is not self:
                     if block is self.null_block:
                         continue
                     break
@@ -1052,8 +1076,16 @@ class BlockPool:
                     last.next_free_block = tail
                     tail.prev_free_block = last
                     queue.num_free_blocks += linked
-                if to_head:
-                    queue._prepend_unchecked(to_head)
+                if to_head:  # ``FreeKVCacheBlockQueue._prepend_unchecked``, inlined
+                    prev = queue.fake_free_list_head
+                    first: KVCacheBlock = prev.next_free_block  # type: ignore[assignment]
+                    for block in to_head:
+                        block.prev_free_block = prev
+                        prev.next_free_block = block
+                        prev = block
+                    prev.next_free_block = first
+                    first.prev_free_block = prev
+                    queue.num_free_blocks += len(to_head)
                 return
         except Exception:  # not a block: refused like a foreign one (the checked path reports it)
             pass

@@ -138,8 +138,29 @@ NONE_HASH: BlockHash = BlockHash(sha256(resolve_none_hash_seed(sha256)))
 # --- blocks and the free queue ---------------------------------------------------------
 
 
+class _PoolStamp:
+    """``_owner``: the pool whose ``blocks`` list holds this very object, set by that pool only
+    (at construction, when it is unpickled or deep-copied, or once its checked paths have found
+    the block by identity). The pool's hot paths test ``block._owner is self``: one attribute,
+    no lookup by id. It is never copied: a copy of a block, or a block built outside a pool
+    with ``pool=...``, has none (``AttributeError``), so those paths hand it to the identity
+    test, which refuses it (a deep copy of a block deep-copies its pool too, and only that copy
+    of the pool stamps it)."""
+
+    __slots__ = ("_owner",)
+    _owner: object
+
+    def __getstate__(self) -> object:
+        """The default state without ``_owner`` (``copy``, ``deepcopy`` and ``pickle``)."""
+        state = object.__getstate__(self)
+        if type(state) is tuple and len(state) == 2 and isinstance(state[1], dict):
+            slots = {k: v for k, v in state[1].items() if k != "_owner"}
+            return state[0], slots or None
+        return state
+
+
 @dataclass(slots=True, eq=False)
-class KVCacheBlock:
+class KVCacheBlock(_PoolStamp):
     """Metadata of one KV-cache block.
 
     ``ref_cnt`` counts holders; a block with ``ref_cnt == 0`` (other than the null block) is in

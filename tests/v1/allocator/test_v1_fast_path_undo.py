@@ -4,6 +4,9 @@ blocks and its event queue are exactly as before."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 
 from prefixcache.v1.core.block_pool import BlockPool
@@ -100,4 +103,97 @@ def test_touch_refused_after_counting_held_and_free_blocks(as_iterator: bool) ->
     pool.touch(iter(entries[:-1]) if as_iterator else entries[:-1])  # type: ignore[arg-type]
     assert [b.ref_cnt for b in (*held, *free)] == [2, 2, 2, 0]
     assert free[0].block_id not in queue_ids(pool)
+    check_invariants(pool)
+
+
+@pytest.mark.parametrize("evicted_group", [0, 1])
+def test_eviction_drops_the_group_0_mirror_entry_only_for_a_group_0_key(
+    evicted_group: int,
+) -> None:
+    # Two groups key one block each under the same request hash (a hybrid model's groups share
+    # hash_block_size): evicting one group's block keeps the other group's entry reachable.
+    pool = _pool(4)
+    req = FakeRequest("r", [1, 2], 2)
+    group0, group1 = pool.get_new_blocks(1)[0], pool.get_new_blocks(1)[0]
+    pool.cache_full_blocks(req, [group0], 0, 1, 2, 0)
+    pool.cache_full_blocks(req, [group1], 0, 1, 2, 1)
+    evicted, kept = (group0, group1) if evicted_group == 0 else (group1, group0)
+    pool.free_blocks([evicted])
+    pool.free_blocks([pool.get_new_blocks(1)[0]])  # the keyless third block: head, then reused
+    assert pool.get_new_blocks(2)[1] is evicted  # the keyless block first, then the evicted one
+    check_invariants(pool)
+    assert evicted.block_hash is None
+    assert pool.get_cached_block(req.block_hashes[0], [evicted_group]) is None
+    assert pool.get_cached_block(req.block_hashes[0], [1 - evicted_group]) == [kept]
+
+
+@pytest.mark.parametrize(("cached", "full"), [
+    (0, -1), (2, -1), (-1, 2), (True, 2), (0, True), (0, 2.0), (None, 2), (1, "2"),
+])
+def test_cache_full_blocks_refuses_bad_counts_unchanged(cached: object, full: object) -> None:
+    # The counts are checked together (one test for the types and the cached count, the full
+    # count's sign only when nothing is to be keyed): every bad pair is still refused.
+    pool = _pool()
+    req = FakeRequest("r", list(range(8)), 2)
+    blocks = pool.get_new_blocks(4)
+    before = snapshot(pool)
+    with pytest.raises(PoolArgumentError):
+        pool.cache_full_blocks(req, blocks, cached, full, 2, 0)  # type: ignore[arg-type]
+    assert snapshot(pool) == before
+    check_invariants(pool)
+
+
+def _impostors(pool: BlockPool, block: KVCacheBlock) -> dict[str, object]:
+    """Objects that look like ``block`` (same id, same fields, ``pool=pool``) but are not it."""
+    forged = KVCacheBlock(block.block_id, ref_cnt=block.ref_cnt, pool=pool)
+    return {"copy": copy.copy(block), "deepcopy": copy.deepcopy(block),
+            "pickled": pickle.loads(pickle.dumps(block)), "forged": forged}
+
+
+@pytest.mark.parametrize("kind", ["copy", "deepcopy", "pickled", "forged"])
+def test_hot_paths_refuse_a_lookalike_of_a_held_block(kind: str) -> None:
+    # The hot paths test ownership by the pool's stamp (``_owner``), which no copy carries:
+    # a lookalike of a held block is refused by every path, and the pool is unchanged.
+    pool = _pool()
+    req = FakeRequest("r", list(range(8)), 2)
+    held = pool.get_new_blocks(3)
+    impostor = _impostors(pool, held[1])[kind]
+    # (A deep copy of a block copies its pool too, which stamps the copy as its own.)
+    assert getattr(impostor, "_owner", None) is not pool
+    before = snapshot(pool)
+    calls = [lambda: pool.touch([held[0], impostor]),  # type: ignore[list-item]
+             lambda: pool.cache_full_blocks(req, [held[0], impostor], 0, 2, 2, 0)]
+    if kind in ("copy", "forged"):  # (the others are blocks of a copied pool: freed there)
+        calls.append(lambda: pool.free_blocks([held[0], impostor]))  # type: ignore[list-item]
+    for call in calls:
+        with pytest.raises(ForeignBlockError):
+            call()
+        assert snapshot(pool) == before
+        check_invariants(pool)
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle", "shallow"])
+def test_copied_pool_owns_its_blocks_and_refuses_the_original_s(how: str) -> None:
+    pool = _pool()
+    req = FakeRequest("r", list(range(8)), 2)
+    pool.cache_full_blocks(req, pool.get_new_blocks(2), 0, 2, 2, 0)
+    copied = {"deepcopy": copy.deepcopy, "pickle": lambda p: pickle.loads(pickle.dumps(p)),
+              "shallow": copy.copy}[how](pool)
+    blocks = copied.blocks[1:3]
+    copied.touch(blocks)
+    copied.free_blocks(blocks)
+    copied.cache_full_blocks(req, copied.get_new_blocks(3), 0, 3, 2, 0)
+    check_invariants(copied)
+    if how == "shallow":  # both pools share one set of blocks: the original still frees them
+        pool.free_blocks(blocks)
+        assert [b.ref_cnt for b in blocks] == [0, 0]
+        check_invariants(pool)
+        return
+    check_invariants(pool)
+    before = snapshot(copied)
+    with pytest.raises(ForeignBlockError):
+        copied.touch([pool.blocks[1]])
+    copied.free_blocks([pool.blocks[1]])  # the original's block: freed there, not here
+    assert snapshot(copied) == before
+    assert pool.blocks[1].ref_cnt == 0
     check_invariants(pool)

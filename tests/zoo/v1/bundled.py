@@ -81,8 +81,9 @@ VARIANTS: tuple[Variant, ...] = (
        "num_blocks = self.free_block_queue.num_free_blocks  # BUG: was a NoFreeBlocksError"),
     # --- eviction order (LRU, ties to the chain tail)
     _v("unhashed_freed_to_tail", F.LRU, "keyless freed blocks go to the tail, not the head",
-       BP, "BlockPool.free_blocks", "queue._prepend_unchecked(to_head)",
-       "queue._append_unchecked(to_head)  # BUG"),
+       BP, "BlockPool.free_blocks",
+       "if to_head:  # ``FreeKVCacheBlockQueue._prepend_unchecked``, inlined",
+       "if to_head:\n    queue._append_unchecked(to_head)  # BUG: at the tail\nif False:"),
     replace(_v("caching_off_frees_to_tail", F.LRU,
        "with caching off, freed blocks are queued at the tail (as if a key promised their "
        "contents) instead of the head",
@@ -107,8 +108,8 @@ VARIANTS: tuple[Variant, ...] = (
        "    last.next_free_block = tail"),
     _v("keyless_order_reversed", F.LRU,
        "keyless blocks freed together are queued in reverse order",
-       BP, "BlockPool.free_blocks", "queue._prepend_unchecked(to_head)",
-       "queue._prepend_unchecked(to_head[::-1])  # BUG"),
+       BP, "BlockPool.free_blocks", "for block in to_head:",
+       "for block in to_head[::-1]:  # BUG"),
     # --- the cache map
     _v("lookup_first_group_only", F.CACHE, "a lookup over several groups checks only the first",
        BP, "BlockPool.get_cached_block", "for group_id in kv_cache_group_ids:",
@@ -263,7 +264,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("touch_accepts_foreign", F.CRASH,
             "touch counts another pool's block and unlinks it from its owner's queue", (
         Patch(BP, "BlockPool.touch",
-              "if members[block.block_id] is not block:\n    if block is self.null_block:",
+              "if block._owner is not owner:\n    if block is self.null_block:",
               "if block.is_null:  # BUG: any pool's block\n    if block is self.null_block:"),
         Patch(BP, "BlockPool._touch_rest",
               "if members[block.block_id] is not block:\n    if block is null:",
