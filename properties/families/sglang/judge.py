@@ -13,6 +13,8 @@ from models.core.invariants import Violation
 from models.families.sglang.invariants import SGLangInvariants as F
 from models.families.sglang.model import OutOfContract, Request, TreeModel
 from models.families.sglang.ops import Arrive, Evict, Finish, Op, ReleaseWindow, TreeConfig, Unlock
+from properties.families.sglang import requests
+from properties.families.sglang.requests import REQUEST_OPS, RequestOp
 from properties.families.sglang.slots import SLOT_OPS, SlotOp
 
 
@@ -20,7 +22,7 @@ from properties.families.sglang.slots import SLOT_OPS, SlotOp
 class Step:
     """One operation the judge ran, and what it came to (or the error the target raised)."""
 
-    op: Op | SlotOp
+    op: Op | SlotOp | RequestOp
     outcome: Any = None
 
 
@@ -49,11 +51,13 @@ class TreeJudge:
     def __post_init__(self) -> None:
         self.model = TreeModel(self.config)
         self.receipts: dict[int, Any] = {}
+        #: The request level's driver handles, by request number.
+        self.handles: dict[int, Any] = {}
         self.tree = self._call("construction", self.create, self.config.size,
                                self.config.page_size)
         self._check_pool()
 
-    def step(self, op: Op | SlotOp) -> Any:
+    def step(self, op: Op | SlotOp | RequestOp) -> Any:
         index = len(self.log)
         entry = Step(op)
         self.log.append(entry)
@@ -70,8 +74,8 @@ class TreeJudge:
         """Another tree of the target with the run's pool shape (for misuse probes)."""
         return self.create(self.config.size, self.config.page_size)
 
-    def _step(self, op: Op | SlotOp) -> Any:
-        if isinstance(op, SLOT_OPS):  # the allocator level: each operation runs itself
+    def _step(self, op: Op | SlotOp | RequestOp) -> Any:
+        if isinstance(op, SLOT_OPS + REQUEST_OPS):  # these levels: each operation runs itself
             return op.run(self)
         if isinstance(op, Arrive):
             return self._arrive(op)
@@ -173,3 +177,5 @@ class TreeJudge:
         evictable, protected, total = self._call("sizes", tree.sizes)
         self.model.check_pool(Counter(free), int(available),
                               (int(evictable), int(protected), int(total)))
+        if self.handles:
+            requests.check_rows(self)
