@@ -54,6 +54,9 @@ class TreeTarget:
     #: A FULL + SWA tree: ``create(size, page_size, swa_size, window)`` (defaults: the full
     #: pool's size, a window of 2), judged by the SWA machine only.
     swa: bool = False
+    #: Its driver has the request API (``req_open`` ... ``req_row``: the request level,
+    #: :mod:`properties.families.sglang.requests`).
+    requests: bool = False
 
     def describe(self) -> str:
         who = "the tree frees" if self.frees_duplicates else "the caller frees"
@@ -280,8 +283,10 @@ def bundled_target(cache_module: ModuleType, alloc_module: ModuleType | None = N
     # A bundled-style tree claims typed errors when its module names their base class.
     base = getattr(cache_module, "SGLangCacheError", None)
     claimed = (base,) if isinstance(base, type) and issubclass(base, Exception) else ()
+    requests = hasattr(cache_module, "ReqToTokenPool") and hasattr(cache_module,
+                                                                   "release_kv_cache")
     return TreeTarget(name, version, "bundled", create_swa if swa else create,
-                      misuse_types=claimed, swa=swa)
+                      misuse_types=claimed, swa=swa, requests=requests and not swa)
 
 
 def upstream_target(version: str, kind: str) -> TreeTarget:
