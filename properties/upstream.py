@@ -75,6 +75,8 @@ __all__ = [
     "sglang_classic_radix_cache",
     "sglang_radix_cache",
     "sglang_radix_cache_rust",
+    "sglang_request_radix_cache",
+    "sglang_request_radix_cache_rust",
     "sglang_swa_radix_cache",
     "sglang_swa_radix_cache_rust",
     "sglang_v0518_radix_cache",
@@ -113,6 +115,17 @@ def sglang_classic_radix_cache() -> TreeTarget:
 def sglang_v0518_radix_cache() -> TreeTarget:
     """SGLang 0.5.18's default tree, the classic ``RadixCache``."""
     return upstream_target(CLASSIC_VERSION, "classic")
+
+
+def sglang_request_radix_cache() -> TreeTarget:
+    """SGLang 0.5.23's default tree (``UnifiedRadixCache``, FULL, Python tree core) judged
+    through its request API (``checkpoint``, ``release_kv_cache``): the request level."""
+    return upstream_target(DEFAULT_VERSION, "unified-python", "request")
+
+
+def sglang_request_radix_cache_rust() -> TreeTarget:
+    """SGLang 0.5.23's ``UnifiedRadixCache`` (FULL, Rust tree core) at the request level."""
+    return upstream_target(DEFAULT_VERSION, "unified-rust", "request")
 
 
 def sglang_swa_radix_cache() -> TreeTarget:

@@ -209,6 +209,8 @@ class Preempt:
     def run(self, judge: Judging) -> None:
         _needs(judge)
         request = model.running(judge.model, self.req)
+        if not request.computed:  # upstream takes the row with the first chunk's slots
+            raise OutOfContract(f"request {self.req} holds no KV yet: nothing to retract")
         judge._call("release_kv_cache(checkpoint=False)", judge.tree.req_release,
                     judge.handles[self.req], False)
         model.release(judge.model, request, publish=False)

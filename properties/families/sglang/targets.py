@@ -54,9 +54,12 @@ class TreeTarget:
     #: A FULL + SWA tree: ``create(size, page_size, swa_size, window)`` (defaults: the full
     #: pool's size, a window of 2), judged by the SWA machine only.
     swa: bool = False
-    #: Its driver has the request API (``req_open`` ... ``req_row``: the request level,
-    #: :mod:`properties.families.sglang.requests`).
+    #: Its driver has the request API (``req_open`` ... ``req_row``): the request level's
+    #: machine runs (:mod:`properties.families.sglang.requests`).
     requests: bool = False
+    #: The FULL tree level's machine runs (an upstream request-level target runs only its
+    #: own level, with its own expected failures).
+    tree: bool = True
 
     def describe(self) -> str:
         who = "the tree frees" if self.frees_duplicates else "the caller frees"
@@ -289,10 +292,13 @@ def bundled_target(cache_module: ModuleType, alloc_module: ModuleType | None = N
                       misuse_types=claimed, swa=swa, requests=requests and not swa)
 
 
-def upstream_target(version: str, kind: str) -> TreeTarget:
+def upstream_target(version: str, kind: str, level: str = "tree") -> TreeTarget:
     """Upstream SGLang ``version``'s ``kind`` tree (``classic``, ``unified-python``,
-    ``unified-rust``), read from its wheel; raises :class:`TargetError` saying why it cannot
-    load here."""
+    ``unified-rust``), read from its wheel, judged at ``level`` (``tree``, or ``request``:
+    through its request API); raises :class:`TargetError` saying why it cannot load here."""
+    if level not in ("tree", "request"):
+        raise ValueError(f"level {level!r}: tree or request")
+    requests = level == "request"
     from properties.families.sglang import upstream
     from properties.families.sglang.driver import UpstreamTree
 
@@ -301,15 +307,18 @@ def upstream_target(version: str, kind: str) -> TreeTarget:
         raise TargetError(why)
     try:
         mods = upstream.load_sglang(version=version)
-        UpstreamTree(mods, kind, 8, 1)  # a release without this tree or core says so here
+        probe = UpstreamTree(mods, kind, 8, 1, requests)  # a release without it says so
     except (UpstreamError, ValueError) as exc:
         raise TargetError(f"sglang {version} {kind}: {exc}") from exc
+    if requests and not probe.requests:
+        raise TargetError(f"sglang {version} {kind}: no request API the suite can drive")
 
     def create(size: int, page_size: int) -> UpstreamTree:
-        return UpstreamTree(mods, kind, size, page_size)
+        return UpstreamTree(mods, kind, size, page_size, requests)
 
-    return TreeTarget(f"sglang-{kind}", version, kind, create,
-                      frees_duplicates=kind != "classic")
+    name = f"sglang-{kind}" + ("-request" if requests else "")
+    return TreeTarget(name, version, kind, create, frees_duplicates=kind != "classic",
+                      requests=requests, tree=not requests)
 
 
 def upstream_swa_target(version: str, kind: str) -> TreeTarget:

@@ -65,6 +65,11 @@ class RequestMachine(OracleMachine):
                 if self.judge.model.requests[i].computed  # type: ignore[union-attr]
                 < len(self.judge.model.requests[i].tokens)]  # type: ignore[union-attr]
 
+    def _holding(self) -> list[int]:
+        """Running requests holding KV (a matched prefix or a computed chunk)."""
+        return [i for i in self._requests("running")
+                if self.judge.model.requests[i].computed]  # type: ignore[union-attr]
+
     def _decoding(self) -> list[int]:
         return [i for i in self._requests("running") if i not in self._prefilling()]
 
@@ -103,10 +108,10 @@ class RequestMachine(OracleMachine):
         self.do(Decode(req, token))
         self._note(req)
 
-    @precondition(lambda self: bool(self._requests("running")))
+    @precondition(lambda self: bool(self._holding()))
     @rule(data=st.data())
     def preempt(self, data: st.DataObject) -> None:
-        self.do(Preempt(data.draw(st.sampled_from(self._requests("running")))))
+        self.do(Preempt(data.draw(st.sampled_from(self._holding()))))
 
     @precondition(lambda self: bool(self._requests("waiting")))
     @rule(data=st.data())
