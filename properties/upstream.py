@@ -80,6 +80,7 @@ __all__ = [
     "sglang_swa_radix_cache",
     "sglang_swa_radix_cache_rust",
     "sglang_v0518_radix_cache",
+    "sglang_v0518_request_radix_cache",
     "sglang_v0518_swa_radix_cache",
     "vllm_cpu_offload",
     "vllm_cpu_offload_arc",
@@ -126,6 +127,12 @@ def sglang_request_radix_cache() -> TreeTarget:
 def sglang_request_radix_cache_rust() -> TreeTarget:
     """SGLang 0.5.23's ``UnifiedRadixCache`` (FULL, Rust tree core) at the request level."""
     return upstream_target(DEFAULT_VERSION, "unified-rust", "request")
+
+
+def sglang_v0518_request_radix_cache() -> TreeTarget:
+    """SGLang 0.5.18's classic ``RadixCache`` at the request level (``cache_unfinished_req``,
+    ``cache_finished_req`` through ``release_kv_cache``)."""
+    return upstream_target(CLASSIC_VERSION, "classic", "request")
 
 
 def sglang_swa_radix_cache() -> TreeTarget:

@@ -49,7 +49,12 @@ class UpstreamTree(RequestCalls):
             raise ValueError(f"unknown kind {kind!r}; one of {KINDS}")
         common = mods.modules.get("sglang.srt.mem_cache.common")
         self._release = getattr(common, "release_kv_cache", None)  # type: ignore[assignment]
-        self.requests = requests and kind != "classic" and self._release is not None
+        radix = mods.radix_cache.RadixCache
+        # 0.5.18's classic tree: cache_unfinished_req / cache_finished_req (detected).
+        self.legacy = (kind == "classic" and hasattr(radix, "cache_unfinished_req")
+                       and not hasattr(radix, "checkpoint"))
+        self.requests = (requests and self._release is not None
+                         and (kind != "classic" or self.legacy))
         self.pool = None
         if self.requests:
             pool_cls, self._kv_cls = pool_classes(mods.origin)

@@ -35,7 +35,7 @@ from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["ROWS", "Req", "RequestCalls", "wheel_class"]
+__all__ = ["ROWS", "LegacyReq", "Req", "RequestCalls", "pool_classes", "wheel_class"]
 
 #: Rows of the request-to-token pool (the request level keeps fewer requests alive).
 ROWS = 16
@@ -147,6 +147,39 @@ class Req:
         self.kv.kv_committed_len = 0
 
 
+class LegacyReq(Req):
+    """0.5.18's layout of the same request: the row on ``req_pool_idx``, the committed and
+    protected lengths on the request, ``kv`` the wheel's ``ReqKvInfo(kv_allocated_len,
+    swa_evicted_seqlen)`` while it holds a row (None otherwise), ``prefix_indices``."""
+
+    def __init__(self, rid: str, tokens: Sequence[int], extra_key: str | None,
+                 kv: Any) -> None:
+        super().__init__(rid, tokens, extra_key, None)
+        self._kv_cls = kv
+        self.req_pool_idx: int | None = None
+        self.kv_committed_len = 0
+        self.cache_protected_len = 0
+        self.prefix_indices: Any = None
+        self.reasoning_tokens = 0
+
+    def get_fill_ids(self) -> array[int]:
+        return self.full_untruncated_fill_ids[:self.kv_committed_len]
+
+    def effective_kv_committed_len(self) -> int:
+        """Upstream's with thinking tokens cached (the default): the committed KV."""
+        return self.kv_committed_len
+
+    def owned_kv_len(self) -> int:
+        return self.kv_committed_len
+
+    def reset_for_retract(self) -> None:
+        self.prefix_len = 0
+        self.last_node = None
+        self.prefix_indices = None
+        self.cache_protected_len = 0
+        self.kv_committed_len = 0
+
+
 class RequestCalls:
     """The request API of a driver over upstream's ``cache`` (a tree built with
     ``req_to_token_pool=pool``), ``allocator`` and the helpers of
@@ -156,6 +189,9 @@ class RequestCalls:
     cache: Any
     mods: Any
     pool: Any
+    #: 0.5.18's request API (``cache_unfinished_req`` / ``cache_finished_req`` through
+    #: ``release_kv_cache(req, tree, is_insert)``, the row on the request).
+    legacy: bool = False
     page_size: int
     _kv_cls: Any
     _release: Callable[..., None]
@@ -168,10 +204,14 @@ class RequestCalls:
 
     def alloc_decode(self, seq_len: int, last_loc: int) -> list[int] | None: ...
 
+    extends: bool
+
     def key(self, tokens: Sequence[int], extra_key: str | None) -> Any: ...
 
     def req_open(self, tokens: Sequence[int], extra_key: str | None = None) -> Req:
         self._rids = getattr(self, "_rids", 0) + 1
+        if self.legacy:
+            return LegacyReq(f"r{self._rids}", tokens, extra_key, self._kv_cls)
         return Req(f"r{self._rids}", tokens, extra_key, self._kv_cls())
 
     def req_admit(self, req: Req) -> tuple[int, list[int]]:
@@ -182,68 +222,111 @@ class RequestCalls:
         with self.mods.activated():
             length, node, slots = read_match(self.cache.match_prefix(params), self.cache)
             req.prefix_len, req.last_node = length, node
-            req.lock = self.cache.lock(node)
+            if self.legacy:  # 0.5.18's scheduler locks the node itself
+                self.cache.inc_lock_ref(node)
+            else:
+                req.lock = self.cache.lock(node)
         if self.pool.alloc([req]) is None:
             raise RuntimeError(f"no request row left of {ROWS}")
+        if isinstance(req, LegacyReq):
+            import torch
+
+            req.kv = req._kv_cls(kv_allocated_len=length, swa_evicted_seqlen=0)
+            req.cache_protected_len = req.kv_committed_len = length
+            req.prefix_indices = torch.tensor(slots, dtype=torch.int64)
+        else:
+            kv = req.kv
+            kv.cache_protected_len = kv.kv_committed_len = kv.kv_allocated_len = length
         self._write(req, 0, slots)
-        kv = req.kv
-        kv.cache_protected_len = kv.kv_committed_len = kv.kv_allocated_len = length
         return length, slots
 
     def req_extend(self, req: Req, n: int) -> list[int] | None:
-        have = int(req.kv.kv_committed_len)
-        got = (self.alloc(n) if self.page_size == 1
-               else self.alloc_extend(have, have + n, self._last(req, have)))
+        have = self._committed(req)
+        got = self._slots(have, n, self._last(req, have))
         if got is None:
             return None
         self._write(req, have, got)
-        req.kv.kv_committed_len = req.kv.kv_allocated_len = have + n
+        self._commit(req, have + n)
         return got
 
     def req_decode(self, req: Req, token: int) -> int | None:
-        have = int(req.kv.kv_committed_len)
-        got = (self.alloc(1) if self.page_size == 1
-               else self.alloc_decode(have + 1, self._last(req, have)))
+        have = self._committed(req)
+        last = self._last(req, have)
+        got = (self.alloc_decode(have + 1, last) if self.page_size > 1 and self.extends
+               else self._slots(have, 1, last))
         if got is None:
             return None
         req.output_ids.append(token)
         req.refresh_fill_ids()
         self._write(req, have, got)
-        req.kv.kv_committed_len = req.kv.kv_allocated_len = have + 1
+        self._commit(req, have + 1)
         return int(got[0])
 
     def req_checkpoint(self, req: Req) -> None:
         with self.mods.activated():  # upstream imports lazily
-            self.cache.checkpoint(req, up_to=int(req.kv.kv_committed_len))
+            if self.legacy:
+                self.cache.cache_unfinished_req(req, chunked=True)
+            else:
+                self.cache.checkpoint(req, up_to=self._committed(req))
 
     def req_release(self, req: Req, checkpoint: bool) -> None:
         """Finish (``checkpoint``: finished first) or retract: upstream's release path."""
         if checkpoint:
             req.finished_reason = "length"
         with self.mods.activated():
-            self._release(req, self.cache, checkpoint=checkpoint)
+            if self.legacy:
+                self._release(req, self.cache, is_insert=checkpoint)
+            else:
+                self._release(req, self.cache, checkpoint=checkpoint)
         if not checkpoint:
             req.reset_for_retract()
 
     def req_row(self, req: Req) -> list[int]:
-        idx = req.kv.req_pool_idx
+        idx = self._idx(req)
         if idx is None:
             return []
-        n = int(req.kv.kv_committed_len)
-        return [int(s) for s in self.pool.req_to_token[idx, :n].tolist()]
+        return [int(s) for s in self.pool.req_to_token[idx, :self._committed(req)].tolist()]
 
     def req_tokens(self, req: Req) -> list[int]:
         return list(req.full_untruncated_fill_ids)
 
     def req_running(self, req: Req) -> bool:
-        return req.kv.req_pool_idx is not None
+        return self._idx(req) is not None
+
+    def _slots(self, have: int, n: int, last: int) -> list[int] | None:
+        """Slots for row positions ``[have, have + n)``: ``alloc`` at page size 1, else
+        ``alloc_extend``; where the allocator has no CPU path for it (0.5.18: triton only),
+        the same slots through ``alloc``: the rest of the last page, then whole pages."""
+        ps = self.page_size
+        if ps == 1:
+            return self.alloc(n)
+        if self.extends:
+            return self.alloc_extend(have, have + n, last)
+        head = list(range(last + 1, last + 1 + min(n, -have % ps))) if have % ps else []
+        rest = n - len(head)
+        pages = self.alloc(-(-rest // ps) * ps) if rest else []
+        return None if pages is None else head + pages[:rest]
+
+    def _idx(self, req: Req) -> int | None:
+        idx = req.req_pool_idx if isinstance(req, LegacyReq) else req.kv.req_pool_idx
+        return None if idx is None else int(idx)
+
+    def _committed(self, req: Req) -> int:
+        return int(req.kv_committed_len if isinstance(req, LegacyReq)
+                   else req.kv.kv_committed_len)
+
+    def _commit(self, req: Req, n: int) -> None:
+        if isinstance(req, LegacyReq):
+            req.kv_committed_len = req.kv.kv_allocated_len = n
+        else:
+            req.kv.kv_committed_len = req.kv.kv_allocated_len = n
 
     def _last(self, req: Req, have: int) -> int:
-        return int(self.pool.req_to_token[req.kv.req_pool_idx, have - 1]) if have else -1
+        return int(self.pool.req_to_token[self._idx(req), have - 1]) if have else -1
 
     def _write(self, req: Req, start: int, slots: Sequence[int]) -> None:
         import torch
 
         if slots:
-            self.pool.write((req.kv.req_pool_idx, slice(start, start + len(slots))),
+            self.pool.write((self._idx(req), slice(start, start + len(slots))),
                             torch.tensor(list(slots), dtype=torch.int32))
