@@ -47,12 +47,12 @@ class TreeJudge:
     spec: str = ""
     name: str = ""
     misuse_types: tuple[type[BaseException], ...] = ()
+    #: The request level's driver handles, by request number.
+    handles: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.model = TreeModel(self.config)
         self.receipts: dict[int, Any] = {}
-        #: The request level's driver handles, by request number.
-        self.handles: dict[int, Any] = {}
         self.tree = self._call("construction", self.create, self.config.size,
                                self.config.page_size)
         self._check_pool()
