@@ -73,6 +73,7 @@ __all__ = [
     "load_vllm_v1",
     "main",
     "sglang_classic_radix_cache",
+    "sglang_classic_request_radix_cache",
     "sglang_radix_cache",
     "sglang_radix_cache_rust",
     "sglang_request_radix_cache",
@@ -127,6 +128,11 @@ def sglang_request_radix_cache() -> TreeTarget:
 def sglang_request_radix_cache_rust() -> TreeTarget:
     """SGLang 0.5.23's ``UnifiedRadixCache`` (FULL, Rust tree core) at the request level."""
     return upstream_target(DEFAULT_VERSION, "unified-rust", "request")
+
+
+def sglang_classic_request_radix_cache() -> TreeTarget:
+    """SGLang 0.5.23's classic ``RadixCache`` at the request level (its ``checkpoint``)."""
+    return upstream_target(DEFAULT_VERSION, "classic", "request")
 
 
 def sglang_v0518_request_radix_cache() -> TreeTarget:

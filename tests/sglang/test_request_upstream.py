@@ -25,6 +25,8 @@ needs_old = pytest.mark.skipif(sgl.unavailable_reason(OLD) is not None,
                                reason=str(sgl.unavailable_reason(OLD)))
 TARGETS = [pytest.param("properties.upstream:sglang_request_radix_cache", marks=needs_new),
            pytest.param("properties.upstream:sglang_request_radix_cache_rust", marks=needs_new),
+           pytest.param("properties.upstream:sglang_classic_request_radix_cache",
+                        marks=needs_new),
            pytest.param("properties.upstream:sglang_v0518_request_radix_cache",
                         marks=needs_old)]
 

@@ -54,7 +54,8 @@ class UpstreamTree(RequestCalls):
         self.legacy = (kind == "classic" and hasattr(radix, "cache_unfinished_req")
                        and not hasattr(radix, "checkpoint"))
         self.requests = (requests and self._release is not None
-                         and (kind != "classic" or self.legacy))
+                         and (self.legacy or hasattr(radix, "checkpoint")
+                              or kind != "classic"))
         self.pool = None
         if self.requests:
             pool_cls, self._kv_cls = pool_classes(mods.origin)
