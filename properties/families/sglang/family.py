@@ -7,7 +7,9 @@ A target is a radix cache class in the bundled reference's style (``RadixCache``
 bundled reference and its zoo), or a callable returning a
 :class:`~properties.families.sglang.targets.TreeTarget` (upstream's trees,
 ``properties.upstream:sglang_radix_cache`` and its siblings). The judge runs a scheduler's
-calls (``models/families/sglang/ops.py``) at the tree level, with the FULL component only.
+calls (``models/families/sglang/ops.py``) at the tree level, with the FULL component only, and
+at the request level (``properties/families/sglang/requests.py``) on targets whose driver has
+the request API.
 """
 
 from __future__ import annotations

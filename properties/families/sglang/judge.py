@@ -1,6 +1,8 @@
 """The SGLang family's judge: one operation in, run on a fresh tree of the target the way a
 scheduler runs it and checked against :class:`models.families.sglang.model.TreeModel` call by
-call; the outcome out, or a located :class:`~models.core.invariants.Violation`."""
+call; the outcome out, or a located :class:`~models.core.invariants.Violation`. The allocator
+level's and the request level's operations run themselves (:mod:`.slots`, :mod:`.requests`);
+after every operation the free list, the sizes and every running request's row are read."""
 
 from __future__ import annotations
 
