@@ -141,10 +141,6 @@ def resume(req):
 def complete(req):
     tree.req_release(handles[req], True)
 
-
-def rows():
-    return [tree.req_row(h) for h in handles if tree.req_running(h)]
-
 # step 0: Admit(tokens=(0,), extra_key=None)
 admit([0])
 # step 1: Chunk(req=0, tokens=1, publish=False)

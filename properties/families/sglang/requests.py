@@ -291,7 +291,8 @@ def from_json(data: Mapping[str, Any]) -> RequestOp:
     raise ValueError(f"not an SGLang request-level operation: {data!r}")
 
 
-#: The reproducer's helpers for this level: the scheduler's part, over the driver.
+#: The reproducer's helpers for this level: the scheduler's part, over the driver (a program
+#: of this level admits its requests in order, so ``handles[req]`` is request ``req``).
 PRELUDE = '''
 handles = []
 
@@ -335,8 +336,4 @@ def resume(req):
 
 def complete(req):
     tree.req_release(handles[req], True)
-
-
-def rows():
-    return [tree.req_row(h) for h in handles if tree.req_running(h)]
 '''
