@@ -125,3 +125,19 @@ def test_0518s_alloc_extend_through_alloc_gives_0523s_slots() -> None:
         assert tree.req_row(req) == row
         rows.append(row)
     assert rows[0] == rows[1]
+
+
+@pytest.mark.parametrize("spec", TARGETS)
+@pytest.mark.parametrize("finished", [True, False])
+def test_a_second_release_is_refused_and_changes_nothing(spec: str, finished: bool) -> None:
+    """SGLang's tracked double free: a request released (finished or retracted) and then
+    retracted again. Every release refuses it (a bare assert upstream) before any change."""
+    tree = load_target(spec, family=REF).factory(8, 1)
+    req = tree.req_open([1, 2, 3], None)
+    tree.req_admit(req)
+    tree.req_extend(req, 3)
+    tree.req_release(req, finished)
+    before = (sorted(tree.free_slots().elements()), tree.sizes())
+    with pytest.raises(AssertionError):
+        tree.req_release(req, False)
+    assert (sorted(tree.free_slots().elements()), tree.sizes()) == before
