@@ -1,6 +1,6 @@
 #!/bin/bash -eu
-# Builds every fuzz/families/*/fuzz_*.py harness with compile_python_fuzzer (PyInstaller + atheris), and
-# ships each harness's seed corpus and dictionary under the names OSS-Fuzz looks for.
+# Builds every fuzz/families/*/fuzz_*.py harness with compile_python_fuzzer (PyInstaller + atheris).
+# Each drives one of its family's Hypothesis machines, so it needs no seed corpus or dictionary.
 cd "$SRC/prefixcache"
 python3 -m pip install .
 
@@ -12,9 +12,6 @@ python3 -m pip install .
 #   - targets by spec (prefixcache.*) and the fuzz tools a family names (fuzz.families.*);
 #   - atheris itself (fuzz.core.instrumentation imports it only when it is installed).
 for fuzzer in fuzz/families/*/fuzz_*.py; do
-  dir=$(dirname "$fuzzer")
-  name=$(basename "$fuzzer" .py)        # fuzz_block_level
-  short=${name#fuzz_}                    # block_level
   compile_python_fuzzer "$fuzzer" \
     --copy-metadata=prefixcache \
     --collect-submodules=prefixcache \
@@ -22,10 +19,4 @@ for fuzzer in fuzz/families/*/fuzz_*.py; do
     --collect-submodules=properties \
     --collect-submodules=fuzz \
     --hidden-import=atheris
-  if [ -d "$dir/corpus/$short" ]; then
-    (cd "$dir/corpus/$short" && zip -q -j "$OUT/${name}_seed_corpus.zip" ./*)
-  fi
-  if [ -f "$dir/$short.dict" ]; then
-    cp "$dir/$short.dict" "$OUT/$name.dict"
-  fi
 done

@@ -1,31 +1,22 @@
 """``python -m fuzz``: run harnesses, turn crashes into regression tests, and the tools a
-family offers: replay traces, measure the zoo, regenerate seed corpora and traces.
+family offers: replay traces, measure the zoo, re-record traces.
 
 ``--family NAME`` (before or after the subcommand; default: the family of ``--allocator``,
 else the registry's default) picks the allocator family from the registry
-(``properties.core.family``). This module names no family: ``run`` works for every family
-(its ``fuzz_levels``; seed corpus and dictionary in ``fuzz/families/NAME/corpus/LEVEL`` and
-``LEVEL.dict``, atheris entry points ``fuzz/families/NAME/fuzz_LEVEL.py``; or its machines),
-``regress`` for every family (by the same route), and ``replay``, ``traces``, ``corpus`` and
-``zoo`` for a family that takes the matching role of :mod:`fuzz.core.tools` (``Traces``,
-``SeedCorpora``, ``Zoo``); for a family without it they exit 2 naming the subcommands it has.
+(``properties.core.family``). This module names no family. Fuzz inputs become programs through
+the family's own Hypothesis machines (:mod:`fuzz.core.machine_harness`; a harness level is a
+machine), so the machines' generator is the fuzzer's too: ``run``, ``regress`` and ``zoo``
+work for every family with machines; ``replay``, ``traces`` and ``zoo`` for a family that takes
+the matching role of :mod:`fuzz.core.tools` (``Traces``, ``Zoo``); for a family without it they
+exit 2 naming the subcommands it has.
 
-Two routes from bytes to a program: a family's own decoder (its ``Fuzzing`` role: its levels
-above), or its Hypothesis machines themselves (``--route machine``, the only route of a family
-without a decoder: :mod:`fuzz.core.machine_harness`; levels are its machines), so the
-machines' generator is the fuzzer's too. ``zoo`` takes the same routes (default: the decoder
-where there is one).
-
-    python -m fuzz [--family NAME] run [NAME] [--allocator SPEC] [--time SECONDS] [--seed N]
+    python -m fuzz [--family NAME] run [LEVEL] [--allocator SPEC] [--time SECONDS] [--seed N]
                             [--corpus DIR] [--engine auto|builtin|atheris] [--runs N]
-                            [--route auto|decoder|machine]
                             [--artifacts DIR] [--weak-hash] [--stop-on-failure]
-    python -m fuzz regress INPUT --name NAME [--harness NAME] [--allocator SPEC]
+    python -m fuzz regress INPUT --name NAME [--harness LEVEL] [--allocator SPEC]
                             [--config KEY=VALUE ...] [--out-dir DIR] [--minimize]
     python -m fuzz replay TRACE.jsonl ... [--allocator SPEC]
     python -m fuzz zoo [--seconds 60] [--seed N] [--only NAME ...] [--harness LEVEL]
-                            [--route auto|decoder|machine]
-    python -m fuzz corpus [--seed N] [--out DIR]    (default: the family's corpus folder)
     python -m fuzz traces [--out DIR]               (default: the family's traces folder)
 """
 
@@ -43,24 +34,15 @@ from typing import Any
 
 from fuzz.core.engine import Engine, Failure, minimize
 from fuzz.core.execution import Execution
-from fuzz.core.harness import (
-    ARTIFACTS_VAR,
-    HASH_MODE_VAR,
-    Harness,
-    harness_for,
-    quiet_target_logs,
-)
+from fuzz.core.harness import ARTIFACTS_VAR, HASH_MODE_VAR, quiet_target_logs
 from fuzz.core.instrumentation import atheris_module
-from fuzz.core.machine_harness import MachineHarness
-from fuzz.core.machine_harness import harness_for as machine_harness_for
+from fuzz.core.machine_harness import MachineHarness, harness_for
 from fuzz.core.progress import Progress
 from fuzz.core.regress import Regression
-from fuzz.core.seeds import corpus_dir, dict_path, family_dir, read_corpus, read_dict
-from fuzz.core.tools import SeedCorpora, Traces, Zoo, subcommands
-from fuzz.core.zoo import ROUTES, run_zoo
+from fuzz.core.tools import Traces, Zoo, subcommands
+from fuzz.core.zoo import run_zoo
 from properties.core import family as families
 from properties.core.family import Family, FamilyError
-from properties.core.roles import Fuzzing
 from properties.core.targets import ENV_VAR, Target, load_target
 
 REPO_DIR = Path(__file__).resolve().parents[1]
@@ -77,7 +59,7 @@ def chosen_family(args: argparse.Namespace) -> Family:
 # --------------------------------------------------------------------------- run
 
 
-def _report_failure(harness: Harness | MachineHarness, artifacts: Path,
+def _report_failure(harness: MachineHarness, artifacts: Path,
                     failure: Failure[Execution]) -> Path:
     path = harness.write_crash(failure.data, failure.result, artifacts)
     result = failure.result
@@ -91,33 +73,37 @@ def _report_failure(harness: Harness | MachineHarness, artifacts: Path,
     return path
 
 
-def run_builtin(harness: Harness | MachineHarness, *, seconds: float | None, runs: int | None,
+def read_corpus(directory: Path) -> list[bytes]:
+    """Every file of ``directory`` (none if it is missing), in name order (deterministic)."""
+    if not directory.is_dir():
+        return []
+    return [p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()]
+
+
+def run_builtin(harness: MachineHarness, *, seconds: float | None, runs: int | None,
                 seed: int, corpus: Path | None, artifacts: Path, stop_on_failure: bool,
                 progress: Progress | None) -> Engine[Execution]:
-    family = harness.target.family
-    seeds = read_corpus(corpus_dir(harness.name, family), *([corpus] if corpus else []))
-    if isinstance(harness, MachineHarness) and not seeds:
-        seeds = harness.seeds(seed)
-    engine = Engine(harness.run, seeds, seed=seed,
-                    dictionary=read_dict(dict_path(harness.name, family)),
-                    corpus_dir=corpus,
+    """The built-in engine over ``harness``: from the inputs kept in ``corpus``, else seeded
+    random inputs."""
+    seeds = (read_corpus(corpus) if corpus else []) or harness.seeds(seed)
+    engine = Engine(harness.run, seeds, seed=seed, corpus_dir=corpus,
                     on_failure=lambda f: _report_failure(harness, artifacts, f),
                     progress=progress)
     engine.fuzz(seconds=seconds, max_execs=runs, stop_on_failure=stop_on_failure)
     return engine
 
 
-def _libfuzzer(name: str, entry: list[str], args: argparse.Namespace, artifacts: Path,
-               seeds: list[str], dictionary: Path | None, weak_hash: bool = False) -> int:
-    """``entry`` (the command that runs a harness under atheris) in a child process (atheris
-    owns the process), over a work corpus, then ``seeds``, with libFuzzer's flags."""
+def run_atheris(harness: MachineHarness, args: argparse.Namespace, artifacts: Path) -> int:
+    """``harness`` under atheris/libFuzzer in a child process (atheris owns the process), over a
+    work corpus, with libFuzzer's flags."""
+    name = harness.name
+    entry = [sys.executable, "-m", "fuzz.core.machine_harness", "--family", str(harness.family),
+             "--level", name]
     work = Path(args.corpus) if args.corpus else Path(tempfile.mkdtemp(prefix=f"fuzz-{name}-"))
     work.mkdir(parents=True, exist_ok=True)
     artifacts.mkdir(parents=True, exist_ok=True)
-    cmd = [*entry, str(work), *seeds, f"-seed={args.seed + 1}",
+    cmd = [*entry, str(work), f"-seed={args.seed + 1}",
            f"-artifact_prefix={artifacts}/", "-print_final_stats=1"]
-    if dictionary is not None and dictionary.is_file():
-        cmd.append(f"-dict={dictionary}")
     if args.time:
         cmd.append(f"-max_total_time={int(args.time)}")
     if args.runs:
@@ -127,47 +113,20 @@ def _libfuzzer(name: str, entry: list[str], args: argparse.Namespace, artifacts:
     env[ARTIFACTS_VAR] = str(artifacts)
     if args.allocator:
         env[ENV_VAR] = args.allocator
-    if weak_hash:
+    if harness.weak_hash:
         env[HASH_MODE_VAR] = "weak"
     print(f"[{name}] atheris: {' '.join(cmd)}", flush=True)
     return subprocess.call(cmd, env=env)
 
 
-def run_atheris(name: str, args: argparse.Namespace, artifacts: Path,
-                family: str = families.DEFAULT_FAMILY) -> int:
-    """The family's harness script ``fuzz_NAME.py`` under libFuzzer, with its seed corpus
-    and dictionary."""
-    return _libfuzzer(name, [sys.executable, str(family_dir(family) / f"fuzz_{name}.py")],
-                      args, artifacts, [str(corpus_dir(name, family))],
-                      dict_path(name, family), weak_hash=args.weak_hash)
-
-
-def run_machine_atheris(harness: MachineHarness, args: argparse.Namespace,
-                        artifacts: Path) -> int:
-    """The machine route under libFuzzer."""
-    return _libfuzzer(harness.name, [sys.executable, "-m", "fuzz.core.machine_harness",
-                                     "--family", str(harness.family), "--level", harness.name],
-                      args, artifacts, [], None, weak_hash=harness.weak_hash)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     quiet_target_logs()
     family = chosen_family(args)
-    route = args.route
-    if route == "auto":
-        route = "decoder" if isinstance(family, Fuzzing) else "machine"
-    harness: Harness | MachineHarness
     try:
-        if route == "machine":
-            harness = machine_harness_for(args.name, spec=args.allocator, family=family.name,
-                                          weak_hash=args.weak_hash)
-            if args.weak_hash:
-                harness.target  # noqa: B018  (a level without a weak-hash mode is refused here)
-        else:
-            levels = family.fuzz_levels if isinstance(family, Fuzzing) else ()
-            name = args.name or (levels[0] if levels else "")
-            harness = harness_for(name, weak_hash=args.weak_hash, spec=args.allocator,
-                                  family=family.name)
+        harness = harness_for(args.name, spec=args.allocator, family=family.name,
+                              weak_hash=args.weak_hash)
+        if args.weak_hash:
+            harness.target  # noqa: B018  (a level without a weak-hash mode is refused here)
     except ValueError as why:
         print(f"python -m fuzz run: {why} (family {family.name})", file=sys.stderr)
         return 2
@@ -179,11 +138,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if atheris_module() is None:
             print("atheris is not installed (pip install 'prefixcache[fuzz]')", file=sys.stderr)
             return 2
-        if isinstance(harness, MachineHarness):
-            return run_machine_atheris(harness, args, artifacts)
-        return run_atheris(harness.name, args, artifacts, family.name)
-    weak = " with the weak hash injected" if getattr(harness, "weak_hash", False) else ""
-    print(f"[{harness.name}] engine: built-in (seed {args.seed}, {route} route); target: "
+        return run_atheris(harness, args, artifacts)
+    weak = " with the weak hash injected" if harness.weak_hash else ""
+    print(f"[{harness.name}] engine: built-in (seed {args.seed}, machine route); target: "
           f"{harness.target.describe()}{weak}", flush=True)
     result = run_builtin(harness, seconds=args.time, runs=args.runs, seed=args.seed,
                          corpus=Path(args.corpus) if args.corpus else None,
@@ -203,9 +160,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_regress(args: argparse.Namespace) -> int:
     from fuzz.core.regress import (
         harness_from_name,
+        harness_levels,
         load,
         program_listing,
-        route_levels,
         write_test,
     )
 
@@ -218,7 +175,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
     except ValueError as why:
         print(f"python -m fuzz regress: {why}", file=sys.stderr)
         return 2
-    known = route_levels(family)
+    known = harness_levels(family)
     if args.harness is not None and args.harness not in known:
         print(f"python -m fuzz regress: family {family.name} has no harness {args.harness!r}; "
               f"known: {', '.join(known) or 'none'}", file=sys.stderr)
@@ -261,10 +218,10 @@ def geometry(pairs: Sequence[str]) -> dict[str, Any]:
 
 def _minimized(path: Path, target: Target, name: str, reg: Regression) -> Regression:
     """The crash input shrunk (same family), run again into a shorter program."""
-    from fuzz.core.regress import route_harness
+    from fuzz.core.regress import harness_named
 
     family = target.family_object
-    harness = route_harness(family, name).bind(target)
+    harness = harness_named(family, name).bind(target)
     first = harness.run(path.read_bytes())
     if first.violation is None:
         return reg
@@ -327,16 +284,6 @@ def cmd_traces(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_corpus(args: argparse.Namespace) -> int:
-    family = chosen_family(args)
-    if not isinstance(family, SeedCorpora):
-        return refused("corpus", family, SeedCorpora)
-    quiet_target_logs()
-    family.regenerate_corpus(Path(args.out) if args.out else family.corpus_root,
-                             seed=args.seed)
-    return 0
-
-
 def cmd_zoo(args: argparse.Namespace) -> int:
     family = chosen_family(args)
     if not isinstance(family, Zoo):
@@ -344,7 +291,7 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     quiet_target_logs()
     try:
         return run_zoo(family, seconds=args.seconds, seed=args.seed, only=args.only,
-                       level=args.harness, route=None if args.route == "auto" else args.route)
+                       level=args.harness)
     except ValueError as why:
         print(f"python -m fuzz zoo: {why}", file=sys.stderr)
         return 2
@@ -367,8 +314,8 @@ def parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="fuzz one harness", parents=[common])
     run.add_argument("name", nargs="?", default=None,
-                     help="the family's harness level (its fuzz levels, or its machines on "
-                     "the machine route); default: the family's first")
+                     help="the family's harness level (one of its machines); default: the "
+                     "family's first")
     run.add_argument("--allocator", default=None, help="target spec module:callable")
     run.add_argument("--time", type=float, default=60.0, help="seconds (0: no limit)")
     run.add_argument("--runs", type=int, default=None, help="stop after N executions")
@@ -380,9 +327,6 @@ def parser() -> argparse.ArgumentParser:
                      help="a level with a weak-hash mode only (the family's WeakHashing "
                      "role): inject a weak hash into the bundled allocator")
     run.add_argument("--stop-on-failure", action="store_true")
-    run.add_argument("--route", choices=("auto", "decoder", "machine"), default="auto",
-                     help="bytes to program by the family's decoder, or by its Hypothesis "
-                     "machines (auto: the decoder where the family has one)")
     run.add_argument("--report-every", type=float, default=5.0, help="seconds between lines")
     run.set_defaults(func=cmd_run)
 
@@ -411,20 +355,10 @@ def parser() -> argparse.ArgumentParser:
     zoo.add_argument("--seconds", type=float, default=60.0)
     zoo.add_argument("--seed", type=int, default=0)
     zoo.add_argument("--harness", default=None, metavar="LEVEL",
-                     help="the route's level (the family's fuzz levels, or its machines); "
-                     "default: the first")
+                     help="one machine for every mutant (default: the machines each mutant "
+                     "names, else the family's first)")
     zoo.add_argument("--only", nargs="*", default=None, metavar="MUTANT")
-    zoo.add_argument("--route", choices=("auto", *ROUTES), default="auto",
-                     help="the family's decoder, or its Hypothesis machines (auto: the "
-                     "decoder where the family has one)")
     zoo.set_defaults(func=cmd_zoo)
-
-    cor = sub.add_parser("corpus", help="regenerate seed corpora and dictionaries",
-                         parents=[common])
-    cor.add_argument("--seed", type=int, default=0)
-    cor.add_argument("--out", default=None, metavar="DIR",
-                     help="where to write them (default: the family's corpus folder)")
-    cor.set_defaults(func=cmd_corpus)
 
     tr = sub.add_parser("traces", help="re-record the shipped traces", parents=[common])
     tr.add_argument("--out", default=None, metavar="DIR",

@@ -5,8 +5,7 @@ A family's state machines (the ``Test*`` machine test cases of the modules in
 draw their programs from a fuzzer's bytes instead: each input goes to Hypothesis's
 ``fuzz_one_input`` of the machine's test (``hypothesis.stateful.get_state_machine_test``), so
 every production the machines write (which rule, which arguments, in which state) is the
-fuzzer's too, and a family needs no decoder of its own to be fuzzed (the
-:class:`properties.core.roles.Fuzzing` role stays an option, for a faster hand-written decoder).
+fuzzer's too, and a family needs no decoder of its own to be fuzzed.
 
 Contract: :meth:`MachineHarness.run` never raises for anything the target does: a broken
 invariant comes back as ``Execution.violation`` (the machine's ``Violation``, its replayable
@@ -53,7 +52,7 @@ from properties.core.family import Family
 from properties.core.roles import WeakHashing
 from properties.core.targets import ENV_VAR, Target, load_target
 
-#: Inputs the built-in engine starts from when a level has no seed corpus: seeded random
+#: Inputs the built-in engine starts from when no corpus is given: seeded random
 #: bytes of a few lengths (a fuzzer grows them; a short input ends its program early).
 SEED_LENGTHS: tuple[int, ...] = (64, 128, 256, 512)
 
@@ -170,8 +169,8 @@ def _outcome_class(outcome: Any) -> tuple[object, ...]:
 
 @dataclass
 class MachineHarness:
-    """A family's machine driven by fuzz inputs (the interface of
-    :class:`fuzz.core.harness.Harness` that the engine and the CLI use). ``weak_hash``: the
+    """A family's machine driven by fuzz inputs (the harness the engine, the CLI and
+    :func:`fuzz.core.harness.libfuzzer_entry` use). ``weak_hash``: the
     family's bundled target with its weak hash injected
     (:class:`properties.core.roles.WeakHashing`), for a level it names."""
 
@@ -286,7 +285,7 @@ class MachineHarness:
         atheris = atheris_module()
         if atheris is None:
             raise SystemExit("atheris is not installed: pip install 'prefixcache[fuzz]', or use "
-                             "the built-in engine: python -m fuzz run --route machine")
+                             "the built-in engine: python -m fuzz run")
         spec = (self.spec or os.environ.get(ENV_VAR)
                 or families.select(None, self.family).default_spec)
         with instrumented(True, [spec.partition(":")[0].split(".")[0]]):

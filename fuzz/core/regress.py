@@ -4,10 +4,9 @@ Accepted inputs:
 
 - a crash file written by either engine (``crash-<harness>-<sha1>``) with its JSON sidecar:
   the sidecar's program is used as is;
-- a raw fuzz input (e.g. libFuzzer's ``crash-<sha1>``): run again through the harness of the
-  family's route (its decoder where it has one, else its machine: :func:`route_harness`)
-  against the target it failed on (a program follows the target's responses, so the target
-  matters);
+- a raw fuzz input (e.g. libFuzzer's ``crash-<sha1>``): run again through the family's machine
+  it names (:func:`harness_named`) against the target it failed on (a program follows the
+  target's responses, so the target matters);
 - JSON: a list of operations (what reproducer scripts and Hypothesis failures print), whose pool
   shape comes from the options, or ``{"config": {...}, "program": [...]}``.
 
@@ -28,14 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzz.core.harness import Harness
-from fuzz.core.machine_harness import MachineHarness, machine_level
-from fuzz.core.zoo import default_route, levels
+from fuzz.core.machine_harness import MachineHarness, machine_level, machine_levels
 from models.core.invariants import Violation
 from properties.core import family as families
 from properties.core.family import Family
 from properties.core.replay import run_program
-from properties.core.roles import Fuzzing
 from properties.core.targets import Target
 
 WIDTH = 96
@@ -74,27 +70,21 @@ def _number(value: Any) -> Any:
     return int(value)
 
 
-def route_levels(family: Family) -> tuple[str, ...]:
-    """The harness levels of ``family``'s route (:func:`fuzz.core.zoo.default_route`): its
-    decoder's levels where it has one, else its machines; the default first."""
-    return levels(family, default_route(family))
+def harness_levels(family: Family) -> tuple[str, ...]:
+    """The harness levels of ``family``: its machines, the default first."""
+    return tuple(machine_levels(family))
 
 
-def route_harness(family: Family, name: str | None = None) -> Harness | MachineHarness:
-    """The harness ``name`` (None: the first) of ``family``'s route: its decoder level where
-    it has one, else its machine (a ``ValueError`` naming the known ones)."""
-    if isinstance(family, Fuzzing):
-        return Harness(family.fuzz_level(name or family.fuzz_levels[0]), family=family.name)
+def harness_named(family: Family, name: str | None = None) -> MachineHarness:
+    """The machine harness ``name`` (None: the first) of ``family`` (a ``ValueError`` naming
+    the known ones)."""
     return MachineHarness(machine_level(family, name), family=family.name)
 
 
 def program_listing(family: Family, geometry: Mapping[str, Any], program: Sequence[Any],
                     outcomes: Sequence[Any] = ()) -> str:
-    """``program`` as text a person reads: the family's listing where it has one
-    (``format_program``), else the shape, then one numbered line per operation (and what it
-    returned, when known)."""
-    if isinstance(family, Fuzzing):
-        return family.format_program(geometry, program, outcomes)
+    """``program`` as text a person reads: the shape, then one numbered line per operation
+    (and what it returned, when known)."""
     lines = [f"config: {dict(geometry)}"]
     for i, op in enumerate(program):
         lines.append(f"{i:>3}. {op!r}" + (f"  -> {outcomes[i]!r}" if i < len(outcomes) else ""))
@@ -102,10 +92,10 @@ def program_listing(family: Family, geometry: Mapping[str, Any], program: Sequen
 
 
 def harness_from_name(path: Path, default: str, family: str | None = None) -> str:
-    """The harness a crash file names (``crash-<harness>-...``, a level of ``family``'s route,
-    None: the default family's), else ``default``."""
+    """The harness a crash file names (``crash-<harness>-...``, a machine level of
+    ``family``, None: the default family's), else ``default``."""
     chosen = families.by_name(family) if family else families.default()
-    for name in sorted(route_levels(chosen), key=len, reverse=True):
+    for name in sorted(harness_levels(chosen), key=len, reverse=True):
         if path.name.startswith(f"crash-{name}-"):
             return name
     return default
@@ -131,8 +121,8 @@ def load(path: Path, target: Target, *, harness: str | None, shape: dict[str, An
         program = [family.vocabulary.op_from_json(o) for o in ops_json]
         outcomes, violation = judge(target, config, program)
         return Regression(config, program, source, outcomes, violation, family.name)
-    name = harness or harness_from_name(path, route_levels(family)[0], family.name)
-    result = route_harness(family, name).bind(target).run(data)
+    name = harness or harness_from_name(path, harness_levels(family)[0], family.name)
+    result = harness_named(family, name).bind(target).run(data)
     if result.config is None:
         raise ValueError(f"{path.name} does not reach a first operation on harness {name}")
     config = family.vocabulary.geometry(result.config)

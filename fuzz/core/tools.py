@@ -8,7 +8,6 @@ not in :mod:`properties.core.roles`, because only the fuzzers use them.
 
 - :class:`Traces`: ``replay`` (recorded traces judged against a target) and ``traces``
   (re-record the family's shipped traces).
-- :class:`SeedCorpora`: ``corpus`` (regenerate the family's seed corpora and dictionaries).
 - :class:`Zoo`: ``zoo`` (time to first failure for each known-broken target,
   :mod:`fuzz.core.zoo`).
 """
@@ -52,24 +51,11 @@ class Traces(Protocol):
         ``(file written, steps)`` per trace, deterministic."""
 
 
-@runtime_checkable
-class SeedCorpora(Protocol):
-    """Seed corpora and dictionaries of the family's fuzz levels, regenerated offline."""
-
-    #: Where they live (:mod:`fuzz.core.seeds`); :meth:`regenerate_corpus` writes here by
-    #: default.
-    corpus_root: Path
-
-    def regenerate_corpus(self, out: Path, *, seed: int) -> None:
-        """Rewrite every level's corpus and dictionary under ``out`` (same layout as
-        :attr:`corpus_root`), deterministic for ``seed``; prints one line per file set."""
-
-
 @dataclass(frozen=True, slots=True)
 class ZooMutant:
     """A known-broken target: its spec, its allocator type (None: the family's default), the
     invariants (``Invariant.value``) that may legitimately report it, and the machine levels
-    that reach it, in the order to try them (empty: the route's default level)."""
+    that reach it, in the order to try them (empty: the family's first machine)."""
 
     spec: str
     invariants: frozenset[str]
@@ -87,14 +73,12 @@ class Zoo(Protocol):
 
 def subcommands(family: object) -> list[str]:
     """The ``python -m fuzz`` subcommands ``family`` supports: ``run`` and ``regress`` (its
-    decoder or its machines), then those of its roles here."""
+    machines), then those of its roles here."""
     out = ["run", "regress"]
     if isinstance(family, Traces):
         out += ["replay", "traces"]
     if isinstance(family, Zoo):
         out.append("zoo")
-    if isinstance(family, SeedCorpora):
-        out.append("corpus")
     return out
 
 

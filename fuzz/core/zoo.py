@@ -1,13 +1,11 @@
 """Measurement, not CI: how long a fuzzer with a fixed seed takes to find each mutant of a
 family's zoo (:class:`fuzz.core.tools.Zoo`; ``python -m fuzz zoo --seconds 60``).
 
-For every mutant: the built-in engine, seeded, stops at the first violation or after
-``seconds``. Two routes, as for ``python -m fuzz run``: ``decoder`` (the family's
-:class:`~properties.core.roles.Fuzzing` level, starting from its seed corpus and dictionary)
-and ``machine`` (its Hypothesis machine of that name, :mod:`fuzz.core.machine_harness`, from
-seeded random inputs; the only route of a family without a decoder). Reported per mutant, as
-a Markdown table: found or not, seconds and executions to the first failure, the invariant
-reported, whether the zoo lists that invariant for the mutant, and the level that found it.
+For every mutant: the built-in engine, seeded, drives the family's Hypothesis machines
+(:mod:`fuzz.core.machine_harness`, from seeded random inputs) and stops at the first violation
+or after ``seconds``. Reported per mutant, as a Markdown table: found or not, seconds and
+executions to the first failure, the invariant reported, whether the zoo lists that invariant
+for the mutant, and the level that found it.
 """
 
 from __future__ import annotations
@@ -17,56 +15,33 @@ from collections.abc import Sequence
 
 from fuzz.core.engine import Engine
 from fuzz.core.execution import Execution
-from fuzz.core.harness import Harness
 from fuzz.core.machine_harness import MachineHarness, machine_level, machine_levels
-from fuzz.core.seeds import corpus_dir, dict_path, read_corpus, read_dict
 from fuzz.core.tools import Zoo
 from properties.core.family import Family
-from properties.core.roles import Fuzzing
 from properties.core.targets import load_target
-
-ROUTES = ("decoder", "machine")
-
-
-def default_route(family: Family) -> str:
-    """The decoder where the family has one, else its machines."""
-    return "decoder" if isinstance(family, Fuzzing) else "machine"
-
-
-def levels(family: Family, route: str) -> tuple[str, ...]:
-    """The level names of ``route`` for ``family``, the default first (none: the route is
-    not the family's)."""
-    if route == "decoder":
-        return family.fuzz_levels if isinstance(family, Fuzzing) else ()
-    return tuple(machine_levels(family))
 
 
 def run_zoo(family: Family, *, seconds: float, seed: int, only: Sequence[str] | None = None,
-            level: str | None = None, route: str | None = None) -> int:
-    """Fuzz each mutant of ``family``'s zoo (``only``: those names) at ``level`` (None: the
-    route's first; on the machine route, the machines the mutant names, its ``levels``, in
-    turn, each with an equal share of ``seconds``) and print the table; returns 0. A family
-    without a zoo, or an unknown route, level or mutant, is a ``ValueError`` naming the known
-    ones."""
+            level: str | None = None) -> int:
+    """Fuzz each mutant of ``family``'s zoo (``only``: those names) at machine ``level``
+    (None: the machines the mutant names, its ``levels``, in turn, each with an equal share of
+    ``seconds``; the family's first machine for a mutant that names none) and print the table;
+    returns 0. A family without a zoo or machines, or an unknown level or mutant, is a
+    ``ValueError`` naming the known ones."""
     if not isinstance(family, Zoo):
         raise ValueError(f"family {family.name!r} has no zoo")
-    route = route or default_route(family)
-    if route not in ROUTES:
-        raise ValueError(f"unknown route {route!r}; known: {', '.join(ROUTES)}")
-    known = levels(family, route)
+    known = tuple(machine_levels(family))
     if not known:
-        raise ValueError(f"family {family.name!r} has no {route} route")
+        raise ValueError(f"family {family.name!r} has no machines")
     name = level or known[0]
     if name not in known:
-        raise ValueError(f"unknown {route} level {name!r} of family {family.name!r}; "
+        raise ValueError(f"unknown machine level {name!r} of family {family.name!r}; "
                          f"known: {', '.join(known)}")
     zoo = family.zoo()
     unknown = sorted(set(only or ()) - set(zoo))
     if unknown:
         raise ValueError(f"no zoo mutant {', '.join(unknown)} in family {family.name!r}")
     names = [n for n in zoo if not only or n in only]
-    seeds = read_corpus(corpus_dir(name, family.name))
-    words = read_dict(dict_path(name, family.name))
     print("| mutant | found | seconds | executions | invariant | invariant expected | level |")
     print("|---|---|---|---|---|---|---|", flush=True)
     found = 0
@@ -76,19 +51,12 @@ def run_zoo(family: Family, *, seconds: float, seed: int, only: Sequence[str] | 
         target = load_target(mutant.spec, family=family.name,
                              allocator_type=mutant.allocator_type)
         tried: tuple[str, ...] = (name,)
-        if route == "machine" and level is None:
+        if level is None:
             tried = tuple(n for n in mutant.levels if n in known) or tried
         spent, execs = 0.0, 0
         for tried_level in tried:
-            engine: Engine[Execution]
-            if route == "machine":
-                machine = MachineHarness(machine_level(family, tried_level)).bind(target)
-                engine = Engine(machine.run, machine.seeds(seed), seed=seed)
-            else:
-                if not isinstance(family, Fuzzing):  # levels() gave a decoder level: it is
-                    raise ValueError(f"family {family.name!r} has no decoder route")
-                harness = Harness(family.fuzz_level(name), family=family.name).bind(target)
-                engine = Engine(harness.run, seeds, seed=seed, dictionary=words)
+            machine = MachineHarness(machine_level(family, tried_level)).bind(target)
+            engine: Engine[Execution] = Engine(machine.run, machine.seeds(seed), seed=seed)
             stats = engine.fuzz(seconds=seconds / len(tried), stop_on_failure=True)
             if stats.failures:
                 first = stats.failures[0]
@@ -105,9 +73,9 @@ def run_zoo(family: Family, *, seconds: float, seed: int, only: Sequence[str] | 
         else:
             print(f"| {mutant_name} | no | >{seconds:.0f} | {execs} | | | "
                   f"{', '.join(tried)} |", flush=True)
-    per_mutant = route == "machine" and level is None and any(zoo[n].levels for n in names)
+    per_mutant = level is None and any(zoo[n].levels for n in names)
     where = "each mutant's machines" if per_mutant else name
-    print(f"\n{found}/{len(names)} mutants of family {family.name} found by {where}, {route} "
-          f"route (seed {seed}, {seconds:.0f}s limit each) in "
+    print(f"\n{found}/{len(names)} mutants of family {family.name} found by {where} "
+          f"(seed {seed}, {seconds:.0f}s limit each) in "
           f"{time.monotonic() - started:.0f}s")
     return 0

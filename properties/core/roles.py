@@ -1,18 +1,18 @@
 """Optional roles a family may take on beyond :class:`properties.core.family.Family`.
 
 Each role is a ``runtime_checkable`` protocol: the core asks ``isinstance(family, Role)`` and
-does without what a family does not offer (a family without :class:`Shrinking` gets
-Hypothesis's shrinking only, one without :class:`Fuzzing` has no fuzz levels, ...). A family
-implements a role whole; none fills one with placeholders.
+does without what a family does not offer (a family without :class:`PoolShrinking` keeps
+its pool sizes when a program shrinks, one without :class:`WeakHashing` has no weak-hash
+mode, ...). A family implements a role whole; none fills one with placeholders.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from properties.core.family import Judge, Step
+    from properties.core.family import Step
     from properties.core.targets import Target
 
 
@@ -90,48 +90,6 @@ class TokenInputs(Protocol):
     """Operations hand the target's hash integer inputs (an xfails ``match.tokens`` rule)."""
 
     def tokens_of(self, op: Any) -> Iterable[int]: ...
-
-
-class Decoder(Protocol):
-    """Fuzz bytes to operations, one at a time, following the target's responses."""
-
-    config: Any  # the pool shape decoded from the first bytes
-    op_starts: list[int]  # the byte offset each operation was decoded from
-    src: Any  # its byte source: ``consumed`` bytes so far
-
-    def attach(self, judge: Judge) -> None:
-        """Offer what the judge's target shows beyond its capabilities."""
-
-    def next_op(self, judge: Judge) -> Any | None:
-        """The next operation (None: the input is used up or the program is complete)."""
-
-    def kinds(self) -> frozenset[str]:
-        """The operation kinds this decoder can produce."""
-
-
-@runtime_checkable
-class Fuzzing(Protocol):
-    """Fuzz levels for ``python -m fuzz`` and the atheris harnesses."""
-
-    #: The levels, the default first.
-    fuzz_levels: tuple[str, ...]
-    #: The most operations one input decodes to.
-    max_ops: int
-
-    def fuzz_level(self, name: str) -> Any:
-        """The level called ``name`` (its ``value`` is the name); ``ValueError`` if none."""
-
-    def decoder(self, data: bytes, level: Any, caps: Any, *, max_ops: int) -> Decoder: ...
-
-    def step_features(self, previous: str, op: Any, outcome: Any, judge: Judge
-                      ) -> Iterator[tuple[object, ...]]:
-        """Behavioural coverage of one judged step (an input whose step behaves in a new way
-        is kept)."""
-
-    def format_program(self, geometry: Mapping[str, Any], program: Sequence[Any],
-                       outcomes: Sequence[Any] = ()) -> str:
-        """The program as text a person reads: the pool shape, one numbered line per
-        operation and (when known) what each step returned."""
 
 
 @runtime_checkable

@@ -26,9 +26,8 @@ class StepTimeout(BaseException):
 
 
 class Hang(Violation):
-    """A step outlived the target's per-step limit. Every other program that reaches the same
-    call may wait out the whole limit again, so batch replays (seed corpora) stop at the first
-    one rather than spend a limit per input."""
+    """A step outlived the target's per-step limit: a TARGET violation of its own type, so a
+    caller can tell a hung call from a wrong answer."""
 
 
 class _Monitor:

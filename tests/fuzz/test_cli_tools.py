@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fuzz.cli import main
-from fuzz.core.tools import SeedCorpora, Traces, Zoo, ZooMutant, subcommands
+from fuzz.core.tools import Traces, Zoo, ZooMutant, subcommands
 from fuzz.families.v0.tools import TRACES_DIR
 from properties.core import family as families
 from tests.toy.family import ToyFamily
@@ -35,13 +35,13 @@ TOY_WITH_ZOO = ToyWithZoo()
 
 def test_the_families_take_the_roles_they_have() -> None:
     v0, v1 = families.by_name("v0"), families.by_name("v1")
-    assert isinstance(v0, Traces) and isinstance(v0, Zoo) and not isinstance(v0, SeedCorpora)
+    assert isinstance(v0, Traces) and isinstance(v0, Zoo)
     assert subcommands(v0) == ["run", "regress", "replay", "traces", "zoo"]
-    assert isinstance(v1, Zoo) and not isinstance(v1, Traces | SeedCorpora)
+    assert isinstance(v1, Zoo) and not isinstance(v1, Traces)
     assert subcommands(v1) == ["run", "regress", "zoo"]
     for name in ("sglang", "offload"):
         family = families.by_name(name)
-        assert isinstance(family, Zoo) and not isinstance(family, Traces | SeedCorpora)
+        assert isinstance(family, Zoo) and not isinstance(family, Traces)
         assert subcommands(family) == ["run", "regress", "zoo"]
         zoo = family.zoo()
         assert len(zoo) >= 20
@@ -89,29 +89,29 @@ def test_the_v0_zoo_runs_each_mutant_at_its_machines(capsys: pytest.CaptureFixtu
     assert (found, invariant, expected, level) == ("yes", "COW", "yes", "block_level")
     found, _, _, invariant, expected, level = rows["evictor_update_forward_only"]
     assert (found, invariant, expected, level) == ("yes", "LRU", "yes", "evictor_level")
-    assert "by each mutant's machines, machine route" in out
+    assert "found by each mutant's machines (seed 0" in out
 
 
 def test_the_v1_zoo_runs_through_its_machine(capsys: pytest.CaptureFixture[str]) -> None:
-    """The broken bundled pools are targets by name (``tests.zoo.v1.bundled:<variant>``); v1
-    has no decoder, so its zoo takes the machine route."""
+    """The broken bundled pools are targets by name (``tests.zoo.v1.bundled:<variant>``),
+    fuzzed through the pool machine."""
     assert main(["--family", "v1", "zoo", "--seconds", "20", "--only",
                  "touch_accepts_foreign"]) == 0
     out = capsys.readouterr().out
     found, _, _, invariant, expected, _ = _rows(out)["touch_accepts_foreign"]
     assert (found, invariant, expected) == ("yes", "CRASH", "yes")
-    assert "by pool_level, machine route" in out
+    assert "found by pool_level (seed 0" in out
 
 
 @pytest.mark.parametrize(("family", "mutant"), [("sglang", "match_skips_partial_node"),
                                                  ("offload", "offer_not_protected")])
-def test_a_family_without_a_decoder_runs_its_zoo_through_its_machines(
+def test_every_family_runs_its_zoo_through_its_machines(
         family: str, mutant: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--family", family, "zoo", "--seconds", "20", "--only", mutant]) == 0
     out = capsys.readouterr().out
     found, _, _, _, expected, _ = _rows(out)[mutant]
     assert (found, expected) == ("yes", "yes")
-    assert "machine route" in out
+    assert f"mutants of family {family} found by" in out
 
 
 def test_a_family_named_by_reference_brings_its_own_zoo(
@@ -129,23 +129,20 @@ def test_a_family_named_by_reference_brings_its_own_zoo(
 @pytest.mark.parametrize(("argv", "message"), [
     (["zoo", "--harness", "nope"], "known: block_level, block_level_naive, evictor_level, "
      "refcount_level, sequence_level, sequence_level_naive"),
-    (["zoo", "--route", "decoder"], "has no decoder route"),
-    (["--family", "sglang", "zoo", "--route", "decoder"], "has no decoder route"),
-    (["--family", "v1", "zoo", "--route", "decoder"], "has no decoder route"),
+    (["--family", "v1", "zoo", "--harness", "nope"], "unknown machine level 'nope' of family "
+     "'v1'; known: pool_level"),
     (["zoo", "--only", "no_such_mutant"], "no zoo mutant no_such_mutant"),
 ])
-def test_zoo_refuses_unknown_levels_routes_and_mutants(
+def test_zoo_refuses_unknown_levels_and_mutants(
         argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("family", "argv", "has"), [
-    ("v0", ["corpus"], "run, regress, replay, traces, zoo"),
     ("v1", ["replay", "trace.jsonl"], "run, regress, zoo"),
     ("v1", ["traces"], "run, regress, zoo"),
-    ("v1", ["corpus"], "run, regress, zoo"),
-    ("sglang", ["corpus"], "run, regress, zoo"),
+    ("sglang", ["traces"], "run, regress, zoo"),
     ("offload", ["replay", "trace.jsonl"], "run, regress, zoo"),
 ])
 def test_a_family_without_the_role_is_refused(family: str, argv: list[str], has: str,

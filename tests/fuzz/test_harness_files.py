@@ -1,8 +1,7 @@
 """Every OSS-Fuzz harness file (``fuzz/families/*/fuzz_*.py``, what
 ``.clusterfuzzlite/build.sh`` bundles) imports by path and takes seeded random inputs through
 ``TestOneInput`` without error on its bundled target; each keeps the shape the build expects;
-a family fuzzed through its machines has one per machine level, and its first runs under
-atheris."""
+every family has one per machine level, and its first runs under atheris."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from fuzz.core.instrumentation import atheris_module
 from fuzz.core.machine_harness import machine_levels
 from properties.core import family as families
 from properties.core import selection
-from properties.core.roles import Fuzzing
 from properties.core.targets import ENV_VAR, Target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,15 +75,13 @@ def test_the_harness_file_has_the_oss_fuzz_shape(path: Path) -> None:
     assert "HARNESS.fuzz_main(sys.argv)" in main
 
 
-def _machine_route_families() -> list[str]:
-    """Families with a folder under fuzz/families/ and no decoder of their own."""
-    return [name for name in families.names()
-            if (ROOT / "fuzz" / "families" / name).is_dir()
-            and not isinstance(families.by_name(name), Fuzzing)]
+def _fuzzed_families() -> list[str]:
+    """Families with a folder under fuzz/families/."""
+    return [name for name in families.names() if (ROOT / "fuzz" / "families" / name).is_dir()]
 
 
-@pytest.mark.parametrize("name", _machine_route_families())
-def test_a_family_fuzzed_through_its_machines_has_a_harness_per_level(name: str) -> None:
+@pytest.mark.parametrize("name", _fuzzed_families())
+def test_a_fuzzed_family_has_a_harness_per_machine_level(name: str) -> None:
     family = families.by_name(name)
     levels = machine_levels(family)
     assert levels
@@ -97,14 +93,14 @@ def test_a_family_fuzzed_through_its_machines_has_a_harness_per_level(name: str)
 
 #: One file per family under atheris (its first level): a family's files differ only in the
 #: level they name, which the test above checks for each.
-MACHINE_ROUTE_FILES = [ROOT / "fuzz" / "families" / name / f"fuzz_{next(iter(levels))}.py"
-                       for name in _machine_route_families()
+FIRST_HARNESS_FILES = [ROOT / "fuzz" / "families" / name / f"fuzz_{next(iter(levels))}.py"
+                       for name in _fuzzed_families()
                        if (levels := machine_levels(families.by_name(name)))]
 
 
 @pytest.mark.skipif(atheris_module() is None, reason="atheris is not installed")
-@pytest.mark.parametrize("path", MACHINE_ROUTE_FILES, ids=_ids)
-def test_the_machine_route_harness_runs_under_atheris(path: Path) -> None:
+@pytest.mark.parametrize("path", FIRST_HARNESS_FILES, ids=_ids)
+def test_the_machine_harness_runs_under_atheris(path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
     env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.run([sys.executable, str(path), "-runs=50", "-seed=1"], cwd=ROOT, env=env,

@@ -1,8 +1,8 @@
-"""The machine route: a family with no decoder of its own (the toy family) is fuzzed through
-its Hypothesis machine, by the built-in engine and ``python -m fuzz run``; each toy mutant is
-found with the invariant it breaks, the bundled toy cache is not, and a crash's sidecar replays
-without the input; machines are found with no source file on disk (a zip, a PyInstaller
-bundle)."""
+"""The fuzzers' one generator: a family written outside the package (the toy family) is
+fuzzed through its Hypothesis machine, by the built-in engine and ``python -m fuzz run``; each
+toy mutant is found with the invariant it breaks, the bundled toy cache is not, and a crash's
+sidecar replays without the input; machines are found with no source file on disk (a zip, a
+PyInstaller bundle)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ from models.core.invariants import Violation
 from properties.core import family as families
 from properties.core import selection
 from properties.core.replay import check
-from properties.core.roles import Fuzzing
 from tests.toy.family import FAMILY, REF
 from tests.toy.machines.test_toy import ToyMachine
 from tests.toy.mutants import MUTANTS
@@ -51,7 +50,6 @@ def test_level_names_follow_the_test_names() -> None:
 
 
 def test_the_toy_family_is_fuzzed_through_its_machine() -> None:
-    assert not isinstance(FAMILY, Fuzzing)  # no decoder: the machine route is its only one
     levels = machine_levels(FAMILY)
     assert list(levels) == ["toy"] and levels["toy"].machine is ToyMachine
     with pytest.raises(ValueError, match="known: toy"):
@@ -92,7 +90,7 @@ def test_a_short_input_ends_the_program_early_without_a_verdict() -> None:
     assert result.violation is None and result.stopped
 
 
-def test_fuzz_run_takes_the_machine_route_for_a_family_without_a_decoder(
+def test_fuzz_run_drives_the_machine_of_a_family_it_does_not_know(
         tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), families.ENV_VAR: f"toy={REF}"}
     proc = subprocess.run(

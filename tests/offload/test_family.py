@@ -18,7 +18,6 @@ from properties.core import cli
 from properties.core import family as families
 from properties.core.roles import (
     Building,
-    Fuzzing,
     HandleShrinking,
     PoolShrinking,
     Tolerating,
@@ -34,7 +33,7 @@ BUDGET = ["--max-examples", "60", "--max-steps", "30"]
 def test_the_family_fills_the_interface_and_only_its_roles() -> None:
     assert families.by_name(REF) is FAMILY
     assert isinstance(FAMILY, PoolShrinking | Variants)
-    assert not isinstance(FAMILY, Building | Fuzzing | HandleShrinking | Tolerating)
+    assert not isinstance(FAMILY, Building | HandleShrinking | Tolerating)
     assert FAMILY.allocator_types == ("lru", "arc")  # type: ignore[attr-defined]
     assert [i.value for i in FAMILY.invariants] == [
         "CRASH", "TARGET", "ATOMIC", "CONTENT", "HIT", "PINNED", "ACCOUNT", "RESET", "ADMIT",

@@ -15,7 +15,7 @@ import pytest
 from models.families.sglang.ops import Arrive, Evict, Finish, Match, TreeConfig, Unlock
 from properties.core import cli
 from properties.core import family as families
-from properties.core.roles import Building, Fuzzing, HandleShrinking, PoolShrinking, Tolerating
+from properties.core.roles import Building, HandleShrinking, PoolShrinking, Tolerating
 from properties.core.targets import load_target
 from properties.families.sglang import upstream as sgl
 from properties.families.sglang.family import FAMILY, REF
@@ -39,7 +39,7 @@ def _check(tmp_path: Path, *extra: str) -> tuple[int, dict[str, object], str]:
 def test_the_family_fills_the_interface_and_only_its_roles() -> None:
     assert families.by_name(REF) is FAMILY
     assert isinstance(FAMILY, PoolShrinking) and isinstance(FAMILY, HandleShrinking)
-    assert not isinstance(FAMILY, Building | Fuzzing | Tolerating)
+    assert not isinstance(FAMILY, Building | Tolerating)
     assert [inv.value for inv in FAMILY.invariants] == [
         "CRASH", "TARGET", "ATOMIC", "CONTENT", "MATCH", "CACHE", "OWN", "LOCK", "SIZE",
         "EVICT", "NAMESPACE", "SWA"]

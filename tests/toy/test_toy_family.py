@@ -14,7 +14,7 @@ import pytest
 
 from properties.core import cli
 from properties.core import family as families
-from properties.core.roles import Building, Fuzzing, HandleShrinking, PoolShrinking, Tolerating
+from properties.core.roles import Building, HandleShrinking, PoolShrinking, Tolerating
 from tests.toy.family import FAMILY, REF
 from tests.toy.mutants import MUTANTS
 
@@ -39,7 +39,7 @@ def _check(tmp_path: Path, *extra: str) -> tuple[int, dict[str, object], str]:
 def test_the_toy_family_fills_the_interface_and_only_its_roles() -> None:
     assert families.by_name(REF) is FAMILY and families.by_name("toy") is FAMILY
     assert isinstance(FAMILY, PoolShrinking)
-    assert not isinstance(FAMILY, Building | Fuzzing | HandleShrinking | Tolerating)
+    assert not isinstance(FAMILY, Building | HandleShrinking | Tolerating)
     assert [inv.value for inv in FAMILY.invariants] == [
         "CRASH", "TARGET", "ATOMIC", "CONTENT", "RC", "LEAK", "CACHE", "HIT"]
 

@@ -1,6 +1,6 @@
 """The v1 family object and what it shares with the core: the step watchdog (a hanging pool
 call is a TARGET violation, the process lives on), crashes naming the call, the core target
-wrapping the pool, the structural oracle, the program listing and the fuzzers' route (the pool
+wrapping the pool, the structural oracle, the program listing and the fuzzers' generator (the pool
 machine)."""
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import pytest
 
 from fuzz.core.machine_harness import machine_level, machine_levels
 from fuzz.core.regress import program_listing
-from fuzz.core.zoo import default_route
 from models.core.invariants import Violation
 from models.families.v1 import ops
 from models.families.v1.invariants import Family
 from models.families.v1.pool_model import Observed, PoolConfig
 from prefixcache.v1.core.block_pool import BlockPool
 from properties.core.family import TargetOptions
-from properties.core.roles import Building, Fuzzing, HandleShrinking, PoolShrinking, Tolerating
+from properties.core.roles import Building, HandleShrinking, PoolShrinking, Tolerating
 from properties.core.targets import TargetError
 from properties.core.watchdog import Hang
 from properties.families.v1.executor import run_program
@@ -68,7 +67,7 @@ def test_a_hanging_call_is_a_target_violation_with_its_program() -> None:
                     [ops.GetNew(1), ops.GetNew(2)])
     assert time.monotonic() - started < 10
     assert info.value.family is Family.TARGET and "exceeded 0.3 s" in info.value.message
-    assert isinstance(info.value, Hang)  # batch replays stop at it
+    assert isinstance(info.value, Hang)  # told apart from a wrong answer
     assert info.value.step == 1
     program = [n.removeprefix("program: ") for n in info.value.__notes__
                if n.startswith("program: ")]
@@ -100,7 +99,7 @@ def test_the_judge_logs_steps_and_checks_snapshots() -> None:
 
 def test_the_family_takes_the_roles_it_fills_and_no_other() -> None:
     assert isinstance(FAMILY, Building) and isinstance(FAMILY, PoolShrinking)
-    assert not isinstance(FAMILY, Fuzzing | HandleShrinking | Tolerating)
+    assert not isinstance(FAMILY, HandleShrinking | Tolerating)
 
 
 def test_json_round_trip_and_listing() -> None:
@@ -116,8 +115,7 @@ def test_json_round_trip_and_listing() -> None:
 
 
 def test_the_fuzzers_take_the_pool_machine() -> None:
-    """No decoder: the fuzzers draw v1 programs with the pool machine (one generator)."""
-    assert default_route(FAMILY) == "machine"
+    """The fuzzers draw v1 programs with the pool machine (one generator)."""
     assert list(machine_levels(FAMILY)) == ["pool_level"]
     with pytest.raises(ValueError, match="known: pool_level"):
         machine_level(FAMILY, "block_level")

@@ -14,7 +14,6 @@ from models.families.v1 import request_ops as ops
 from properties.core import family as families
 from properties.core.roles import (
     Building,
-    Fuzzing,
     HandleShrinking,
     PoolShrinking,
     TokenInputs,
@@ -50,7 +49,7 @@ def test_the_family_is_declared_and_detected_from_manager_specs() -> None:
 
 def test_the_family_takes_its_roles_whole_and_no_other() -> None:
     assert isinstance(FAMILY, HandleShrinking | PoolShrinking)
-    assert not isinstance(FAMILY, Building | Fuzzing | Tolerating | TokenInputs | Variants)
+    assert not isinstance(FAMILY, Building | Tolerating | TokenInputs | Variants)
     assert [inv.value for inv in FAMILY.invariants] == [
         "CRASH", "TARGET", "ATOMIC", "CONTENT", "RC", "LEAK", "FREE", "CACHE", "COMPUTED",
         "TABLE"]
