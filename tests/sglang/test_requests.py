@@ -184,11 +184,10 @@ def test_the_judge_catches_a_checkpoint_that_keeps_duplicates_in_the_row() -> No
         checkpoint(self, req, up_to=up_to)
         self.req_to_token_pool.req_to_token[kv.req_pool_idx][:] = row  # row not repointed
 
-    with _patched("RadixCache", radix_cache.RadixCache):
-        radix_cache.RadixCache.checkpoint = keeps  # type: ignore[method-assign]
-        try:
-            found = _run(TreeConfig(8, 1), [Admit((1, 2)), Admit((1, 2, 3)), Chunk(0, 2),
-                                            Chunk(1, 3)])
-        finally:
-            radix_cache.RadixCache.checkpoint = checkpoint  # type: ignore[method-assign]
+    radix_cache.RadixCache.checkpoint = keeps  # type: ignore[method-assign]
+    try:
+        found = _run(TreeConfig(8, 1), [Admit((1, 2)), Admit((1, 2, 3)), Chunk(0, 2),
+                                        Chunk(1, 3)])
+    finally:
+        radix_cache.RadixCache.checkpoint = checkpoint  # type: ignore[method-assign]
     assert found.family.value == "CONTENT", found
