@@ -73,11 +73,15 @@ __all__ = [
     "load_vllm_v1",
     "main",
     "sglang_classic_radix_cache",
+    "sglang_classic_request_radix_cache",
     "sglang_radix_cache",
     "sglang_radix_cache_rust",
+    "sglang_request_radix_cache",
+    "sglang_request_radix_cache_rust",
     "sglang_swa_radix_cache",
     "sglang_swa_radix_cache_rust",
     "sglang_v0518_radix_cache",
+    "sglang_v0518_request_radix_cache",
     "sglang_v0518_swa_radix_cache",
     "vllm_cpu_offload",
     "vllm_cpu_offload_arc",
@@ -113,6 +117,28 @@ def sglang_classic_radix_cache() -> TreeTarget:
 def sglang_v0518_radix_cache() -> TreeTarget:
     """SGLang 0.5.18's default tree, the classic ``RadixCache``."""
     return upstream_target(CLASSIC_VERSION, "classic")
+
+
+def sglang_request_radix_cache() -> TreeTarget:
+    """SGLang 0.5.23's default tree (``UnifiedRadixCache``, FULL, Python tree core) judged
+    through its request API (``checkpoint``, ``release_kv_cache``): the request level."""
+    return upstream_target(DEFAULT_VERSION, "unified-python", "request")
+
+
+def sglang_request_radix_cache_rust() -> TreeTarget:
+    """SGLang 0.5.23's ``UnifiedRadixCache`` (FULL, Rust tree core) at the request level."""
+    return upstream_target(DEFAULT_VERSION, "unified-rust", "request")
+
+
+def sglang_classic_request_radix_cache() -> TreeTarget:
+    """SGLang 0.5.23's classic ``RadixCache`` at the request level (its ``checkpoint``)."""
+    return upstream_target(DEFAULT_VERSION, "classic", "request")
+
+
+def sglang_v0518_request_radix_cache() -> TreeTarget:
+    """SGLang 0.5.18's classic ``RadixCache`` at the request level (``cache_unfinished_req``,
+    ``cache_finished_req`` through ``release_kv_cache``)."""
+    return upstream_target(CLASSIC_VERSION, "classic", "request")
 
 
 def sglang_swa_radix_cache() -> TreeTarget:

@@ -14,6 +14,8 @@ any state changes, so a caught error leaves the cache and the allocator exactly 
         +-- DoubleFreeError(ValueError)       freeing a slot that is free (or never allocated),
         |                                     or the same slot twice in one call
         +-- TombstonedWindowError(ValueError) locking a node whose window lost its SWA KV
+        +-- RequestStateError(ValueError)     a request API call on a request without a row,
+                                              or publishing KV it has not computed
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "LockUnderflowError",
     "NodeNotInTreeError",
     "ReceiptMismatchError",
+    "RequestStateError",
     "SGLangCacheError",
     "TombstonedWindowError",
 ]
@@ -63,3 +66,9 @@ class DoubleFreeError(SGLangCacheError, ValueError):
 class TombstonedWindowError(SGLangCacheError, ValueError):
     """``inc_lock_ref`` on a node whose last ``sliding_window_size`` tokens are not all held
     with their SWA KV (a stale match: SWA eviction dropped part of its window)."""
+
+
+class RequestStateError(SGLangCacheError, ValueError):
+    """A request API call the request's state forbids: it holds no row (released already, or
+    never admitted), or ``up_to`` reaches past the KV it computed (or before its protected
+    prefix)."""

@@ -95,7 +95,8 @@ class TreeModel:
         if slot in self.tree.slots():
             return "the tree"
         for i, req in enumerate(self.requests):
-            if req is not None and req.state == "running" and slot in req.slots[req.matched:]:
+            if req is not None and req.state == "running" and \
+                    slot in self.pages_of(req.slots[req.matched:]):
                 return f"running request {i}"
         for i, held in enumerate(self.holds):
             if held is not None and slot in self.pages_of(held):
@@ -131,6 +132,15 @@ class TreeModel:
         slot), then whole free pages, a token's slot at its offset in its page; None only
         when fewer pages are free than needed. The new pages become the hold's."""
         row = self.hold(hold)
+        if got is None:
+            self.check_row_extend(row, tokens, None)
+            return
+        row.extend(self.check_row_extend(row, tokens, got))
+
+    def check_row_extend(self, row: Sequence[int], tokens: int,
+                         got: Sequence[int] | None) -> list[int]:
+        """A KV row (``row``: a slot per token) grown by ``tokens`` tokens answered ``got``
+        (see :meth:`check_extend`); the new pages leave the free list; the new slots."""
         ps = self.config.page_size
         prefix, seq = len(row), len(row) + tokens
         need = -(-seq // ps) - -(-prefix // ps)
@@ -139,7 +149,7 @@ class TreeModel:
             if len(free_pages) >= need:
                 raise Violation(F.OWN, f"alloc_extend refused {need} page(s) with "
                                 f"{len(free_pages)} free", expected=need, observed=None)
-            return
+            return []
         got = list(got)
         if len(got) != tokens:
             raise Violation(F.OWN, "alloc_extend hands out a slot per new token",
@@ -159,7 +169,7 @@ class TreeModel:
                 new.append(slot // ps)
         for page in new:
             self.free -= {page * ps + i for i in range(ps)}
-        row.extend(got)
+        return got
 
     def request(self, req: int, state: str) -> Request:
         if not 0 <= req < len(self.requests):

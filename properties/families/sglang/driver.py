@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from properties.families.sglang.request_driver import ROWS, RequestCalls, pool_classes
 from properties.families.sglang.upstream import SGLangModules, read_match
 
 __all__ = ["KINDS", "UpstreamTree"]
@@ -25,10 +26,13 @@ __all__ = ["KINDS", "UpstreamTree"]
 KINDS = ("classic", "unified-python", "unified-rust")
 
 
-class UpstreamTree:
-    """``kind``: "classic", "unified-python" or "unified-rust"; ``size`` slots (1..size)."""
+class UpstreamTree(RequestCalls):
+    """``kind``: "classic", "unified-python" or "unified-rust"; ``size`` slots (1..size).
+    ``requests``: build the tree with the wheel's own request-to-token pool, for the request
+    API (:class:`RequestCalls`); the attribute says whether it runs on this tree."""
 
-    def __init__(self, mods: SGLangModules, kind: str, size: int, page_size: int = 1) -> None:
+    def __init__(self, mods: SGLangModules, kind: str, size: int, page_size: int = 1,
+                 requests: bool = False) -> None:
         import torch
 
         self._torch = torch
@@ -41,12 +45,27 @@ class UpstreamTree:
         module = mods.modules.get(type(self.allocator).__module__)
         self.extends = (page_size > 1 and hasattr(module, "alloc_extend_naive")
                         and not getattr(self.allocator, "use_triton_kernels", True))
-        if kind == "classic":
-            self.cache = mods.new_radix_cache(self.allocator, page_size)
-        elif kind in ("unified-python", "unified-rust"):
-            self.cache = mods.new_unified(self.allocator, page_size, core=kind.split("-")[1])
-        else:
+        if kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}; one of {KINDS}")
+        common = mods.modules.get("sglang.srt.mem_cache.common")
+        self._release = getattr(common, "release_kv_cache", None)  # type: ignore[assignment]
+        radix = mods.radix_cache.RadixCache
+        # 0.5.18's classic tree: cache_unfinished_req / cache_finished_req (detected).
+        self.legacy = (kind == "classic" and hasattr(radix, "cache_unfinished_req")
+                       and not hasattr(radix, "checkpoint"))
+        self.requests = (requests and self._release is not None
+                         and (self.legacy or hasattr(radix, "checkpoint")
+                              or kind != "classic"))
+        self.pool = None
+        if self.requests:
+            pool_cls, self._kv_cls = pool_classes(mods.origin)
+            self.pool = pool_cls(ROWS, size + 2, "cpu", False)
+            self.requests = self._kv_cls is not None
+        if kind == "classic":
+            self.cache = mods.new_radix_cache(self.allocator, page_size, self.pool)
+        else:
+            self.cache = mods.new_unified(self.allocator, page_size, core=kind.split("-")[1],
+                                          req_to_token_pool=self.pool)
         base = mods.base
         self._key = mods.radix_cache.RadixKey
         self._match_params = base.MatchPrefixParams

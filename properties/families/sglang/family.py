@@ -7,7 +7,9 @@ A target is a radix cache class in the bundled reference's style (``RadixCache``
 bundled reference and its zoo), or a callable returning a
 :class:`~properties.families.sglang.targets.TreeTarget` (upstream's trees,
 ``properties.upstream:sglang_radix_cache`` and its siblings). The judge runs a scheduler's
-calls (``models/families/sglang/ops.py``) at the tree level, with the FULL component only.
+calls (``models/families/sglang/ops.py``) at the tree level, with the FULL component only, and
+at the request level (``properties/families/sglang/requests.py``) on targets whose driver has
+the request API.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from models.families.sglang.ops import (
 )
 from properties.core.family import Family, Script, TargetOptions
 from properties.core.targets import Target, TargetError, speaks, step_timeout_setting
-from properties.families.sglang import slots
+from properties.families.sglang import requests, slots
 from properties.families.sglang.judge import Arrived, TreeJudge
 from properties.families.sglang.swa_judge import SWATreeJudge
 from properties.families.sglang.targets import (
@@ -55,21 +57,24 @@ REF = "properties.families.sglang.family:FAMILY"
 
 class SGLangVocabulary:
     """Operations (``arrive``, ``finish``, ``unlock``, ``evict``, ``match``; the allocator
-    level's ``alloc``, ``alloc_extend``, ``free``, ``probe``) and pools (``pages``,
+    level's ``alloc``, ``alloc_extend``, ``free``, ``probe``; the request level's ``admit``,
+    ``chunk``, ``decode``, ``preempt``, ``resume``, ``complete``) and pools (``pages``,
     ``page_size``), as JSON."""
 
     def op_to_json(self, op: Any) -> dict[str, Any]:
-        if isinstance(op, slots.SLOT_OPS):
+        if isinstance(op, slots.SLOT_OPS + requests.REQUEST_OPS):
             return op.to_json()
         return op_to_json(op)
 
     def op_from_json(self, data: Mapping[str, Any]) -> Any:
         if data.get("op") in slots.KINDS:
             return slots.from_json(data)
+        if data.get("op") in requests.KINDS:
+            return requests.from_json(data)
         return op_from_json(data)
 
     def is_op(self, value: object) -> bool:
-        return isinstance(value, OP_TYPES + slots.SLOT_OPS)
+        return isinstance(value, OP_TYPES + slots.SLOT_OPS + requests.REQUEST_OPS)
 
     def config(self, target: Target, geometry: Mapping[str, Any]) -> TreeConfig:
         return TreeConfig(int(geometry["pages"]), int(geometry["page_size"]),
@@ -132,7 +137,7 @@ SWA_PRELUDE = PRELUDE.replace(
 
 def call_line(op: Any, config: TreeConfig) -> str:
     """One operation as a call of the prelude's helpers or the driver."""
-    if isinstance(op, slots.SLOT_OPS):
+    if isinstance(op, slots.SLOT_OPS + requests.REQUEST_OPS):
         return op.line(config)
     if isinstance(op, Arrive):
         extra = f", {op.extra_key!r}" if op.extra_key is not None else ""
@@ -155,7 +160,8 @@ class SGLangFamily:
     """See the module docstring."""
 
     name = "sglang"
-    description = "SGLang's radix prefix caches over token-slot allocators (tree level, FULL)"
+    description = ("SGLang's radix prefix caches over token-slot allocators (tree and request "
+                   "levels, FULL)")
     default_spec = BUNDLED_SPEC
     invariants = SGLangInvariants
     out_of_contract: type[Exception] = OutOfContract
@@ -212,7 +218,9 @@ class SGLangFamily:
         the same program replayed under the judge."""
         shape = f"{config.size}, {config.page_size}" + (
             f", {config.swa_size}, {config.window}" if config.window else "")
-        prelude = SWA_PRELUDE if config.window else PRELUDE + slots.PRELUDE
+        prelude = SWA_PRELUDE if config.window else PRELUDE + slots.PRELUDE + (
+            requests.PRELUDE if any(isinstance(s.op, requests.REQUEST_OPS) for s in steps)
+            else "")
         body = ["from properties.families.sglang.targets import open_target", "",
                 f"PAGE, SIZE, SPEC = {config.page_size}, {config.size}, {target.spec!r}",
                 f"tree = open_target({target.spec!r}).create({shape})",
@@ -236,13 +244,14 @@ class SGLangFamily:
 
     def made(self, step: Any) -> Mapping[str, tuple[int, ...]]:
         outcome = step.outcome
-        if isinstance(step.op, Arrive):
-            return {"req": (outcome.req,)} if isinstance(outcome, Arrived) else {"req": ()}
+        if isinstance(step.op, Arrive | requests.Admit):
+            return {"req": (outcome.req,)} if isinstance(outcome, Arrived | requests.Admitted
+                                                         ) else {"req": ()}
         return {}
 
     def smaller_ops(self, op: Any, made: Mapping[str, tuple[int, ...]]
                     ) -> Iterator[tuple[Any, Mapping[str, tuple[int, ...]]]]:
-        if isinstance(op, Arrive | Match):
+        if isinstance(op, Arrive | Match | requests.Admit):
             if op.extra_key is not None:
                 yield replace(op, extra_key=None), {}
             for cut in range(len(op.tokens)):
@@ -257,6 +266,13 @@ class SGLangFamily:
                 yield Evict(n, op.swa_num_tokens), {}
             for n in range(op.swa_num_tokens):
                 yield Evict(op.num_tokens, n), {}
+        elif isinstance(op, requests.Chunk):
+            if not op.publish:
+                yield replace(op, publish=True), {}
+            for n in range(1, op.tokens):
+                yield replace(op, tokens=n), {}
+        elif isinstance(op, requests.Decode) and op.token:
+            yield replace(op, token=0), {}
         elif isinstance(op, slots.Take):
             for pages in range(1, op.pages):
                 yield slots.Take(pages), {}

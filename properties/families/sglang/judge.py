@@ -1,6 +1,8 @@
 """The SGLang family's judge: one operation in, run on a fresh tree of the target the way a
 scheduler runs it and checked against :class:`models.families.sglang.model.TreeModel` call by
-call; the outcome out, or a located :class:`~models.core.invariants.Violation`."""
+call; the outcome out, or a located :class:`~models.core.invariants.Violation`. The allocator
+level's and the request level's operations run themselves (:mod:`.slots`, :mod:`.requests`);
+after every operation the free list, the sizes and every running request's row are read."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from models.core.invariants import Violation
 from models.families.sglang.invariants import SGLangInvariants as F
 from models.families.sglang.model import OutOfContract, Request, TreeModel
 from models.families.sglang.ops import Arrive, Evict, Finish, Op, ReleaseWindow, TreeConfig, Unlock
+from properties.families.sglang import requests
+from properties.families.sglang.requests import REQUEST_OPS, RequestOp
 from properties.families.sglang.slots import SLOT_OPS, SlotOp
 
 
@@ -20,7 +24,7 @@ from properties.families.sglang.slots import SLOT_OPS, SlotOp
 class Step:
     """One operation the judge ran, and what it came to (or the error the target raised)."""
 
-    op: Op | SlotOp
+    op: Op | SlotOp | RequestOp
     outcome: Any = None
 
 
@@ -45,6 +49,8 @@ class TreeJudge:
     spec: str = ""
     name: str = ""
     misuse_types: tuple[type[BaseException], ...] = ()
+    #: The request level's driver handles, by request number.
+    handles: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.model = TreeModel(self.config)
@@ -53,7 +59,7 @@ class TreeJudge:
                                self.config.page_size)
         self._check_pool()
 
-    def step(self, op: Op | SlotOp) -> Any:
+    def step(self, op: Op | SlotOp | RequestOp) -> Any:
         index = len(self.log)
         entry = Step(op)
         self.log.append(entry)
@@ -70,8 +76,8 @@ class TreeJudge:
         """Another tree of the target with the run's pool shape (for misuse probes)."""
         return self.create(self.config.size, self.config.page_size)
 
-    def _step(self, op: Op | SlotOp) -> Any:
-        if isinstance(op, SLOT_OPS):  # the allocator level: each operation runs itself
+    def _step(self, op: Op | SlotOp | RequestOp) -> Any:
+        if isinstance(op, SLOT_OPS + REQUEST_OPS):  # these levels: each operation runs itself
             return op.run(self)
         if isinstance(op, Arrive):
             return self._arrive(op)
@@ -173,3 +179,5 @@ class TreeJudge:
         evictable, protected, total = self._call("sizes", tree.sizes)
         self.model.check_pool(Counter(free), int(available),
                               (int(evictable), int(protected), int(total)))
+        if self.handles:
+            requests.check_rows(self)

@@ -397,8 +397,11 @@ def probe(setup, misuse):
     """a misuse on a fresh tree; what changed."""
     where = {"tree": open_target(SPEC).create(SIZE, PAGE)}
     exec("\\n".join(setup), where)
-    state = lambda: (sorted(where["tree"].free_slots().elements()),
-                     where["tree"].available_size(), where["tree"].sizes())
+
+    def state():
+        tree = where["tree"]
+        return sorted(tree.free_slots().elements()), tree.available_size(), tree.sizes()
+
     before = state()
     try:
         exec(misuse, where)

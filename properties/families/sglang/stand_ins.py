@@ -148,6 +148,16 @@ def _observability() -> SimpleNamespace:
     return SimpleNamespace(extra_metric_labels=None)
 
 
+def _spec() -> SimpleNamespace:
+    """No speculative decoding (the default): only ``speculative_algorithm`` is read."""
+    return SimpleNamespace(speculative_algorithm=None)
+
+
+def _serving() -> SimpleNamespace:
+    """The default serving flags the release path reads (thinking tokens are cached)."""
+    return SimpleNamespace(strip_thinking_cache=False)
+
+
 def rank_consensus(func: Any = None, **kwargs: object) -> Any:
     """Upstream's decorator with its checker disabled (its default,
     SGLANG_ENABLE_RANK_CONSENSUS_CHECKER unset): the function itself, unwrapped."""
@@ -216,6 +226,12 @@ VALUE_STAND_INS: dict[str, dict[str, ValueStandIn]] = {
         "get_parallel": ValueStandIn(_parallel, "one rank, as the suite runs"),
         "get_observability": ValueStandIn(_observability, "read only when metrics are on; "
                                           "they are off"),
+        "get_spec": ValueStandIn(_spec, "no speculative decoding (the default); read by the "
+                                 "request release path (release_kv_cache) only; any other "
+                                 "field is an AttributeError"),
+        "get_serving": ValueStandIn(_serving, "strip_thinking_cache off (the default); read "
+                                    "by the request release path only; any other field is an "
+                                    "AttributeError"),
     },
     "sglang.srt.disaggregation.kv_events": {
         "kv_event_namespace_seed": ValueStandIn(_kv_event_seed, "KV events are off in every "
@@ -281,9 +297,8 @@ PLACEHOLDERS: dict[str, tuple[str, ...]] = {
         "STAT_LOGGER_ROLE_STORAGE", "StorageMetrics", "StorageMetricsCollector",
         "radix_cache_metric_labels", "resolve_collector_class"),
     "sglang.srt.runtime_context": (
-        "get_disagg", "get_exec", "get_memory", "get_model", "get_schedule", "get_serving",
-        "get_spec", "get_platform", "mamba_cache_chunk_size", "mamba_checkpoint_grid",
-        "max_speculative_num_draft_tokens"),
+        "get_disagg", "get_exec", "get_memory", "get_model", "get_schedule", "get_platform",
+        "mamba_cache_chunk_size", "mamba_checkpoint_grid", "max_speculative_num_draft_tokens"),
     "sglang.srt.managers.schedule_batch": ("ReqKvInfo", "Req", "FINISH_ABORT"),
     "sglang.srt.speculative.spec_info": ("SpeculativeAlgorithm",),
     "sglang.srt.utils": ("broadcast_pyobj",),

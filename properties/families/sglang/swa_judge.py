@@ -21,6 +21,7 @@ from models.families.sglang.model import OutOfContract, Request
 from models.families.sglang.ops import Arrive, Evict, Finish, Op, ReleaseWindow
 from models.families.sglang.swa import SWAModel
 from properties.families.sglang.judge import Arrived, TreeJudge
+from properties.families.sglang.requests import REQUEST_OPS, RequestOp
 from properties.families.sglang.slots import SLOT_OPS, SlotOp
 
 
@@ -42,7 +43,9 @@ class SWATreeJudge(TreeJudge):
         create: Any = self.create
         return create(c.size, c.page_size, c.swa_size, c.window)
 
-    def _step(self, op: Op | SlotOp) -> Any:
+    def _step(self, op: Op | SlotOp | RequestOp) -> Any:
+        if isinstance(op, REQUEST_OPS):
+            raise OutOfContract("the request level is judged with the FULL component alone")
         if isinstance(op, SLOT_OPS):
             raise Violation(F.CRASH, "the allocator level is not part of the FULL + SWA "
                             "configuration")

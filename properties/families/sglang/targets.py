@@ -34,6 +34,10 @@ CACHE_METHODS = ("match_prefix", "insert", "evict", "inc_lock_ref", "dec_lock_re
                  "evictable_size", "protected_size")
 
 
+#: Rows of a driver's request-to-token pool (the request level keeps fewer requests alive).
+ROWS = 16
+
+
 @dataclass(frozen=True)
 class TreeTarget:
     """One implementation: ``kind`` is ``bundled``, ``classic``, ``unified-python`` or
@@ -50,6 +54,12 @@ class TreeTarget:
     #: A FULL + SWA tree: ``create(size, page_size, swa_size, window)`` (defaults: the full
     #: pool's size, a window of 2), judged by the SWA machine only.
     swa: bool = False
+    #: Its driver has the request API (``req_open`` ... ``req_row``): the request level's
+    #: machine runs (:mod:`properties.families.sglang.requests`).
+    requests: bool = False
+    #: The FULL tree level's machine runs (an upstream request-level target runs only its
+    #: own level, with its own expected failures).
+    tree: bool = True
 
     def describe(self) -> str:
         who = "the tree frees" if self.frees_duplicates else "the caller frees"
@@ -68,9 +78,14 @@ class BundledTree:
                           else alloc_module.PagedTokenToKVPoolAllocator(size, page_size))
         self.extends = page_size > 1 and hasattr(self.allocator, "alloc_extend")
         m = cache_module
-        self.cache = m.RadixCache(m.CacheInitParams(False, None, self.allocator, page_size))
+        #: The request API (``checkpoint``, ``release_kv_cache``) over a request-to-token pool.
+        self.requests = hasattr(m, "ReqToTokenPool") and hasattr(m, "release_kv_cache")
+        self._pool: Any = m.ReqToTokenPool(ROWS, size + 2) if self.requests else None
+        self.cache = m.RadixCache(m.CacheInitParams(False, self._pool, self.allocator,
+                                                    page_size))
         self._key, self._match = m.RadixKey, m.MatchPrefixParams
         self._insert, self._evict = m.InsertParams, m.EvictParams
+        self._module = m
 
     def alloc(self, n: int) -> list[int] | None:
         got = self.allocator.alloc(n)
@@ -134,6 +149,75 @@ class BundledTree:
     def sizes(self) -> tuple[int, int, int]:
         c = self.cache
         return int(c.evictable_size()), int(c.protected_size()), int(c.total_size())
+
+
+    # -- the request API: the scheduler's part, then the cache's calls ------- #
+
+    def req_open(self, tokens: Sequence[int], extra_key: str | None = None) -> Any:
+        """A new waiting request with prompt ``tokens``."""
+        self._rids = getattr(self, "_rids", 0) + 1
+        return self._module.Req(f"r{self._rids}", list(tokens), extra_key)
+
+    def req_admit(self, req: Any) -> tuple[int, list[int]]:
+        """Admission: match all its tokens, lock the match, take a row holding the match."""
+        m = self.cache.match_prefix(self._match(self._key(req.fill_ids, req.extra_key)))
+        matched, slots = int(m.device_prefix_len), list(m.device_indices)
+        req.prefix_len, req.last_node = matched, m.last_device_node
+        req.lock = self.cache.lock(m.last_device_node)
+        if self._pool.alloc([req]) is None:
+            raise RuntimeError(f"no request row left of {ROWS}")
+        if matched:
+            self._pool.write((req.kv.req_pool_idx, slice(0, matched)), slots)
+        req.kv.cache_protected_len = req.kv.kv_committed_len = matched
+        req.kv.kv_allocated_len = matched
+        return matched, slots
+
+    def req_extend(self, req: Any, n: int) -> list[int] | None:
+        """The next ``n`` positions' slots (``alloc`` / ``alloc_extend``), their KV computed."""
+        have = req.kv.kv_committed_len
+        row = self._pool.req_to_token[req.kv.req_pool_idx]
+        got = (self.alloc(n) if self.page_size == 1
+               else self.alloc_extend(have, have + n, row[have - 1] if have else -1))
+        if got is None:
+            return None
+        self._pool.write((req.kv.req_pool_idx, slice(have, have + n)), got)
+        req.kv.kv_committed_len = req.kv.kv_allocated_len = have + n
+        return got
+
+    def req_decode(self, req: Any, token: int) -> int | None:
+        """A sampled ``token``: its slot (``alloc`` / ``alloc_decode``), its KV computed."""
+        have = req.kv.kv_committed_len
+        row = self._pool.req_to_token[req.kv.req_pool_idx]
+        got = (self.alloc(1) if self.page_size == 1
+               else self.alloc_decode(have + 1, row[have - 1] if have else -1))
+        if got is None:
+            return None
+        req.output_ids.append(token)
+        self._pool.write((req.kv.req_pool_idx, slice(have, have + 1)), got)
+        req.kv.kv_committed_len = req.kv.kv_allocated_len = have + 1
+        return int(got[0])
+
+    def req_checkpoint(self, req: Any) -> None:
+        self.cache.checkpoint(req, up_to=req.kv.kv_committed_len)
+
+    def req_release(self, req: Any, checkpoint: bool) -> None:
+        """Finish (``checkpoint``: the request is finished first) or retract."""
+        if checkpoint:
+            req.finished_reason = "length"
+        self._module.release_kv_cache(req, self.cache, checkpoint=checkpoint)
+        if not checkpoint:
+            req.reset_for_retract()
+
+    def req_row(self, req: Any) -> list[int]:
+        if req.kv.req_pool_idx is None:
+            return []
+        return list(self._pool.req_to_token[req.kv.req_pool_idx][:req.kv.kv_committed_len])
+
+    def req_tokens(self, req: Any) -> list[int]:
+        return list(req.fill_ids)
+
+    def req_running(self, req: Any) -> bool:
+        return req.kv.req_pool_idx is not None
 
 
 class BundledSWATree(BundledTree):
@@ -202,14 +286,19 @@ def bundled_target(cache_module: ModuleType, alloc_module: ModuleType | None = N
     # A bundled-style tree claims typed errors when its module names their base class.
     base = getattr(cache_module, "SGLangCacheError", None)
     claimed = (base,) if isinstance(base, type) and issubclass(base, Exception) else ()
+    requests = hasattr(cache_module, "ReqToTokenPool") and hasattr(cache_module,
+                                                                   "release_kv_cache")
     return TreeTarget(name, version, "bundled", create_swa if swa else create,
-                      misuse_types=claimed, swa=swa)
+                      misuse_types=claimed, swa=swa, requests=requests and not swa)
 
 
-def upstream_target(version: str, kind: str) -> TreeTarget:
+def upstream_target(version: str, kind: str, level: str = "tree") -> TreeTarget:
     """Upstream SGLang ``version``'s ``kind`` tree (``classic``, ``unified-python``,
-    ``unified-rust``), read from its wheel; raises :class:`TargetError` saying why it cannot
-    load here."""
+    ``unified-rust``), read from its wheel, judged at ``level`` (``tree``, or ``request``:
+    through its request API); raises :class:`TargetError` saying why it cannot load here."""
+    if level not in ("tree", "request"):
+        raise ValueError(f"level {level!r}: tree or request")
+    requests = level == "request"
     from properties.families.sglang import upstream
     from properties.families.sglang.driver import UpstreamTree
 
@@ -218,15 +307,18 @@ def upstream_target(version: str, kind: str) -> TreeTarget:
         raise TargetError(why)
     try:
         mods = upstream.load_sglang(version=version)
-        UpstreamTree(mods, kind, 8, 1)  # a release without this tree or core says so here
+        probe = UpstreamTree(mods, kind, 8, 1, requests)  # a release without it says so
     except (UpstreamError, ValueError) as exc:
         raise TargetError(f"sglang {version} {kind}: {exc}") from exc
+    if requests and not probe.requests:
+        raise TargetError(f"sglang {version} {kind}: no request API the suite can drive")
 
     def create(size: int, page_size: int) -> UpstreamTree:
-        return UpstreamTree(mods, kind, size, page_size)
+        return UpstreamTree(mods, kind, size, page_size, requests)
 
-    return TreeTarget(f"sglang-{kind}", version, kind, create,
-                      frees_duplicates=kind != "classic")
+    name = f"sglang-{kind}" + ("-request" if requests else "")
+    return TreeTarget(name, version, kind, create, frees_duplicates=kind != "classic",
+                      requests=requests, tree=not requests)
 
 
 def upstream_swa_target(version: str, kind: str) -> TreeTarget:

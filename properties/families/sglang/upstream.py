@@ -177,20 +177,26 @@ class SGLangModules:
             return self.allocator_class(True)(size, page_size, torch.int64, "cpu", None,
                                               need_sort)
 
-    def _params(self, allocator: Any, page_size: int, **extra: Any) -> Any:
+    def _params(self, allocator: Any, page_size: int, req_to_token_pool: Any = None,
+                **extra: Any) -> Any:
         params_cls = self.module("srt.mem_cache.cache_init_params").CacheInitParams
-        return params_cls(disable=False, req_to_token_pool=None,
+        return params_cls(disable=False, req_to_token_pool=req_to_token_pool,
                           token_to_kv_pool_allocator=allocator, page_size=page_size, **extra)
 
-    def new_radix_cache(self, allocator: Any, page_size: int = 1) -> Any:
-        """The classic ``RadixCache`` over ``allocator`` (no request pool: tree-level calls)."""
+    def new_radix_cache(self, allocator: Any, page_size: int = 1,
+                        req_to_token_pool: Any = None) -> Any:
+        """The classic ``RadixCache`` over ``allocator`` (without a request pool: tree-level
+        calls only)."""
         with self.activated():
-            return self.radix_cache.RadixCache(self._params(allocator, page_size))
+            return self.radix_cache.RadixCache(self._params(allocator, page_size,
+                                                            req_to_token_pool))
 
-    def new_unified(self, allocator: Any, page_size: int = 1, core: str = "python") -> Any:
+    def new_unified(self, allocator: Any, page_size: int = 1, core: str = "python",
+                    req_to_token_pool: Any = None) -> Any:
         """``UnifiedRadixCache`` with the FULL component only and tree core ``core``
-        ("python" or "rust"). Raises UpstreamCoreUnavailable when the release has no such
-        core or upstream fell back to another one."""
+        ("python" or "rust") (without a request pool: tree-level calls only). Raises
+        UpstreamCoreUnavailable when the release has no such core or upstream fell back to
+        another one."""
         if not self.has_unified:
             raise UpstreamCoreUnavailable(f"{self.version} has no UnifiedRadixCache")
         if core == "rust" and not self.rust_core:
@@ -205,7 +211,7 @@ class SGLangModules:
         elif core != "python":
             raise UpstreamCoreUnavailable(f"{self.version} has no selectable tree core")
         with self.activated():
-            cache = unified(self._params(allocator, page_size, **extra))
+            cache = unified(self._params(allocator, page_size, req_to_token_pool, **extra))
         found = type(getattr(cache, "tree_core", None)).__name__
         if core == "rust" and "Rust" not in found:
             raise UpstreamCoreUnavailable(f"{self.version}: asked for the Rust core, got {found}")

@@ -240,10 +240,50 @@ SWA_MUTANTS: dict[str, Mutant] = {
 }
 
 
+RQ = "release_kv_cache"
+#: Request-level mutants: patches of the bundled request API (``RadixCache.checkpoint``,
+#: ``release_kv_cache`` in ``radix_cache.py``), caught by the request level's machine
+#: (``test_sglang_request.py``).
+REQUEST_MUTANTS: dict[str, Mutant] = {
+    "preempt_frees_published_prefix": _m(
+        RADIX, "OWN", "a retraction frees the whole row, the tree's published prefix too: "
+        "KV the tree still serves goes back on the free list",
+        (RQ, "tree_cache.free_kv_row(kv, [(kv.cache_protected_len, req.owned_kv_len())])",
+         "tree_cache.free_kv_row(kv, [(kv.cache_protected_len if checkpoint else 0, "
+         "req.owned_kv_len())])"),
+        also=("CONTENT",)),
+    "finish_keeps_lock": _m(
+        RADIX, "SIZE", "a finished request never releases its lock: its path stays protected "
+        "(never evictable) for good",
+        (RQ, "tree_cache.unlock(req.lock)", "tree_cache.unlock(None if checkpoint else req.lock)"),
+        also=("LOCK", "EVICT")),
+    "checkpoint_keeps_duplicates": _m(
+        RADIX, "OWN", "a checkpoint inserts with prev_prefix_len past the duplicates: the "
+        "request's own copies of KV the tree already held are never freed (lost slots)",
+        (f"{RC}.checkpoint", "prev_prefix_len=protected))", "prev_prefix_len=aligned))")),
+    "checkpoint_row_not_repointed": _m(
+        RADIX, "CONTENT", "a checkpoint frees the request's duplicate slots but leaves its row "
+        "pointing at them: it reads KV a later request overwrites",
+        (f"{RC}.checkpoint", "if protected < aligned and kv.req_pool_idx is not None:",
+         "if False:"),
+        also=("OWN",)),
+    "checkpoint_lock_not_moved": _m(
+        RADIX, "SIZE", "a checkpoint locks the new node without releasing the old lock: the "
+        "old path stays locked after the request finishes",
+        (f"{RC}.checkpoint", "self.unlock(req.lock)", "pass"),
+        also=("LOCK", "EVICT")),
+    "finish_skips_prompt_split": _m(
+        RADIX, "EVICT", "a finished request's outputs stay in one node with its prompt: an "
+        "eviction takes the prompt with them",
+        (f"{RC}.checkpoint", "if 0 < prompt < aligned:", "if False:")),
+}
+
+
 @functools.cache
 def module(name: str) -> ModuleType:
     """The patched module of mutant ``name`` (``tests.zoo.sglang.mutants.<name>``)."""
-    mutant = MUTANTS[name] if name in MUTANTS else SWA_MUTANTS[name]
+    mutant = (MUTANTS[name] if name in MUTANTS else REQUEST_MUTANTS[name]
+              if name in REQUEST_MUTANTS else SWA_MUTANTS[name])
     path = SOURCE / f"{mutant.module}.py"
     source = path.read_text(encoding="utf-8")
     for scope, find, replace in mutant.patches:
@@ -268,7 +308,7 @@ def target(name: str) -> TreeTarget:
                                   name=f"zoo/{name}", version="mutant")
         return bundled_target(importlib.import_module(f"{PACKAGE}.{SWA_RADIX}"), patched,
                               name=f"zoo/{name}", version="mutant")
-    if MUTANTS[name].module == RADIX:
+    if name in REQUEST_MUTANTS or MUTANTS[name].module == RADIX:
         return bundled_target(patched, importlib.import_module(f"{PACKAGE}.{ALLOC}"),
                               name=f"zoo/{name}", version="mutant")
     return bundled_target(importlib.import_module(f"{PACKAGE}.{RADIX}"), patched,
@@ -283,5 +323,5 @@ def _factory(name: str) -> Any:
     return make
 
 
-for _name in [*MUTANTS, *SWA_MUTANTS]:
+for _name in [*MUTANTS, *REQUEST_MUTANTS, *SWA_MUTANTS]:
     globals()[_name] = _factory(_name)

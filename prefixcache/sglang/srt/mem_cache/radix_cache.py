@@ -31,6 +31,17 @@ Contract:
   ties by node creation order); whole leaves, so it may free more than asked; a parent left
   childless and unlocked becomes a candidate. Each evicted slot goes back to the allocator
   exactly once (``free_segment``) and is listed in ``EvictResult.evicted_indices``.
+* **Requests.** The request API moves a running request's KV row (``req_to_token_pool``, see
+  :mod:`prefixcache.sglang.srt.managers.schedule_batch`) in and out of the tree:
+  ``checkpoint(req, up_to=n)`` (0.5.18: ``cache_unfinished_req(req, chunked=True)``) inserts the
+  page-aligned first ``n`` tokens with ``prev_prefix_len = cache_protected_len``, points the
+  row at the tree's slots, moves the request's lock to the inserted node and advances
+  ``cache_protected_len``; ``n`` past the KV the request computed is refused
+  (:class:`RequestStateError`): a hit must cover computed KV only. Where the request has
+  outputs, the node is split at its prompt's page-aligned end. ``release_kv_cache(req, self,
+  checkpoint=...)`` (``common``; 0.5.18: ``cache_finished_req(req)``) checkpoints when asked,
+  frees the row's own part ``[cache_protected_len, computed)`` once, releases the lock and the
+  row. Every check runs before any change.
 * **Namespaces.** Keys with different ``extra_key`` never share a node (the root's children are
   keyed by ``(extra_key, first page)``).
 * **Cost.** Match, insert and lock calls cost O(key length or depth) plus dict lookups; eviction
@@ -49,8 +60,10 @@ from prefixcache.sglang.errors import (
     LockUnderflowError,
     NodeNotInTreeError,
     ReceiptMismatchError,
+    RequestStateError,
     SGLangCacheError,
 )
+from prefixcache.sglang.srt.managers.schedule_batch import Req
 from prefixcache.sglang.srt.mem_cache.allocator import BaseTokenToKVPoolAllocator
 from prefixcache.sglang.srt.mem_cache.base_prefix_cache import (
     DecLockRefParams,
@@ -65,8 +78,10 @@ from prefixcache.sglang.srt.mem_cache.base_prefix_cache import (
     TreeLock,
 )
 from prefixcache.sglang.srt.mem_cache.cache_init_params import CacheInitParams
+from prefixcache.sglang.srt.mem_cache.memory_pool import ReqToTokenPool
 
-__all__ = ["MatchResult", "RadixCache", "RadixKey", "TreeNode"]
+__all__ = ["MatchResult", "RadixCache", "RadixKey", "Req", "ReqToTokenPool", "TreeNode",
+           "release_kv_cache"]
 
 
 class RadixKey:
@@ -343,6 +358,92 @@ class RadixCache:
         if lock is not None:
             self.dec_lock_ref(lock.node, lock.receipt)
 
+    # ------------------------------------------------------------------ #
+    # Request API
+    # ------------------------------------------------------------------ #
+
+    def checkpoint(self, req: Req, *, up_to: int) -> None:
+        """Publish the request's first ``up_to`` tokens (page-aligned) into the tree; see the
+        module docstring. Raises before any change on a request without a row, an ``up_to``
+        outside ``[cache_protected_len, computed]``, or a lock that is not live."""
+        row = self._row_of(req)
+        kv = req.kv
+        protected = kv.cache_protected_len
+        if not isinstance(up_to, int) or not protected <= up_to <= kv.kv_committed_len:
+            raise RequestStateError(f"checkpoint up_to={up_to!r} outside [protected "
+                                    f"{protected}, computed {kv.kv_committed_len}] of {req!r}")
+        self._check_lock(req)
+        if self.disable:
+            return
+        ps = self.page_size
+        aligned = up_to // ps * ps
+        if aligned == 0:
+            return
+        tokens = req.fill_ids[:aligned]
+        value = row[:aligned]
+        result = self.insert(InsertParams(RadixKey(tokens, req.extra_key), value,
+                                          prev_prefix_len=protected))
+        node = result.last_device_node
+        if not isinstance(node, TreeNode):  # unreachable: a non-empty insert ends on a node
+            raise SGLangCacheError("insert ended on no node")
+        prompt = len(req.origin_input_ids) // ps * ps
+        if 0 < prompt < aligned:  # split at the prompt's end: outputs evictable alone
+            self.insert(InsertParams(RadixKey(tokens[:prompt], req.extra_key),
+                                     value[:prompt], prev_prefix_len=prompt))
+        new_indices = self.path_device_indices(node)
+        if protected < aligned and kv.req_pool_idx is not None:  # checked: it holds a row
+            self._pool().write((kv.req_pool_idx, slice(protected, aligned)),
+                               new_indices[protected:])
+        self.unlock(req.lock)
+        req.lock = self.lock(node)
+        req.last_node = node
+        kv.cache_protected_len = aligned
+
+    def free_kv_row(self, kv: Any, ranges: list[tuple[int, int]]) -> None:
+        """Give back the row positions ``[start, end)`` of each range (whole pages, once)."""
+        alloc = self.token_to_kv_pool_allocator
+        if alloc is None:
+            raise RequestStateError("free_kv_row needs an allocator")
+        row = self._pool().req_to_token[kv.req_pool_idx]
+        for start, end in ranges:
+            if end > start:
+                alloc.free_segment(row[start:end], start_pos=start)
+
+    def cache_unfinished_req(self, req: Req, chunked: bool = False) -> None:
+        """0.5.18's name: publish what the running request computed."""
+        self.checkpoint(req, up_to=req.kv.kv_committed_len)
+
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
+        """0.5.18's name: the request finished (``is_insert``: publish first)."""
+        release_kv_cache(req, self, checkpoint=is_insert)
+
+    def _pool(self) -> ReqToTokenPool:
+        pool = self.req_to_token_pool
+        if not isinstance(pool, ReqToTokenPool):
+            raise RequestStateError("this tree has no request-to-token pool")
+        return pool
+
+    def _row_of(self, req: Req) -> list[int]:
+        pool = self._pool()
+        kv = req.kv
+        row = kv.req_pool_idx
+        if row is None or not 1 <= row <= pool.size or row in pool.free_slots:
+            raise RequestStateError(f"{req!r} holds no row")
+        if not 0 <= kv.cache_protected_len <= kv.kv_committed_len <= pool.max_context_len:
+            raise RequestStateError(f"{req!r}: protected {kv.cache_protected_len}, computed "
+                                    f"{kv.kv_committed_len}")
+        return pool.req_to_token[row]
+
+    def _check_lock(self, req: Req) -> None:
+        lock = req.lock
+        if lock is None:
+            return
+        if not isinstance(lock, TreeLock):
+            raise RequestStateError(f"{req!r}: lock {lock!r} is not a tree lock")
+        self._check_in_tree(lock.node)
+        if lock.node is not self.root_node and lock.node.lock_ref <= 0:
+            raise LockUnderflowError(f"{req!r}: its node {lock.node.id} is not locked")
+
     def evictable_size(self) -> int:
         return self.evictable_size_
 
@@ -561,3 +662,28 @@ class RadixCache:
             node = stack.pop()
             yield node
             stack.extend(node.children.values())
+
+
+def release_kv_cache(req: Req, tree_cache: RadixCache, *, checkpoint: bool) -> None:
+    """Give the request's row back (``sglang.srt.mem_cache.common.release_kv_cache``): with
+    ``checkpoint`` (a finish) the tree first keeps its computed tokens; then the row's own part
+    ``[cache_protected_len, computed)`` is freed once, the lock released, the row freed
+    (a retraction passes ``checkpoint=False``). Raises before any change on a request
+    without a row, with a lock that is not live, or owning a slot that is not allocated."""
+    tree_cache._row_of(req)
+    tree_cache._check_lock(req)
+    kv = req.kv
+    row = tree_cache._pool().req_to_token[kv.req_pool_idx]  # type: ignore[index]
+    alloc = tree_cache.token_to_kv_pool_allocator
+    own = row[kv.cache_protected_len:kv.kv_committed_len]
+    if alloc is None:
+        raise RequestStateError("release_kv_cache needs an allocator")
+    if not all(alloc.allocated(slot) for slot in own):
+        raise RequestStateError(f"{req!r} owns slots that are not allocated")
+    if checkpoint and not tree_cache.disable:
+        tree_cache.checkpoint(req, up_to=req.owned_kv_len())
+    tree_cache.free_kv_row(kv, [(kv.cache_protected_len, req.owned_kv_len())])
+    tree_cache.unlock(req.lock)
+    req.lock = None
+    tree_cache._pool().free(req)
+    kv.kv_committed_len = kv.kv_allocated_len = 0

@@ -158,6 +158,8 @@ class FullLevelTest:
         target = current_target()
         if target.family == "sglang" and getattr(target.caps, "swa", False):
             raise unittest.SkipTest("the target is a FULL + SWA tree (the SWA level)")
+        if target.family == "sglang" and not getattr(target.caps, "tree", True):
+            raise unittest.SkipTest("the target is judged at the request level only")
 
 
 class TestRadixCache(FullLevelTest, TreeMachine.TestCase):  # type: ignore[misc,valid-type]

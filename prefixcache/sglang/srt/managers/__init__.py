@@ -1,0 +1,1 @@
+"""``sglang.srt.managers``: the request record the cache's request API reads."""
