@@ -212,9 +212,12 @@ class SGLangFamily:
         the same program replayed under the judge."""
         shape = f"{config.size}, {config.page_size}" + (
             f", {config.swa_size}, {config.window}" if config.window else "")
-        prelude = SWA_PRELUDE if config.window else PRELUDE + slots.PRELUDE
+        probes = any(isinstance(step.op, slots.Probe) for step in steps)
+        prelude = (SWA_PRELUDE if config.window else PRELUDE + slots.PRELUDE) + (
+            slots.PROBE_PRELUDE if probes else "")
         body = ["from properties.families.sglang.targets import open_target", "",
                 f"PAGE, SIZE, SPEC = {config.page_size}, {config.size}, {target.spec!r}",
+                *([f"SHAPE = {slots.shape(config)!r}"] if probes else []),
                 f"tree = open_target({target.spec!r}).create({shape})",
                 "requests = []", *prelude.split("\n")]
         for i, step in enumerate(steps):

@@ -21,7 +21,7 @@ from models.families.sglang.model import OutOfContract, Request
 from models.families.sglang.ops import Arrive, Evict, Finish, Op, ReleaseWindow
 from models.families.sglang.swa import SWAModel
 from properties.families.sglang.judge import Arrived, TreeJudge
-from properties.families.sglang.slots import SLOT_OPS, SlotOp
+from properties.families.sglang.slots import SLOT_OPS, Probe, SlotOp
 
 
 class SWATreeJudge(TreeJudge):
@@ -43,6 +43,8 @@ class SWATreeJudge(TreeJudge):
         return create(c.size, c.page_size, c.swa_size, c.window)
 
     def _step(self, op: Op | SlotOp) -> Any:
+        if isinstance(op, Probe):  # misuse on a fresh FULL + SWA tree
+            return op.run(self)
         if isinstance(op, SLOT_OPS):
             raise Violation(F.CRASH, "the allocator level is not part of the FULL + SWA "
                             "configuration")

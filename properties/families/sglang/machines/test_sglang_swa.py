@@ -7,7 +7,9 @@ It draws where SWA bugs show: prompts longer than the window, an SWA pool smalle
 full one (pressure on the SWA pool alone), SWA eviction while requests hold locks (their
 windows must survive, the rest of their paths may be tombstoned), full eviction over
 tombstoned leaves, requests that re-insert a prefix whose SWA KV was dropped, and
-requests that finish with ``prev_prefix_len=0`` (their whole value, matched slots included)."""
+requests that finish with ``prev_prefix_len=0`` (their whole value, matched slots included);
+beside them, misuse probes on fresh trees
+(:data:`~properties.families.sglang.slots.SWA_MISUSES`)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from hypothesis.stateful import initialize, precondition, rule
 from models.families.sglang.ops import Evict, Match, ReleaseWindow, TreeConfig
 from properties.core.selection import current_target
 from properties.core.targets import load_target
+from properties.families.sglang import slots
 from properties.families.sglang.family import REF
 from properties.families.sglang.machines.requests import TOKEN, RequestRules
 from properties.families.sglang.swa_judge import SWATreeJudge
@@ -68,6 +71,12 @@ class SWAMachine(RequestRules):
     def evict(self, num_tokens: int, swa: int) -> None:
         """Mostly SWA eviction (tombstones), sometimes full eviction with it."""
         self.do(Evict(num_tokens, swa))
+
+    @rule(probe=st.builds(slots.Probe, st.sampled_from(slots.SWA_MISUSES), st.integers(0, 3)))
+    def misuse(self, probe: slots.Probe) -> None:
+        """A misuse on a fresh FULL + SWA tree of the target (never the run's own): a robustness
+        finding when it changes state, a violation only for a target claiming typed errors."""
+        self.do(probe)
 
     @precondition(lambda self: bool(self.prompts))
     @rule(data=st.data())
