@@ -164,6 +164,41 @@ def test_rows_grow_by_alloc_extend_and_alloc_decode(spec: str) -> None:
         FAMILY.judge(_target(spec), TreeConfig(4, 1)).step(Extend(0, 1))
 
 
+@pytest.mark.parametrize("spec", [BUNDLED, "properties.upstream:sglang_radix_cache"])
+def test_batches_grow_several_rows_in_one_call(spec: str) -> None:
+    from properties.families.sglang.slots import Batch
+
+    if spec != BUNDLED and sgl.unavailable_reason() is not None:
+        pytest.skip(str(sgl.unavailable_reason()))
+    config = TreeConfig(8, 4)
+    judge = FAMILY.judge(_target(spec), config)
+    a, b, c = judge.step(Take(1)), judge.step(Take(1)), judge.step(Take(1))
+    got = judge.step(Batch((b, a), (3, 6)))  # b: a new page; a: two new pages
+    assert got is not None and len(got) == 9 and judge.tree.available_size() == 8
+    assert len({slot // 4 for slot in got[:3]} & {slot // 4 for slot in got[3:]}) == 0
+    got = judge.step(Batch((a, b, c), (1, 1, 1), decode=True))  # a, b in place; c a page
+    assert got is not None and judge.tree.available_size() == 4
+    assert got[:2] == [judge.model.holds[a][-2] + 1, judge.model.holds[b][-2] + 1]
+    assert judge.step(Batch((a, c), (5, 4))) is None  # 2 + 1 pages needed, 1 free: refused
+    assert judge.tree.available_size() == 4  # and nothing taken
+    assert judge.step(Batch((c, a), (3, 1))) is not None  # c's page, a's page: none new
+    for op in (Batch((2, 0), (3, 6)), Batch((0, 1), (1, 1), decode=True)):
+        assert FAMILY.vocabulary.op_from_json(FAMILY.vocabulary.op_to_json(op)) == op
+    with pytest.raises(OutOfContract):  # a hold twice in one batch
+        judge.step(Batch((a, a), (1, 1)))
+
+
+def test_a_batch_that_hands_one_page_to_two_rows_is_caught() -> None:
+    from properties.families.sglang.slots import Batch
+
+    judge = FAMILY.judge(_target(BUNDLED), TreeConfig(8, 4))
+    a, b = judge.step(Take(1)), judge.step(Take(1))
+    judge.tree.alloc_extend_rows = lambda rows: [20, 21, 22, 20]  # one page for both rows
+    with pytest.raises(Violation) as caught:
+        judge.step(Batch((a, b), (3, 1)))
+    assert caught.value.family.value == "OWN"
+
+
 def test_the_bundled_extend_refuses_a_wrong_last_loc_and_takes_nothing() -> None:
     from prefixcache.sglang.errors import InvalidArgumentError, InvalidSlotError
     from prefixcache.sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator

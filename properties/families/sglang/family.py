@@ -55,8 +55,8 @@ REF = "properties.families.sglang.family:FAMILY"
 
 class SGLangVocabulary:
     """Operations (``arrive``, ``finish``, ``unlock``, ``evict``, ``match``; the allocator
-    level's ``alloc``, ``alloc_extend``, ``free``, ``probe``) and pools (``pages``,
-    ``page_size``), as JSON."""
+    level's ``alloc``, ``alloc_extend``, ``alloc_extend_batch``, ``free``, ``probe``) and pools
+    (``pages``, ``page_size``; with a window, ``window`` and ``swa_pages``), as JSON."""
 
     def op_to_json(self, op: Any) -> dict[str, Any]:
         if isinstance(op, slots.SLOT_OPS):
@@ -164,7 +164,7 @@ class SGLangFamily:
     #: Optional role (properties.core.roles.PoolShrinking): smaller pools replay shorter.
     pool_fields: tuple[tuple[str, int], ...] = (("pages", 1), ("swa_pages", 1))
     #: Optional role (properties.core.roles.HandleShrinking): requests, by their Arrive.
-    handle_fields: Mapping[str, tuple[str, ...]] = {"req": ("req",), "hold": ("hold",)}
+    handle_fields: Mapping[str, tuple[str, ...]] = {"req": ("req",), "hold": ("hold", "holds")}
 
     def zoo(self) -> Mapping[str, ZooMutant]:
         """Optional role (fuzz.core.tools.Zoo): the known-broken targets

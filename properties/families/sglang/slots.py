@@ -16,6 +16,9 @@ else of them.
   ``alloc_decode_naive``, triton being absent; 0.5.18 has only its triton kernels, so they are
   not drawn there): the rest of the row's last page first, then
   whole free pages; None only when too few pages are free (OWN). One request per call.
+* :class:`Batch`: one ``alloc_extend`` / ``alloc_decode`` for several holds at once (lists of
+  prefix and sequence lengths, as a scheduler's batch): each hold as :class:`Extend`, in hold
+  order, no page handed to two of them; None only when the whole batch does not fit (OWN).
 * :class:`Give`: a hold's slots back to the allocator by ``free``, by ``free_segment`` (a KV row
   segment starting at 0) or by two ``free`` calls inside ``free_group_begin``/``free_group_end``;
   they are on the free list afterwards, once each, and ``available_size()`` counts them (OWN).
@@ -47,8 +50,8 @@ from models.families.sglang.model import OutOfContract, TreeModel
 from models.families.sglang.ops import TreeConfig
 from properties.core import robustness
 
-__all__ = ["KINDS", "MISUSES", "SLOT_OPS", "Extend", "Give", "Probe", "SlotOp", "Take", "draw",
-           "from_json"]
+__all__ = ["KINDS", "MISUSES", "SLOT_OPS", "Batch", "Extend", "Give", "Probe", "SlotOp", "Take",
+           "draw", "from_json"]
 
 
 class Judging(Protocol):
@@ -135,6 +138,49 @@ class Extend:
 
     def line(self, config: TreeConfig) -> str:
         return f"extend({self.hold}, {1 if self.decode else self.tokens}, {self.decode})"
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One ``alloc_extend`` (``decode``: ``alloc_decode``) for several holds at once, as a
+    scheduler's batch grows its requests together: hold ``holds[i]`` by ``tokens[i]`` tokens
+    (1 each when decoding), the holds distinct. Each gets the rest of its row's last page
+    first, then whole free pages, its slots in hold order; None only when fewer pages are free
+    than the whole batch needs. Drawn where :class:`Extend` is, with two holds or more."""
+
+    kind: ClassVar[str] = "alloc_extend_batch"
+    holds: tuple[int, ...]
+    tokens: tuple[int, ...]
+    decode: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.kind, "holds": list(self.holds),
+                               "tokens": list(self.tokens)}
+        if self.decode:
+            out["decode"] = True
+        return out
+
+    def run(self, judge: Judging) -> list[int] | None:
+        if not getattr(judge.tree, "extends", False):
+            raise OutOfContract("alloc_extend / alloc_decode are the paged allocator's, and "
+                                "run here only on a CPU path (not 0.5.18's triton kernels)")
+        if len(set(self.holds)) != len(self.holds) or len(self.holds) != len(self.tokens):
+            raise OutOfContract("a batch names each hold once, with its token count")
+        if self.decode and set(self.tokens) != {1}:
+            raise OutOfContract("a decode batch grows each hold by one token")
+        rows = [judge.model.hold(h) for h in self.holds]  # out of contract when not live
+        if self.decode:
+            got = judge._call("alloc_decode", judge.tree.alloc_decode_rows,
+                              [(len(row) + 1, row[-1]) for row in rows])
+        else:
+            got = judge._call("alloc_extend", judge.tree.alloc_extend_rows,
+                              [(len(row), len(row) + t, row[-1])
+                               for row, t in zip(rows, self.tokens, strict=True)])
+        judge.model.check_extend_batch(self.holds, self.tokens, got)
+        return None if got is None else [int(slot) for slot in got]
+
+    def line(self, config: TreeConfig) -> str:
+        return f"extend_batch({list(self.holds)}, {list(self.tokens)}, {self.decode})"
 
 
 # --------------------------------------------------------------------------- free
@@ -391,8 +437,8 @@ def _diff(before: tuple[Any, ...], after: Any, config: TreeConfig) -> str:
 
 # --------------------------------------------------------------------------- the level
 
-SlotOp = Take | Extend | Give | Probe
-SLOT_OPS = (Take, Extend, Give, Probe)
+SlotOp = Take | Extend | Batch | Give | Probe
+SLOT_OPS = (Take, Extend, Batch, Give, Probe)
 KINDS = {cls.kind: cls for cls in SLOT_OPS}
 
 #: How the machine draws each operation: one rule for the whole level (so it does not crowd
@@ -410,8 +456,16 @@ def draw(data: st.DataObject, holds: list[int], extends: bool) -> SlotOp:
     """One operation of this level (``holds``: the live holds, the machine's record;
     ``extends``: the tree's allocator runs ``alloc_extend`` here)."""
     kinds = [Take.kind, Probe.kind] + ([Give.kind] if holds else []) + (
-        [Extend.kind] if holds and extends else [])
+        [Extend.kind] if holds and extends else []) + (
+        [Batch.kind] if len(holds) > 1 and extends else [])
     kind = data.draw(st.sampled_from(kinds))
+    if kind == Batch.kind:
+        chosen = data.draw(st.lists(st.sampled_from(holds), min_size=2, max_size=3,
+                                    unique=True))
+        decode = data.draw(st.booleans())
+        tokens = [1] * len(chosen) if decode else data.draw(
+            st.lists(st.integers(1, 6), min_size=len(chosen), max_size=len(chosen)))
+        return Batch(tuple(chosen), tuple(tokens), decode)
     if kind == Give.kind:
         return Give(data.draw(st.sampled_from(holds)), data.draw(DRAW[Give.kind]))
     if kind == Extend.kind:
@@ -444,6 +498,22 @@ def extend(hold, tokens, decode):
     if got is not None:
         row.extend(got)
     print("extend", got)
+
+
+def extend_batch(hs, tokens, decode):
+    """several holds' KV rows grow by one alloc_extend (or alloc_decode), in hold order."""
+    rows = [holds[h] for h in hs]
+    if decode:
+        got = tree.alloc_decode_rows([(len(row) + 1, row[-1]) for row in rows])
+    else:
+        got = tree.alloc_extend_rows([(len(row), len(row) + t, row[-1])
+                                      for row, t in zip(rows, tokens)])
+    if got is not None:
+        at = 0
+        for row, t in zip(rows, tokens):
+            row.extend(got[at:at + t])
+            at += t
+    print("extend batch", got)
 
 
 def give(hold, how):
@@ -484,6 +554,9 @@ def from_json(data: Mapping[str, Any]) -> SlotOp:
     if kind == Extend.kind:
         return Extend(int(data["hold"]), int(data.get("tokens", 1)),
                       bool(data.get("decode", False)))
+    if kind == Batch.kind:
+        return Batch(tuple(int(h) for h in data["holds"]),
+                     tuple(int(t) for t in data["tokens"]), bool(data.get("decode", False)))
     if kind == Give.kind:
         how = str(data.get("how", "free"))
         if how not in HOWS:
