@@ -19,10 +19,22 @@ from properties.core import robustness
 from properties.core.targets import Target, load_target
 from properties.families.sglang import upstream as sgl
 from properties.families.sglang.family import FAMILY, REF
-from properties.families.sglang.slots import HOWS, MISUSES, Give, Probe, Take, _state
+from properties.families.sglang.slots import (
+    FULL_MISUSES,
+    HOWS,
+    MISUSES,
+    SWA_MISUSES,
+    Give,
+    Probe,
+    Take,
+    _state,
+)
+from properties.families.sglang.targets import BUNDLED_SWA_SPEC
 
 BUNDLED = "prefixcache.sglang.srt.mem_cache.radix_cache:RadixCache"
 CONFIGS = [TreeConfig(4, 1), TreeConfig(4, 4)]
+#: The SWA level's pool shape (window 2, three SWA pages).
+SWA_CONFIG = TreeConfig(4, 1, 2, 3)
 
 
 def _target(spec: str) -> Target:
@@ -44,16 +56,23 @@ def test_holds_take_and_give_back_slots_every_way(config: TreeConfig) -> None:
         assert FAMILY.vocabulary.op_from_json(FAMILY.vocabulary.op_to_json(op)) == op
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=str)
-@pytest.mark.parametrize("misuse", sorted(MISUSES))
+def test_every_misuse_is_drawn_at_some_level() -> None:
+    assert set(FULL_MISUSES) | set(SWA_MISUSES) == set(MISUSES)
+    assert "double_release_swa" not in FULL_MISUSES and "double_free" not in SWA_MISUSES
+
+
+@pytest.mark.parametrize(("spec", "config", "misuse"),
+                         [(BUNDLED, c, m) for c in CONFIGS for m in FULL_MISUSES]
+                         + [(BUNDLED_SWA_SPEC, SWA_CONFIG, m) for m in SWA_MISUSES],
+                         ids=str)
 def test_the_bundled_reference_refuses_each_misuse_with_a_typed_error_and_no_change(
-        config: TreeConfig, misuse: str) -> None:
-    target = _target(BUNDLED)
+        spec: str, config: TreeConfig, misuse: str) -> None:
+    target = _target(spec)
     assert target.misuse_types and issubclass(target.misuse_types[0], SGLangCacheError)
     judge = FAMILY.judge(target, config)
     assert judge.step(Probe(misuse, 1)) is None  # the probe found nothing to report
     setup, call = Probe(misuse, 1).scenario(config)  # and directly:
-    where: dict[str, Any] = {"tree": judge.fresh()}
+    where: dict[str, Any] = {"tree": judge.fresh(), "other": judge.fresh()}
     exec("\n".join(setup), where)
     before = _state(where)
     with pytest.raises(SGLangCacheError):
@@ -79,9 +98,12 @@ def test_upstream_classic_accepts_each_misuse_and_is_reported_with_a_replay() ->
     target = _target(spec)
     judge = FAMILY.judge(target, TreeConfig(4, 1))
     robustness.take()
-    details = {misuse: judge.step(Probe(misuse, 1)) for misuse in sorted(MISUSES)}
+    details = {misuse: judge.step(Probe(misuse, 1)) for misuse in FULL_MISUSES}
     assert "available_size() 4 -> 5, over the capacity 4" in details["double_free"]
     assert "the node's lock count 0 -> -1" in details["double_unlock"]
+    # it walks a stale node's parent chain: the empty tree's protected size goes up
+    assert "(0, 0, 0) -> (-2, 2, 0)" in details["lock_stale_node"]
+    assert details.pop("evict_negative") is None  # ignored, nothing changed
     assert all(details.values()), details
     found = {f.kind: f for f in robustness.take() if f.target == judge.name}
     assert set(found) <= set(MISUSES)  # an earlier test in this process may have met some
@@ -142,6 +164,41 @@ def test_rows_grow_by_alloc_extend_and_alloc_decode(spec: str) -> None:
         FAMILY.judge(_target(spec), TreeConfig(4, 1)).step(Extend(0, 1))
 
 
+@pytest.mark.parametrize("spec", [BUNDLED, "properties.upstream:sglang_radix_cache"])
+def test_batches_grow_several_rows_in_one_call(spec: str) -> None:
+    from properties.families.sglang.slots import Batch
+
+    if spec != BUNDLED and sgl.unavailable_reason() is not None:
+        pytest.skip(str(sgl.unavailable_reason()))
+    config = TreeConfig(8, 4)
+    judge = FAMILY.judge(_target(spec), config)
+    a, b, c = judge.step(Take(1)), judge.step(Take(1)), judge.step(Take(1))
+    got = judge.step(Batch((b, a), (3, 6)))  # b: a new page; a: two new pages
+    assert got is not None and len(got) == 9 and judge.tree.available_size() == 8
+    assert len({slot // 4 for slot in got[:3]} & {slot // 4 for slot in got[3:]}) == 0
+    got = judge.step(Batch((a, b, c), (1, 1, 1), decode=True))  # a, b in place; c a page
+    assert got is not None and judge.tree.available_size() == 4
+    assert got[:2] == [judge.model.holds[a][-2] + 1, judge.model.holds[b][-2] + 1]
+    assert judge.step(Batch((a, c), (5, 4))) is None  # 2 + 1 pages needed, 1 free: refused
+    assert judge.tree.available_size() == 4  # and nothing taken
+    assert judge.step(Batch((c, a), (3, 1))) is not None  # c's page, a's page: none new
+    for op in (Batch((2, 0), (3, 6)), Batch((0, 1), (1, 1), decode=True)):
+        assert FAMILY.vocabulary.op_from_json(FAMILY.vocabulary.op_to_json(op)) == op
+    with pytest.raises(OutOfContract):  # a hold twice in one batch
+        judge.step(Batch((a, a), (1, 1)))
+
+
+def test_a_batch_that_hands_one_page_to_two_rows_is_caught() -> None:
+    from properties.families.sglang.slots import Batch
+
+    judge = FAMILY.judge(_target(BUNDLED), TreeConfig(8, 4))
+    a, b = judge.step(Take(1)), judge.step(Take(1))
+    judge.tree.alloc_extend_rows = lambda rows: [20, 21, 22, 20]  # one page for both rows
+    with pytest.raises(Violation) as caught:
+        judge.step(Batch((a, b), (3, 1)))
+    assert caught.value.family.value == "OWN"
+
+
 def test_the_bundled_extend_refuses_a_wrong_last_loc_and_takes_nothing() -> None:
     from prefixcache.sglang.errors import InvalidArgumentError, InvalidSlotError
     from prefixcache.sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator
@@ -171,3 +228,30 @@ def test_only_releases_with_a_cpu_path_extend_rows() -> None:
     if sgl.unavailable_reason(sgl.CLASSIC_VERSION) is None:  # 0.5.18: triton kernels only
         assert not UpstreamTree(sgl.load_sglang(version=sgl.CLASSIC_VERSION), "classic", 16,
                                 4).extends
+
+
+@upstream_only
+def test_upstream_rust_core_is_poisoned_by_a_foreign_receipt_and_its_tree_dropped() -> None:
+    judge = FAMILY.judge(_target("properties.upstream:sglang_radix_cache_rust"),
+                         TreeConfig(4, 1))
+    detail = judge.step(Probe("unlock_foreign_receipt", 0))
+    assert detail is not None and "corrupted: reading it raises" in detail
+    assert judge.step(Probe("lock_stale_node", 0)) is None  # refused, unchanged
+    judge.step(Take(1))  # the run's own tree is untouched by the poisoned probe tree
+    assert judge.tree.available_size() == 3
+
+
+@upstream_only
+def test_upstream_swa_0518_walks_a_stale_node_and_is_reported_with_a_replay() -> None:
+    spec = "properties.upstream:sglang_v0518_swa_radix_cache"
+    judge = FAMILY.judge(_target(spec), SWA_CONFIG)
+    robustness.take()
+    detail = judge.step(Probe("lock_stale_node", 1))
+    assert detail is not None and "(swa evictable, swa protected) (0, 0) -> (-2, 2)" in detail
+    assert judge.step(Probe("double_release_swa", 1)) is None  # the lock ignores it
+    for finding in robustness.take():
+        if finding.target == judge.name and finding.kind == "lock_stale_node":
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(finding.script, {})
+            assert "before" in out.getvalue() and "after" in out.getvalue()

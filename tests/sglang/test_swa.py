@@ -170,7 +170,8 @@ def test_release_swa_unprotects_the_window_and_keeps_the_full_lock() -> None:
     node = cache.match_prefix(MatchPrefixParams(RadixKey([1, 2, 3]))).last_device_node
     lock = cache.lock(node)
     cache.release_swa(lock)
-    cache.release_swa(lock)  # once only
+    with pytest.raises(LockUnderflowError):  # once only: a second release changes nothing
+        cache.release_swa(lock)
     assert (cache.swa_evictable_size(), cache.swa_protected_size()) == (3, 0)
     assert cache.evict(EvictParams(0, 3)).swa_num_tokens_evicted == 3
     assert cache.full_protected_size() == 3 and matched(cache, [1, 2, 3]) == 0

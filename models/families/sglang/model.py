@@ -171,6 +171,32 @@ class TreeModel:
             self.free -= {page * ps + i for i in range(ps)}
         return got
 
+    def check_extend_batch(self, holds: Sequence[int], tokens: Sequence[int],
+                           got: Sequence[int] | None) -> None:
+        """One ``alloc_extend`` (or ``alloc_decode``) for several holds at once, hold
+        ``holds[i]`` by ``tokens[i]`` tokens, answered ``got``: None only when fewer pages
+        are free than the whole batch needs; else each hold's slots in turn, in hold order,
+        each as :meth:`check_extend` demands (no page handed to two of them)."""
+        rows = [self.hold(h) for h in holds]
+        ps = self.config.page_size
+        need = sum(-(-(len(row) + t) // ps) - -(-len(row) // ps)
+                   for row, t in zip(rows, tokens, strict=True))
+        if got is None:
+            free_pages = len({s // ps for s in self.free})
+            if free_pages >= need:
+                raise Violation(F.OWN, f"alloc_extend refused a batch of {len(holds)} "
+                                f"needing {need} page(s) with {free_pages} free",
+                                expected=need, observed=None)
+            return
+        got = list(got)
+        if len(got) != sum(tokens):
+            raise Violation(F.OWN, "alloc_extend hands out a slot per new token of the batch",
+                            expected=sum(tokens), observed=got)
+        at = 0
+        for hold, t in zip(holds, tokens, strict=True):
+            self.check_extend(hold, t, got[at:at + t])
+            at += t
+
     def request(self, req: int, state: str) -> Request:
         if not 0 <= req < len(self.requests):
             raise OutOfContract(f"request {req} was never made ({len(self.requests)} were)")

@@ -111,6 +111,23 @@ class UpstreamTree(RequestCalls):
         got = self.allocator.alloc_decode(seq, seq, t.tensor([last_loc]))
         return None if got is None else [int(x) for x in got.tolist()]
 
+    def alloc_extend_rows(self, rows: Sequence[tuple[int, int, int]]) -> list[int] | None:
+        """One ``alloc_extend`` for several requests (CPU tensors): ``(prefix_len, seq_len,
+        last_loc)`` each, their new slots in request order."""
+        t = self._torch
+        prefix, seq, last = (t.tensor([row[i] for row in rows]) for i in range(3))
+        got = self.allocator.alloc_extend(prefix, prefix, seq, seq, last,
+                                          sum(s - p for p, s, _ in rows))
+        return None if got is None else [int(x) for x in got.tolist()]
+
+    def alloc_decode_rows(self, rows: Sequence[tuple[int, int]]) -> list[int] | None:
+        """One ``alloc_decode`` for several requests (CPU tensors): ``(seq_len, last_loc)``
+        each."""
+        t = self._torch
+        seq, last = t.tensor([row[0] for row in rows]), t.tensor([row[1] for row in rows])
+        got = self.allocator.alloc_decode(seq, seq, last)
+        return None if got is None else [int(x) for x in got.tolist()]
+
     def available_size(self) -> int:
         return int(self.allocator.available_size())
 

@@ -57,9 +57,9 @@ REF = "properties.families.sglang.family:FAMILY"
 
 class SGLangVocabulary:
     """Operations (``arrive``, ``finish``, ``unlock``, ``evict``, ``match``; the allocator
-    level's ``alloc``, ``alloc_extend``, ``free``, ``probe``; the request level's ``admit``,
-    ``chunk``, ``decode``, ``preempt``, ``resume``, ``complete``) and pools (``pages``,
-    ``page_size``), as JSON."""
+    level's ``alloc``, ``alloc_extend``, ``alloc_extend_batch``, ``free``, ``probe``; the request
+    level's ``admit``, ``chunk``, ``decode``, ``preempt``, ``resume``, ``complete``) and pools
+    (``pages``, ``page_size``; with a window, ``window`` and ``swa_pages``), as JSON."""
 
     def op_to_json(self, op: Any) -> dict[str, Any]:
         if isinstance(op, slots.SLOT_OPS + requests.REQUEST_OPS):
@@ -170,7 +170,7 @@ class SGLangFamily:
     #: Optional role (properties.core.roles.PoolShrinking): smaller pools replay shorter.
     pool_fields: tuple[tuple[str, int], ...] = (("pages", 1), ("swa_pages", 1))
     #: Optional role (properties.core.roles.HandleShrinking): requests, by their Arrive.
-    handle_fields: Mapping[str, tuple[str, ...]] = {"req": ("req",), "hold": ("hold",)}
+    handle_fields: Mapping[str, tuple[str, ...]] = {"req": ("req",), "hold": ("hold", "holds")}
 
     def zoo(self) -> Mapping[str, ZooMutant]:
         """Optional role (fuzz.core.tools.Zoo): the known-broken targets
@@ -218,11 +218,13 @@ class SGLangFamily:
         the same program replayed under the judge."""
         shape = f"{config.size}, {config.page_size}" + (
             f", {config.swa_size}, {config.window}" if config.window else "")
-        prelude = SWA_PRELUDE if config.window else PRELUDE + slots.PRELUDE + (
-            requests.PRELUDE if any(isinstance(s.op, requests.REQUEST_OPS) for s in steps)
-            else "")
+        probes = any(isinstance(step.op, slots.Probe) for step in steps)
+        requested = any(isinstance(step.op, requests.REQUEST_OPS) for step in steps)
+        prelude = (SWA_PRELUDE if config.window else PRELUDE + slots.PRELUDE) + (
+            slots.PROBE_PRELUDE if probes else "") + (requests.PRELUDE if requested else "")
         body = ["from properties.families.sglang.targets import open_target", "",
                 f"PAGE, SIZE, SPEC = {config.page_size}, {config.size}, {target.spec!r}",
+                *([f"SHAPE = {slots.shape(config)!r}"] if probes else []),
                 f"tree = open_target({target.spec!r}).create({shape})",
                 "requests = []", *prelude.split("\n")]
         for i, step in enumerate(steps):

@@ -16,6 +16,9 @@ else of them.
   ``alloc_decode_naive``, triton being absent; 0.5.18 has only its triton kernels, so they are
   not drawn there): the rest of the row's last page first, then
   whole free pages; None only when too few pages are free (OWN). One request per call.
+* :class:`Batch`: one ``alloc_extend`` / ``alloc_decode`` for several holds at once (lists of
+  prefix and sequence lengths, as a scheduler's batch): each hold as :class:`Extend`, in hold
+  order, no page handed to two of them; None only when the whole batch does not fit (OWN).
 * :class:`Give`: a hold's slots back to the allocator by ``free``, by ``free_segment`` (a KV row
   segment starting at 0) or by two ``free`` calls inside ``free_group_begin``/``free_group_end``;
   they are on the free list afterwards, once each, and ``available_size()`` counts them (OWN).
@@ -47,19 +50,21 @@ from models.families.sglang.model import OutOfContract, TreeModel
 from models.families.sglang.ops import TreeConfig
 from properties.core import robustness
 
-__all__ = ["KINDS", "MISUSES", "SLOT_OPS", "Extend", "Give", "Probe", "SlotOp", "Take", "draw",
-           "from_json"]
+__all__ = ["KINDS", "MISUSES", "SLOT_OPS", "Batch", "Extend", "Give", "Probe", "SlotOp", "Take",
+           "draw", "from_json"]
 
 
 class Judging(Protocol):
     """What an operation of this level uses of the family's judge."""
 
     config: TreeConfig
-    model: TreeModel
     tree: Any
     spec: str
     name: str
     misuse_types: tuple[type[BaseException], ...]
+
+    @property
+    def model(self) -> TreeModel: ...  # read only: the SWA judge's is an SWAModel
 
     def _call(self, what: str, method: Any, *args: Any) -> Any: ...
 
@@ -135,6 +140,49 @@ class Extend:
         return f"extend({self.hold}, {1 if self.decode else self.tokens}, {self.decode})"
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One ``alloc_extend`` (``decode``: ``alloc_decode``) for several holds at once, as a
+    scheduler's batch grows its requests together: hold ``holds[i]`` by ``tokens[i]`` tokens
+    (1 each when decoding), the holds distinct. Each gets the rest of its row's last page
+    first, then whole free pages, its slots in hold order; None only when fewer pages are free
+    than the whole batch needs. Drawn where :class:`Extend` is, with two holds or more."""
+
+    kind: ClassVar[str] = "alloc_extend_batch"
+    holds: tuple[int, ...]
+    tokens: tuple[int, ...]
+    decode: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.kind, "holds": list(self.holds),
+                               "tokens": list(self.tokens)}
+        if self.decode:
+            out["decode"] = True
+        return out
+
+    def run(self, judge: Judging) -> list[int] | None:
+        if not getattr(judge.tree, "extends", False):
+            raise OutOfContract("alloc_extend / alloc_decode are the paged allocator's, and "
+                                "run here only on a CPU path (not 0.5.18's triton kernels)")
+        if len(set(self.holds)) != len(self.holds) or len(self.holds) != len(self.tokens):
+            raise OutOfContract("a batch names each hold once, with its token count")
+        if self.decode and set(self.tokens) != {1}:
+            raise OutOfContract("a decode batch grows each hold by one token")
+        rows = [judge.model.hold(h) for h in self.holds]  # out of contract when not live
+        if self.decode:
+            got = judge._call("alloc_decode", judge.tree.alloc_decode_rows,
+                              [(len(row) + 1, row[-1]) for row in rows])
+        else:
+            got = judge._call("alloc_extend", judge.tree.alloc_extend_rows,
+                              [(len(row), len(row) + t, row[-1])
+                               for row, t in zip(rows, self.tokens, strict=True)])
+        judge.model.check_extend_batch(self.holds, self.tokens, got)
+        return None if got is None else [int(slot) for slot in got]
+
+    def line(self, config: TreeConfig) -> str:
+        return f"extend_batch({list(self.holds)}, {list(self.tokens)}, {self.decode})"
+
+
 # --------------------------------------------------------------------------- free
 
 #: How a hold gives its slots back.
@@ -178,12 +226,30 @@ def _halves(slots: list[int], config: TreeConfig) -> list[list[int]]:
 # --------------------------------------------------------------------------- misuse
 
 #: The probes, and the invariant a target claiming typed errors breaks by accepting each.
+#: Allocator misuse (the FULL level), node-handle misuse (both levels: a second unlock of an
+#: unlocked node, a node evicted before it is locked, another tree's node or receipt, an
+#: insert whose value is shorter than its key, an eviction of a negative count) and the SWA
+#: level's own (a second ``release_swa`` of one lock, a negative SWA eviction).
 MISUSES: Mapping[str, Invariant] = {
     "double_free": F.OWN,
     "free_unallocated": F.OWN,
     "free_outside": F.OWN,
     "double_unlock": F.LOCK,
+    "lock_stale_node": F.LOCK,
+    "lock_foreign_node": F.LOCK,
+    "unlock_foreign_receipt": F.LOCK,
+    "insert_short_value": F.OWN,
+    "evict_negative": F.EVICT,
+    "double_release_swa": F.LOCK,
+    "evict_swa_negative": F.EVICT,
 }
+#: What each level draws.
+FULL_MISUSES = ("double_free", "double_unlock", "evict_negative", "free_outside",
+                "free_unallocated", "insert_short_value", "lock_foreign_node",
+                "lock_stale_node", "unlock_foreign_receipt")
+SWA_MISUSES = ("double_release_swa", "double_unlock", "evict_negative", "evict_swa_negative",
+               "insert_short_value", "lock_foreign_node", "lock_stale_node",
+               "unlock_foreign_receipt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +269,12 @@ class Probe:
         """(the valid calls before, the misuse), as lines of Python over ``tree`` (a driver):
         what :meth:`run` executes is what the replay script prints."""
         ps, pages = config.page_size, config.pages
-        k = 1 + self.arg % pages
+        k = 1 + self.arg % (min(pages, config.swa_pages) if config.window else pages)
+        tokens = list(range(k * ps))
+        cached = [f"slots = tree.alloc({k * ps})", f"tree.insert({tokens}, slots)",
+                  f"node = tree.match({tokens})[1]"]
+        elsewhere = [f"theirs = other.alloc({k * ps})", f"other.insert({tokens}, theirs)",
+                     f"node = other.match({tokens})[1]"]
         if self.misuse == "double_free":
             return [f"slots = tree.alloc({k * ps})", "tree.free(slots)"], f"tree.free(slots[:{ps}])"
         if self.misuse == "free_unallocated":
@@ -212,10 +283,23 @@ class Probe:
             page = pages + 1 + self.arg % 2
             return [], f"tree.free({list(range(page * ps, page * ps + ps))})"
         if self.misuse == "double_unlock":
-            tokens = list(range(k * ps))
-            return [f"slots = tree.alloc({k * ps})", f"tree.insert({tokens}, slots)",
-                    f"node = tree.match({tokens})[1]", "receipt = tree.lock(node)",
-                    "tree.unlock(receipt)"], "tree.unlock(receipt)"
+            return [*cached, "receipt = tree.lock(node)", "tree.unlock(receipt)"], \
+                "tree.unlock(receipt)"
+        if self.misuse == "lock_stale_node":
+            return [*cached, f"tree.evict({k * ps})"], "receipt = tree.lock(node)"
+        if self.misuse == "lock_foreign_node":
+            return elsewhere, "receipt = tree.lock(node)"
+        if self.misuse == "unlock_foreign_receipt":
+            return [*cached, *elsewhere, "receipt = other.lock(node)"], "tree.unlock(receipt)"
+        if self.misuse == "insert_short_value":
+            return [f"slots = tree.alloc({k * ps})"], f"tree.insert({tokens}, slots[:-1])"
+        if self.misuse == "evict_negative":
+            return cached, "tree.evict(-1)"
+        if self.misuse == "evict_swa_negative":
+            return cached, "tree.evict(0, -1)"
+        if self.misuse == "double_release_swa":
+            return [*cached, "receipt = tree.lock(node)", "tree.release_swa(receipt)"], \
+                "tree.release_swa(receipt)"
         raise ValueError(f"unknown misuse {self.misuse!r}; one of {sorted(MISUSES)}")
 
     def run(self, judge: Judging) -> str | None:
@@ -232,6 +316,8 @@ class Probe:
         invariant = MISUSES[self.misuse]
         setup, misuse = self.scenario(judge.config)
         where: dict[str, Any] = {"tree": judge._call("construction", judge.fresh)}
+        if "other" in "".join(setup):  # another tree of the target, for foreign handles
+            where["other"] = judge._call("construction", judge.fresh)
         judge._call("the probe's valid calls", exec, "\n".join(setup), where)
         before = _state(where)
         error: BaseException | None = None
@@ -244,7 +330,9 @@ class Probe:
         after: Any
         try:
             after = _state(where)
-        except Exception as exc:
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # a Rust core poisoned by the misuse panics on reads
             after = f"corrupted: reading it raises {type(exc).__name__}: {exc}"
         what = f"misuse {self.misuse} (`{misuse}` after `{'; '.join(setup) or 'nothing'}`)"
         if judge.misuse_types:
@@ -274,13 +362,17 @@ class Probe:
     def script(self, spec: str, config: TreeConfig) -> str:
         """A standalone script that replays the misuse and prints the state around it."""
         setup, misuse = self.scenario(config)
+        make = f"open_target({spec!r}).create({', '.join(map(str, shape(config)))})"
+        swa = (", sorted(tree.swa_free_slots().elements()), tree.swa_available_size(),\n"
+               "                 tree.swa_sizes()") if config.window else ""
         return "\n".join([
             "from properties.families.sglang.targets import open_target", "",
-            f"tree = open_target({spec!r}).create({config.size}, {config.page_size})",
+            f"tree = {make}",
+            *([f"other = {make}"] if "other" in "".join(setup) else []),
             *setup,
             "state = lambda: (sorted(tree.free_slots().elements()), tree.available_size(),",
-            "                 tree.sizes()" + (", tree.lock_count(node))" if "node" in
-                                                "".join(setup) else ")"),
+            "                 tree.sizes()" + swa + (", tree.lock_count(node))" if "node" in
+                                                      "".join(setup) else ")"),
             "print('before', state())",
             "try:",
             f"    {misuse}",
@@ -294,14 +386,27 @@ class Probe:
 _ANSWERS: dict[tuple[str, Probe, TreeConfig], str | None] = {}
 
 
+def shape(config: TreeConfig) -> tuple[int, ...]:
+    """The arguments that build a tree of the run's pool shape (with a window: the SWA
+    pool's size and the window too)."""
+    if config.window:
+        return config.size, config.page_size, config.swa_size, config.window
+    return config.size, config.page_size
+
+
 def _state(where: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What a misuse may change: the free list (a multiset), ``available_size()``, the sizes
-    and the probed node's lock count (where the tree keeps one)."""
+    """What a misuse may change: the free list (a multiset), ``available_size()``, the sizes,
+    the probed node's lock count (where the tree keeps one) and, on a FULL + SWA tree, the
+    SWA free list, ``swa_available_size()`` and the SWA sizes."""
     tree = where["tree"]
     node = where.get("node")
     lock = tree.lock_count(node) if node is not None else None
+    swa: tuple[Any, ...] = ()
+    if hasattr(tree, "swa_free_slots"):
+        swa = (tuple(sorted(Counter(tree.swa_free_slots()).items())),
+               int(tree.swa_available_size()), tuple(int(x) for x in tree.swa_sizes()))
     return (tuple(sorted(Counter(tree.free_slots()).items())), int(tree.available_size()),
-            tuple(int(x) for x in tree.sizes()), lock)
+            tuple(int(x) for x in tree.sizes()), lock, *swa)
 
 
 def _diff(before: tuple[Any, ...], after: Any, config: TreeConfig) -> str:
@@ -321,13 +426,19 @@ def _diff(before: tuple[Any, ...], after: Any, config: TreeConfig) -> str:
         parts.append(f"(evictable, protected, total) {before[2]} -> {after[2]}")
     if before[3] != after[3]:
         parts.append(f"the node's lock count {before[3]} -> {after[3]}")
+    if before[4:5] != after[4:5]:
+        parts.append("the SWA free list")
+    if before[5:6] != after[5:6]:
+        parts.append(f"swa_available_size() {before[5]} -> {after[5]}")
+    if before[6:7] != after[6:7]:
+        parts.append(f"(swa evictable, swa protected) {before[6]} -> {after[6]}")
     return "changed " + "; ".join(parts) if parts else "changed nothing observable"
 
 
 # --------------------------------------------------------------------------- the level
 
-SlotOp = Take | Extend | Give | Probe
-SLOT_OPS = (Take, Extend, Give, Probe)
+SlotOp = Take | Extend | Batch | Give | Probe
+SLOT_OPS = (Take, Extend, Batch, Give, Probe)
 KINDS = {cls.kind: cls for cls in SLOT_OPS}
 
 #: How the machine draws each operation: one rule for the whole level (so it does not crowd
@@ -337,7 +448,7 @@ DRAW: Mapping[str, Any] = {
     Take.kind: st.builds(Take, st.integers(1, 3)),
     Extend.kind: st.tuples(st.integers(1, 6), st.booleans()),
     Give.kind: st.sampled_from(HOWS),
-    Probe.kind: st.builds(Probe, st.sampled_from(sorted(MISUSES)), st.integers(0, 3)),
+    Probe.kind: st.builds(Probe, st.sampled_from(FULL_MISUSES), st.integers(0, 3)),
 }
 
 
@@ -345,8 +456,16 @@ def draw(data: st.DataObject, holds: list[int], extends: bool) -> SlotOp:
     """One operation of this level (``holds``: the live holds, the machine's record;
     ``extends``: the tree's allocator runs ``alloc_extend`` here)."""
     kinds = [Take.kind, Probe.kind] + ([Give.kind] if holds else []) + (
-        [Extend.kind] if holds and extends else [])
+        [Extend.kind] if holds and extends else []) + (
+        [Batch.kind] if len(holds) > 1 and extends else [])
     kind = data.draw(st.sampled_from(kinds))
+    if kind == Batch.kind:
+        chosen = data.draw(st.lists(st.sampled_from(holds), min_size=2, max_size=3,
+                                    unique=True))
+        decode = data.draw(st.booleans())
+        tokens = [1] * len(chosen) if decode else data.draw(
+            st.lists(st.integers(1, 6), min_size=len(chosen), max_size=len(chosen)))
+        return Batch(tuple(chosen), tuple(tokens), decode)
     if kind == Give.kind:
         return Give(data.draw(st.sampled_from(holds)), data.draw(DRAW[Give.kind]))
     if kind == Extend.kind:
@@ -381,6 +500,22 @@ def extend(hold, tokens, decode):
     print("extend", got)
 
 
+def extend_batch(hs, tokens, decode):
+    """several holds' KV rows grow by one alloc_extend (or alloc_decode), in hold order."""
+    rows = [holds[h] for h in hs]
+    if decode:
+        got = tree.alloc_decode_rows([(len(row) + 1, row[-1]) for row in rows])
+    else:
+        got = tree.alloc_extend_rows([(len(row), len(row) + t, row[-1])
+                                      for row, t in zip(rows, tokens)])
+    if got is not None:
+        at = 0
+        for row, t in zip(rows, tokens):
+            row.extend(got[at:at + t])
+            at += t
+    print("extend batch", got)
+
+
 def give(hold, how):
     """the hold's slots back: free, free_segment from 0, or two frees in one free group."""
     slots, holds[hold] = holds[hold], None
@@ -392,10 +527,14 @@ def give(hold, how):
     else:
         tree.free(slots)
 
+'''
+
+#: The reproducer's misuse helper (both levels; ``SHAPE``: the tree's construction arguments).
+PROBE_PRELUDE = '''
 
 def probe(setup, misuse):
-    """a misuse on a fresh tree; what changed."""
-    where = {"tree": open_target(SPEC).create(SIZE, PAGE)}
+    """a misuse on a fresh tree (another one for foreign handles); what changed."""
+    where = {"tree": open_target(SPEC).create(*SHAPE), "other": open_target(SPEC).create(*SHAPE)}
     exec("\\n".join(setup), where)
 
     def state():
@@ -418,6 +557,9 @@ def from_json(data: Mapping[str, Any]) -> SlotOp:
     if kind == Extend.kind:
         return Extend(int(data["hold"]), int(data.get("tokens", 1)),
                       bool(data.get("decode", False)))
+    if kind == Batch.kind:
+        return Batch(tuple(int(h) for h in data["holds"]),
+                     tuple(int(t) for t in data["tokens"]), bool(data.get("decode", False)))
     if kind == Give.kind:
         how = str(data.get("how", "free"))
         if how not in HOWS:

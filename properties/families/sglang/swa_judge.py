@@ -22,7 +22,7 @@ from models.families.sglang.ops import Arrive, Evict, Finish, Op, ReleaseWindow
 from models.families.sglang.swa import SWAModel
 from properties.families.sglang.judge import Arrived, TreeJudge
 from properties.families.sglang.requests import REQUEST_OPS, RequestOp
-from properties.families.sglang.slots import SLOT_OPS, SlotOp
+from properties.families.sglang.slots import SLOT_OPS, Probe, SlotOp
 
 
 class SWATreeJudge(TreeJudge):
@@ -46,6 +46,8 @@ class SWATreeJudge(TreeJudge):
     def _step(self, op: Op | SlotOp | RequestOp) -> Any:
         if isinstance(op, REQUEST_OPS):
             raise OutOfContract("the request level is judged with the FULL component alone")
+        if isinstance(op, Probe):  # misuse on a fresh FULL + SWA tree
+            return op.run(self)
         if isinstance(op, SLOT_OPS):
             raise Violation(F.CRASH, "the allocator level is not part of the FULL + SWA "
                             "configuration")

@@ -2,7 +2,8 @@
 
 A :class:`TreeTarget` builds trees of one implementation: ``create(size, page_size)`` returns
 a driver with ``alloc``, ``free``, ``free_segment``, ``free_group``, ``alloc_extend`` and
-``alloc_decode`` (where ``extends``: paged, with a CPU path), ``available_size``,
+``alloc_decode`` and their batched forms ``alloc_extend_rows`` / ``alloc_decode_rows`` (where
+``extends``: paged, with a CPU path), ``available_size``,
 ``free_slots`` (the allocator's free slots as a multiset), ``match``, ``insert`` (duplicates
 end freed, whichever tree it is), ``lock``, ``unlock``, ``lock_count``, ``evict`` (tokens
 evicted, the slots it freed) and ``sizes``: upstream's trees through
@@ -110,6 +111,20 @@ class BundledTree:
 
     def alloc_decode(self, seq_len: int, last_loc: int) -> list[int] | None:
         got = self.allocator.alloc_decode([seq_len], [seq_len], [last_loc])
+        return None if got is None else list(got)
+
+    def alloc_extend_rows(self, rows: Sequence[tuple[int, int, int]]) -> list[int] | None:
+        """One ``alloc_extend`` for several requests: ``(prefix_len, seq_len, last_loc)``
+        each, their new slots in request order."""
+        prefix, seq, last = ([row[i] for row in rows] for i in range(3))
+        got = self.allocator.alloc_extend(prefix, prefix, seq, seq, last,
+                                          sum(s - p for p, s, _ in rows))
+        return None if got is None else list(got)
+
+    def alloc_decode_rows(self, rows: Sequence[tuple[int, int]]) -> list[int] | None:
+        """One ``alloc_decode`` for several requests: ``(seq_len, last_loc)`` each."""
+        seq, last = [row[0] for row in rows], [row[1] for row in rows]
+        got = self.allocator.alloc_decode(seq, seq, last)
         return None if got is None else list(got)
 
     def available_size(self) -> int:

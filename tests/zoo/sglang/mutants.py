@@ -236,7 +236,8 @@ SWA_MUTANTS: dict[str, Mutant] = {
     "swa_alloc_shares_a_slot": _m(
         SWA_ALLOC, "SWA", "alloc pairs every new full slot with the same SWA slot",
         (f"{SA}.alloc", "self.full_to_swa_index_mapping[f] = s",
-         "self.full_to_swa_index_mapping[f] = swa[0]")),
+         "self.full_to_swa_index_mapping[f] = swa[0]"),
+        also=("CRASH",)),  # or its own free refuses the shared peer on a valid eviction
 }
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from fuzz.cli import main
+from fuzz.families.sglang.zoo import zoo as fuzz_zoo
 from properties.families.sglang.machines.test_sglang_swa import SWAMachine
 from properties.families.sglang.targets import BUNDLED_SWA_SPEC
 from tests.zoo.sglang.harness import SCHEDULE, catch, caught, target_of
@@ -37,3 +39,23 @@ def test_each_swa_mutant_is_caught_with_its_invariant(name: str) -> None:
     assert found.found.family.value in SWA_MUTANTS[name].caught_by, found.found
     assert found.violation.family == found.found.family, found.violation
     assert len(found.program) <= MAX_SHRUNK, found.program
+
+
+def test_the_fuzz_zoo_lists_every_mutant_with_the_level_that_judges_it() -> None:
+    zoo = fuzz_zoo()
+    assert set(SWA_MUTANTS) <= set(zoo)
+    assert {zoo[name].levels for name in SWA_MUTANTS} == {("swa_radix_cache",)}
+    assert {zoo[name].levels for name in zoo if name not in SWA_MUTANTS} == {("radix_cache",)}
+
+
+def test_the_fuzz_zoo_runs_an_swa_mutant_through_the_swa_level(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m fuzz --family sglang zoo``: a FULL + SWA mutant is fuzzed through the SWA
+    machine (the FULL one skips a FULL + SWA target) and found with its invariant."""
+    assert main(["--family", "sglang", "zoo", "--seconds", "20", "--only",
+                 "swa_window_one_short"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| swa_window_one_short |"))
+    found, _, _, invariant, expected, level = [c.strip() for c in row.strip("|").split("|")][1:]
+    assert (found, expected, level) == ("yes", "yes", "swa_radix_cache"), row
+    assert invariant in SWA_MUTANTS["swa_window_one_short"].caught_by

@@ -19,7 +19,8 @@ Contract (``docs/CONTRACT.md``, SGLang, FULL + SWA):
   is tombstoned raises :class:`~prefixcache.sglang.errors.TombstonedWindowError`; unlocking
   below zero :class:`~prefixcache.sglang.errors.LockUnderflowError`; both change nothing.
   ``release_swa(lock)`` (``dec_swa_lock_only``) releases a lock's window early, keeping its
-  full lock; ``unlock`` then releases the full lock only.
+  full lock; ``unlock`` then releases the full lock only; a second ``release_swa`` of one
+  lock raises :class:`~prefixcache.sglang.errors.LockUnderflowError`.
 * **Insert.** Adopts the value's tail past what the tree held; a caller's duplicate of a token
   whose SWA KV the tree holds is freed whole (full slot and SWA peer); for a tombstoned token
   the tree keeps its own full slot (a running request may read it) and adopts the caller's
@@ -299,9 +300,13 @@ class SWARadixCache:
                               skip_swa=lock.swa_released)
 
     def release_swa(self, lock: TreeLock | None) -> None:
-        """``dec_swa_lock_only`` of ``lock``, once (a second call changes nothing)."""
-        if lock is None or lock.swa_released:
+        """``dec_swa_lock_only`` of ``lock``, once: a second call raises
+        :class:`~prefixcache.sglang.errors.LockUnderflowError` and changes nothing (a caller
+        that releases a window twice has lost track of its lock)."""
+        if lock is None:
             return
+        if lock.swa_released:
+            raise LockUnderflowError(f"the window of {lock.node}'s lock was released already")
         self.dec_swa_lock_only(lock.node, lock.receipt)  # type: ignore[arg-type]
         lock.swa_released = True
 

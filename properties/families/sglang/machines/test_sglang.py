@@ -11,26 +11,18 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
-from models.families.sglang.ops import Arrive, Evict, Finish, Match, TreeConfig, Unlock
+from models.families.sglang.ops import Evict, Match, TreeConfig
 from properties.core.expected import replay_expected
-from properties.core.machine import OracleMachine
 from properties.core.plugin import ExpectedFailure
 from properties.core.selection import current_target
 from properties.core.targets import load_target
 from properties.families.sglang import slots
 from properties.families.sglang.family import REF
-from properties.families.sglang.judge import Arrived, TreeJudge
-
-#: Tokens of a prompt: up to three pages (six tokens at page size 1), so that a pool holds
-#: several prompts and eviction has leaves to choose between.
-TOKEN = st.integers(0, 2)
-NAMESPACES = st.sampled_from([None, None, "a"])
-#: A finishing request passes prev_prefix_len=0 now and then (its whole value, the tree's
-#: own matched slots included): the contract keeps identical slots, not duplicates.
-PREV_ZERO = st.sampled_from([False, False, False, True])
+from properties.families.sglang.judge import TreeJudge
+from properties.families.sglang.machines.requests import NAMESPACES, TOKEN, RequestRules
 
 
-class TreeMachine(OracleMachine):
+class TreeMachine(RequestRules):
     """Requests arrive (often sharing an earlier prompt, as a shared system prompt does),
     run, finish (some keeping a lock for their next turn), are unlocked; the cache is evicted
     and looked up between them. Beside them, the allocator level
@@ -44,9 +36,6 @@ class TreeMachine(OracleMachine):
         if self.family.name != "sglang":
             self.target = load_target(family=REF)
             self.family = self.target.family_object
-        self.running: list[int] = []
-        self.held: list[int] = []
-        self.prompts: list[tuple[tuple[int, ...], str | None]] = []
         self.holds: list[int] = []
 
     @initialize(pages=st.integers(2, 16), page_size=st.sampled_from([1, 4]))
@@ -54,32 +43,10 @@ class TreeMachine(OracleMachine):
         self.setup(TreeConfig(pages, page_size))
 
     def tokens(self, data: st.DataObject) -> tuple[int, ...]:
+        """Up to three pages (six tokens at page size 1), so that a pool holds several
+        prompts and eviction has leaves to choose between."""
         size = 6 if self.config.page_size == 1 else 3 * self.config.page_size
         return tuple(data.draw(st.lists(TOKEN, max_size=size)))
-
-    @rule(data=st.data(), extra_key=NAMESPACES)
-    def arrive(self, data: st.DataObject, extra_key: str | None) -> None:
-        self._arrive(self.tokens(data), extra_key)
-
-    @precondition(lambda self: bool(self.prompts))
-    @rule(data=st.data())
-    def share(self, data: st.DataObject) -> None:
-        """A request that shares a prefix (cut anywhere, mid-page too) of an earlier
-        request's tokens, in its namespace, then goes its own way."""
-        tokens, extra_key = data.draw(st.sampled_from(self.prompts))
-        cut = data.draw(st.integers(0, len(tokens)))
-        self._arrive(tokens[:cut] + self.tokens(data), extra_key)
-
-    @precondition(lambda self: bool(self.prompts))
-    @rule(data=st.data())
-    def repeat(self, data: st.DataObject) -> None:
-        """The same prompt again (a retry, a popular prompt), often while the first runs."""
-        self._arrive(*data.draw(st.sampled_from(self.prompts)))
-
-    @precondition(lambda self: bool(self.running))
-    @rule(data=st.data(), hold=st.booleans(), prev_zero=PREV_ZERO)
-    def finish(self, data: st.DataObject, hold: bool, prev_zero: bool) -> None:
-        self._finish(data.draw(st.sampled_from(self.running)), hold, prev_zero)
 
     @rule(data=st.data(), extra_key=NAMESPACES, hold=st.booleans())
     def prefill(self, data: st.DataObject, extra_key: str | None, hold: bool) -> None:
@@ -87,13 +54,6 @@ class TreeMachine(OracleMachine):
         req = self._arrive(self.tokens(data), extra_key)
         if req is not None:
             self._finish(req, hold, False)
-
-    @precondition(lambda self: bool(self.held))
-    @rule(data=st.data())
-    def unlock(self, data: st.DataObject) -> None:
-        req = data.draw(st.sampled_from(self.held))
-        self.held.remove(req)
-        self.do(Unlock(req))
 
     @rule(num_tokens=st.sampled_from([0, 1, 1, 1, 2, 4, 8]))
     def evict(self, num_tokens: int) -> None:
@@ -131,23 +91,6 @@ class TreeMachine(OracleMachine):
         outcome = self.judge.log[-1].outcome if len(self.judge.log) > before else None
         if isinstance(op, slots.Take) and isinstance(outcome, int):
             self.holds.append(outcome)
-
-    def _arrive(self, tokens: tuple[int, ...], extra_key: str | None) -> int | None:
-        before = len(self.judge.log)
-        self.do(Arrive(tokens, extra_key))
-        outcome = self.judge.log[-1].outcome if len(self.judge.log) > before else None
-        if isinstance(outcome, Arrived) and outcome.slots is not None:
-            self.running.append(outcome.req)
-            self.prompts.append((tokens, extra_key))
-            return outcome.req
-        return None
-
-    def _finish(self, req: int, hold: bool, prev_zero: bool) -> None:
-        self.running.remove(req)
-        self.do(Finish(req, hold, prev_zero))
-        request = self.judge.model.requests[req]
-        if request is not None and request.state == "held":
-            self.held.append(req)
 
 
 class FullLevelTest:

@@ -6,7 +6,10 @@ Driven directly (a fuzz harness) with another target, it judges the bundled SWA 
 It draws where SWA bugs show: prompts longer than the window, an SWA pool smaller than the
 full one (pressure on the SWA pool alone), SWA eviction while requests hold locks (their
 windows must survive, the rest of their paths may be tombstoned), full eviction over
-tombstoned leaves, and requests that re-insert a prefix whose SWA KV was dropped."""
+tombstoned leaves, requests that re-insert a prefix whose SWA KV was dropped, and
+requests that finish with ``prev_prefix_len=0`` (their whole value, matched slots included);
+beside them, misuse probes on fresh trees
+(:data:`~properties.families.sglang.slots.SWA_MISUSES`)."""
 
 from __future__ import annotations
 
@@ -15,25 +18,14 @@ import unittest
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
-from models.families.sglang.ops import (
-    Arrive,
-    Evict,
-    Finish,
-    Match,
-    ReleaseWindow,
-    TreeConfig,
-    Unlock,
-)
-from properties.core.machine import OracleMachine
+from models.families.sglang.ops import Evict, Match, ReleaseWindow, TreeConfig
 from properties.core.selection import current_target
 from properties.core.targets import load_target
+from properties.families.sglang import slots
 from properties.families.sglang.family import REF
-from properties.families.sglang.judge import Arrived
+from properties.families.sglang.machines.requests import TOKEN, RequestRules
 from properties.families.sglang.swa_judge import SWATreeJudge
 from properties.families.sglang.targets import BUNDLED_SWA_SPEC
-
-TOKEN = st.integers(0, 2)
-NAMESPACES = st.sampled_from([None, None, None, "a"])
 
 
 def is_swa(target: object) -> bool:
@@ -41,9 +33,10 @@ def is_swa(target: object) -> bool:
     return bool(getattr(getattr(target, "caps", None), "swa", False))
 
 
-class SWAMachine(OracleMachine):
-    """Requests over a FULL + SWA tree: arrive (often sharing or repeating an earlier
-    prompt), finish (some holding their lock), unlock; full and SWA evictions between them."""
+class SWAMachine(RequestRules):
+    """Requests over a FULL + SWA tree (the shared request rules of
+    :class:`~properties.families.sglang.machines.requests.RequestRules`); windows released
+    early, full and SWA evictions and lookups between them."""
 
     judge: SWATreeJudge
 
@@ -52,9 +45,6 @@ class SWAMachine(OracleMachine):
         if not is_swa(self.target):  # driven directly (a fuzz harness): the bundled SWA tree
             self.target = load_target(BUNDLED_SWA_SPEC, family=REF)
             self.family = self.target.family_object
-        self.running: list[int] = []
-        self.held: list[int] = []
-        self.prompts: list[tuple[tuple[int, ...], str | None]] = []
 
     @initialize(pages=st.integers(3, 12), window=st.integers(1, 3), data=st.data())
     def start(self, pages: int, window: int, data: st.DataObject) -> None:
@@ -62,37 +52,8 @@ class SWAMachine(OracleMachine):
         self.setup(TreeConfig(pages, 1, window, swa_pages))
 
     def tokens(self, data: st.DataObject) -> tuple[int, ...]:
+        """Up to seven tokens: longer than the window."""
         return tuple(data.draw(st.lists(TOKEN, max_size=7)))
-
-    @rule(data=st.data(), extra_key=NAMESPACES)
-    def arrive(self, data: st.DataObject, extra_key: str | None) -> None:
-        self._arrive(self.tokens(data), extra_key)
-
-    @precondition(lambda self: bool(self.prompts))
-    @rule(data=st.data())
-    def share(self, data: st.DataObject) -> None:
-        """A prefix of an earlier prompt, then its own tokens."""
-        tokens, extra_key = data.draw(st.sampled_from(self.prompts))
-        cut = data.draw(st.integers(0, len(tokens)))
-        self._arrive(tokens[:cut] + self.tokens(data), extra_key)
-
-    @precondition(lambda self: bool(self.prompts))
-    @rule(data=st.data())
-    def repeat(self, data: st.DataObject) -> None:
-        """An earlier prompt again: after an SWA eviction, a re-insert over tombstones."""
-        self._arrive(*data.draw(st.sampled_from(self.prompts)))
-
-    @precondition(lambda self: bool(self.running))
-    @rule(data=st.data(), hold=st.booleans())
-    def finish(self, data: st.DataObject, hold: bool) -> None:
-        self._finish(data.draw(st.sampled_from(self.running)), hold)
-
-    @precondition(lambda self: bool(self.held))
-    @rule(data=st.data())
-    def unlock(self, data: st.DataObject) -> None:
-        req = data.draw(st.sampled_from(self.held))
-        self.held.remove(req)
-        self.do(Unlock(req))
 
     @precondition(lambda self: any(self._windowed()))
     @rule(data=st.data())
@@ -111,26 +72,17 @@ class SWAMachine(OracleMachine):
         """Mostly SWA eviction (tombstones), sometimes full eviction with it."""
         self.do(Evict(num_tokens, swa))
 
+    @rule(probe=st.builds(slots.Probe, st.sampled_from(slots.SWA_MISUSES), st.integers(0, 3)))
+    def misuse(self, probe: slots.Probe) -> None:
+        """A misuse on a fresh FULL + SWA tree of the target (never the run's own): a robustness
+        finding when it changes state, a violation only for a target claiming typed errors."""
+        self.do(probe)
+
     @precondition(lambda self: bool(self.prompts))
     @rule(data=st.data())
     def match(self, data: st.DataObject) -> None:
         tokens, extra_key = data.draw(st.sampled_from(self.prompts))
         self.do(Match(tokens[:data.draw(st.integers(0, len(tokens)))], extra_key))
-
-    def _arrive(self, tokens: tuple[int, ...], extra_key: str | None) -> None:
-        before = len(self.judge.log)
-        self.do(Arrive(tokens, extra_key))
-        outcome = self.judge.log[-1].outcome if len(self.judge.log) > before else None
-        if isinstance(outcome, Arrived) and outcome.slots is not None:
-            self.running.append(outcome.req)
-            self.prompts.append((tokens, extra_key))
-
-    def _finish(self, req: int, hold: bool) -> None:
-        self.running.remove(req)
-        self.do(Finish(req, hold))
-        request = self.judge.model.requests[req]
-        if request is not None and request.state == "held":
-            self.held.append(req)
 
 
 class SWALevelTest:
