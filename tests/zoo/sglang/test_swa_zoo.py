@@ -11,7 +11,7 @@ from fuzz.families.sglang.zoo import zoo as fuzz_zoo
 from properties.families.sglang.machines.test_sglang_swa import SWAMachine
 from properties.families.sglang.targets import BUNDLED_SWA_SPEC
 from tests.zoo.sglang.harness import SCHEDULE, catch, caught, target_of
-from tests.zoo.sglang.mutants import SWA_MUTANTS, module
+from tests.zoo.sglang.mutants import REQUEST_MUTANTS, SWA_MUTANTS, module
 
 MAX_SHRUNK = 16
 #: One seed of the schedule: every SWA mutant falls to it, and the bundled reference's pass
@@ -45,7 +45,9 @@ def test_the_fuzz_zoo_lists_every_mutant_with_the_level_that_judges_it() -> None
     zoo = fuzz_zoo()
     assert set(SWA_MUTANTS) <= set(zoo)
     assert {zoo[name].levels for name in SWA_MUTANTS} == {("swa_radix_cache",)}
-    assert {zoo[name].levels for name in zoo if name not in SWA_MUTANTS} == {("radix_cache",)}
+    assert {zoo[name].levels for name in REQUEST_MUTANTS} == {("request_level",)}
+    others = set(zoo) - set(SWA_MUTANTS) - set(REQUEST_MUTANTS)
+    assert others and {zoo[name].levels for name in others} == {("radix_cache",)}
 
 
 def test_the_fuzz_zoo_runs_an_swa_mutant_through_the_swa_level(
