@@ -11,9 +11,11 @@ from properties.core import family as families
 from properties.core import selection
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def restore_target() -> Iterator[None]:
-    """Whatever target was selected before the test is selected again after it."""
+    """Whatever target was selected before the test is selected again after it, in every test:
+    a fuzz harness or a zoo run selects the target it drives (the machines read the selection),
+    and a later test in the same worker must not run its machines on that target."""
     with selection.kept():
         yield
 
