@@ -181,6 +181,29 @@ def counting_class(cls: type, counts: Counts, frames: dict[Any, str]) -> type:
     return type(cls.__name__, (cls,), attrs)
 
 
+def absorb(machine: Any, entries: Sequence[ExpectedFailure], counts: Counts) -> None:
+    """Patch ``machine.do`` (the class's): a violation an xfails entry matches ends that
+    example's calls quietly (counted in ``counts.absorbed`` by entry id), as the check's own
+    absorption does; any other violation is raised."""
+    do = machine.do
+
+    def absorbing_do(self: Any, op: Any) -> None:
+        if self.absorbed:
+            return
+        try:
+            do(self, op)
+        except Violation as violation:
+            history = [step.op for step in self.judge.log]
+            entry = next((e for e in entries if e.matches(
+                violation, history, self.target.allocator_type)), None)
+            if entry is None:
+                raise
+            counts.absorbed[entry.id] = counts.absorbed.get(entry.id, 0) + 1
+            self.absorbed = True
+
+    machine.do = absorbing_do
+
+
 def counting(pool: PoolTarget, counts: Counts | None = None) -> tuple[PoolTarget, Counts]:
     """``pool`` with its class replaced by a subclass counting the public methods' calls."""
     cls = pool.pool_cls
@@ -221,23 +244,7 @@ def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None 
 
     machine.setup = counted_setup  # type: ignore[method-assign]
     if entries:
-        do = machine.do
-
-        def absorbing_do(self: Any, op: Any) -> None:
-            if self.absorbed:
-                return
-            try:
-                do(self, op)
-            except Violation as violation:
-                history = [step.op for step in self.judge.log]
-                entry = next((e for e in entries if e.matches(
-                    violation, history, self.target.allocator_type)), None)
-                if entry is None:
-                    raise
-                counts.absorbed[entry.id] = counts.absorbed.get(entry.id, 0) + 1
-                self.absorbed = True
-
-        machine.do = absorbing_do  # type: ignore[method-assign]
+        absorb(machine, entries, counts)
     try:
         with fixed_constants():
             run_state_machine_as_test(machine, settings=settings(base, **overrides))

@@ -41,10 +41,10 @@ from models.core.invariants import Violation
 from properties.core import selection
 from properties.core.determinism import fixed_constants
 from properties.core.plugin import ExpectedFailure, load_expected
-from properties.families.v1.api_calls import Counts, counting_class, public_methods, table
+from properties.families.v1.api_calls import Counts, absorb, counting_class, public_methods, table
 from properties.families.v1.request.executor import RequestExecutor
 from properties.families.v1.request.family import DEFAULT_SPEC, FAMILY, manager_of
-from properties.families.v1.request.machine import ManagerMachine, bind, checked_avoid
+from properties.families.v1.request.machine import bind, checked_avoid
 from properties.families.v1.request.target import CONFIGS, ManagerConfig, ManagerTarget
 
 __all__ = ["count_calls", "counting", "main"]
@@ -98,7 +98,7 @@ def count_calls(manager: ManagerTarget, spec: str = DEFAULT_SPEC, profile: str =
 
         machine.__init__ = counted_init  # type: ignore[method-assign]
         if entries:
-            _absorb(machine, entries, counts)
+            absorb(machine, entries, counts)
         try:
             with selection.kept(), fixed_constants():
                 selection.use(target)
@@ -108,27 +108,6 @@ def count_calls(manager: ManagerTarget, spec: str = DEFAULT_SPEC, profile: str =
             break
     counts.examples = sum(counts.configs.values())
     return counts
-
-
-def _absorb(machine: type[ManagerMachine], entries: Sequence[ExpectedFailure],
-            counts: Counts) -> None:
-    do = machine.do
-
-    def absorbing_do(self: Any, op: Any) -> None:
-        if self.absorbed:
-            return
-        try:
-            do(self, op)
-        except Violation as violation:
-            history = [step.op for step in self.judge.log]
-            entry = next((e for e in entries if e.matches(
-                violation, history, self.target.allocator_type)), None)
-            if entry is None:
-                raise
-            counts.absorbed[entry.id] = counts.absorbed.get(entry.id, 0) + 1
-            self.absorbed = True
-
-    machine.do = absorbing_do  # type: ignore[method-assign]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
