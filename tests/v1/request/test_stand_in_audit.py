@@ -119,7 +119,7 @@ def test_stand_ins_touched_while_the_machine_runs_are_the_proved_ones(
 
 def test_a_stand_in_the_run_reaches_is_recorded(recorded: Recorder) -> None:
     """The audit can fail: with events on (not a configuration of the machine), upstream
-    builds event records (which ones depends on the run: a store, a removal or a reset), and
+    builds event records (a store, a removal or a reset, whichever the program reaches), and
     the recording sees it."""
     from dataclasses import replace
 

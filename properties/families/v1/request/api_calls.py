@@ -68,6 +68,17 @@ def counting(manager: ManagerTarget, counts: Counts | None = None
     return replace(manager, manager_cls=counting_class(cls, counts, _FRAMES)), counts
 
 
+def _counted_init(init: Any, name: str, counts: Counts) -> Any:
+    """``init`` counting the machines it builds under ``name``. A closure, not default
+    arguments: Hypothesis seeds a derandomized machine from its ``__init__`` signature, and a
+    default's repr holds an address that differs from process to process."""
+    def counted_init(self: Any) -> None:
+        counts.configs[name] = counts.configs.get(name, 0) + 1
+        init(self)
+
+    return counted_init
+
+
 def count_calls(manager: ManagerTarget, spec: str = DEFAULT_SPEC, profile: str = "ci",
                 max_examples: int | None = None, max_steps: int | None = None,
                 avoid: Iterable[str] = (), entries: Sequence[ExpectedFailure] = (),
@@ -90,13 +101,8 @@ def count_calls(manager: ManagerTarget, spec: str = DEFAULT_SPEC, profile: str =
     for name, config in (configs or CONFIGS).items():
         machine = bind(config, name="ApiCallsMachine")
         machine.avoid = avoided
-        init = machine.__init__
-
-        def counted_init(self: Any, _init: Any = init, _name: str = name) -> None:
-            counts.configs[_name] = counts.configs.get(_name, 0) + 1
-            _init(self)
-
-        machine.__init__ = counted_init  # type: ignore[method-assign]
+        machine.__init__ = _counted_init(  # type: ignore[method-assign]
+            machine.__init__, name, counts)
         if entries:
             absorb(machine, entries, counts)
         try:
