@@ -8,8 +8,9 @@ naming blocks by id, and replayed on fresh pools of both kinds; each replay is t
 kind (``time.perf_counter_ns`` around each call, the same overhead for both), best of
 ``--repeat`` rounds. Per-call timing adds ~150 ns to every call of both pools (pulling ratios
 towards 1): the ``net`` column and ``total, net of loop`` subtract the same loop's time on a pool
-whose methods return at once (per call kind, best of the same rounds), and ``trace (one clock)`` times each whole replay under one clock (noisier on a loaded
-machine: one preemption lands in it).
+whose methods return at once (per call kind, best of the same rounds), and ``trace (one
+clock)`` times each whole replay under one clock (noisier on a loaded machine: one preemption
+lands in it). Each fresh pool answers ``get_usage`` once before it is timed (see ``_fresh``).
 Request hashing happens during generation and is not timed. Upstream's pool is loaded from the
 cached wheel without torch (:func:`properties.families.v1.upstream.load_vllm_v1`); without the
 wheel only the bundled pool is timed.
