@@ -258,6 +258,11 @@ VARIANTS: tuple[Variant, ...] = (
        "self._stored_event(request, block_hashes, 0, min(present + 1, len(block_hashes)),\n"
        "                   block_size, kv_cache_group_id)  # BUG: one past the hits",
        examples=1500),
+    _v("writable_when_shared", F.CACHE,
+       "is_block_writable ignores other holders: a shared block is offered for writing",
+       BP, "BlockPool.is_block_writable",
+       "return not block.is_null and block.ref_cnt == 1 and block.block_hash is None",
+       "return not block.is_null and block.block_hash is None  # BUG: holders ignored"),
     _v("evict_first_ignored", F.LRU, "free_blocks(evict_first=True) queues keyed blocks last",
        BP, "BlockPool.free_blocks", "caching = self.enable_caching and not evict_first",
        "caching = self.enable_caching  # BUG: evict_first ignored"),
