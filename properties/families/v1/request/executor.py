@@ -20,7 +20,8 @@ least over the groups, and only computed tokens. ``take_events`` (events on) ret
 the pool's queued events, oldest first, and empties the queue; each ``BlockStored`` names its
 group's spec kind and window; replayed into a router's key set
 (:class:`models.families.v1.events.Replay`, the pool level's replay) they give exactly the keys
-the pool holds, each stored chunk the tokens its hash names.
+the pool holds, each stored chunk the tokens its hash names; with Dynamo's wheel cached, its
+router fed the same events matches what the pool serves (:mod:`properties.families.v1.router`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 from models.core.invariants import Violation
 from models.families.v1 import request_ops as ops
 from models.families.v1.events import Replay, check_stored_tokens, external
+from models.families.v1.pool_model import PoolConfig
 from models.families.v1.request_invariants import ManagerInvariants as Family
 from models.families.v1.request_model import (
     NULL,
@@ -47,6 +49,7 @@ from models.families.v1.request_model import (
 from properties.core.stepping import ProgramExecutor
 from properties.families.v1.request.stand_ins import ManagerRequest, RequestStatus
 from properties.families.v1.request.target import ManagerConfig, ManagerTarget
+from properties.families.v1.router import open_router
 from properties.families.v1.stand_ins import LoraRef
 
 Tables = tuple[tuple[int, ...], ...]
@@ -92,6 +95,10 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
         #: a router's view of the pool, from the events taken so far (events on)
         self.replay = Replay()
         self.unannounceable: set[object] = set()  # hashes of null (never keyed) blocks
+        #: the pool's shape as the pool level's router judge reads it (group block sizes)
+        self.pool_shape = PoolConfig(config.num_blocks, config.hash_block_size,
+                                     config.block_sizes, events=config.events)
+        self.router = open_router(self.pool_shape)  # Dynamo's RadixTree, when its wheel is cached
         self.first_output: set[int] = set()  # requests whose prefill stats were taken
         #: whether the pool has held one key on two blocks (events on): from then on, vLLM's
         #: per-copy removals may leave a key-set router behind (``duplicate_events``)
@@ -421,11 +428,15 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
             if seen != want:
                 raise Violation(Family.CACHE, "BlockStored names its group's spec kind and "
                                 "sliding window", expected=want, observed=(seen, e))
+        keys = self._pool_keys()
+        hashes = [[bytes(x) for x in h.block_hashes] for h in self.handles]
         self.replay.apply(got, self.unannounceable)
-        self.replay.check(self._pool_keys())
-        check_stored_tokens(got, [r.tokens for r in self.reqs],
-                            [h.block_hashes for h in self.handles],
+        self.replay.check(keys)
+        check_stored_tokens(got, [r.tokens for r in self.reqs], hashes,
                             self.config.hash_block_size)
+        if self.router is not None:  # after the model's own checks, as at the pool level
+            self.router.apply(got)
+            self.router.check(self.pool_shape, hashes, keys)
         return got
 
     def _step_stats(self) -> None:
