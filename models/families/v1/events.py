@@ -1,4 +1,5 @@
-"""Replaying KV events: what a router learns from ``take_events()`` must be the cache map.
+"""Replaying KV events: what a router learns from ``take_events()`` must be the cache map
+(the pool level replays a pool's events, the request level a ``KVCacheManager``'s).
 
 Events carry keys, not block ids, so a router keeps the set of ``(hash, group)`` keys the pool
 can serve: ``BlockStored`` adds each hash, ``BlockRemoved`` drops it, ``AllBlocksCleared``
@@ -17,6 +18,7 @@ group (0.11) are replayed as group 0; int hashes (vLLM's default) are compared i
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
+from typing import Any
 
 from models.core.invariants import Violation
 from models.families.v1.invariants import Family
@@ -70,3 +72,52 @@ class Replay:
             raise Violation(Family.CACHE, "event replay disagrees with the cache map (keys "
                             "it can serve)", expected=sorted(map(repr, want - self.keys)),
                             observed=sorted(map(repr, self.keys - want)))
+
+
+def check_stored_tokens(events: Iterable[Any], tokens: Sequence[Sequence[int]],
+                        hashes: Sequence[Sequence[bytes]], hash_block_size: int,
+                        lookahead: int = 0) -> None:
+    """``BlockStored``: one ``block_size`` chunk of ``token_ids`` per hash, each chunk the
+    tokens that hash names (a router pairs them by position); ``tokens[r]`` and ``hashes[r]``
+    are request ``r``'s tokens and block hashes (one per ``hash_block_size`` tokens). With
+    hash lookahead L each hash's ``lookahead_token_ids`` entry is the L tokens after its block,
+    which its key covers too (without them a router cannot tell apart two blocks of equal
+    tokens and parent); without lookahead there are none."""
+    index: dict[object, tuple[int, int]] = {}
+    for r, hs in enumerate(hashes):
+        for i, h in enumerate(hs):
+            index.setdefault(h, (r, i))
+            index.setdefault(external(h), (r, i))
+    for e in events:
+        if type(e).__name__ != "BlockStored":
+            continue
+        size, token_ids = e.block_size, list(e.token_ids)
+        if len(token_ids) != size * len(e.block_hashes):
+            raise Violation(Family.CACHE, "BlockStored: token_ids must hold block_size "
+                            "tokens per block hash", expected=size * len(e.block_hashes),
+                            observed=(len(token_ids), e))
+        ahead = getattr(e, "lookahead_token_ids", None)
+        if (ahead is None) != (lookahead == 0) or (
+                ahead is not None and len(ahead) != len(e.block_hashes)):
+            raise Violation(Family.CACHE, "BlockStored: lookahead_token_ids holds one list "
+                            "per block hash with hash lookahead on, None without",
+                            expected=f"{len(e.block_hashes)} lists" if lookahead else None,
+                            observed=e)
+        for n, h in enumerate(e.block_hashes):
+            found = index.get(h)
+            if found is None:
+                raise Violation(Family.CACHE, "BlockStored of a hash no request has",
+                                observed=e)
+            r, i = found
+            end = (i + 1) * hash_block_size
+            want = list(tokens[r][end - size:end])
+            got = token_ids[n * size:(n + 1) * size]
+            if got != want:
+                raise Violation(Family.CACHE, f"BlockStored: chunk {n} of token_ids is not "
+                                "the tokens its hash names", expected=want, observed=got)
+            if ahead is not None:
+                want = list(tokens[r][end:end + lookahead])
+                if list(ahead[n]) != want:
+                    raise Violation(Family.CACHE, f"BlockStored: lookahead_token_ids[{n}] "
+                                    "is not the lookahead tokens its hash covers",
+                                    expected=want, observed=list(ahead[n]))

@@ -22,9 +22,12 @@ class ManagerInvariants(Invariants):
     FREE = Invariant("FREE", "get_num_free_blocks counts the free queue and usage is the "
                              "fraction of usable blocks not free")
     CACHE = Invariant("CACHE", "reset_prefix_cache succeeds exactly when no request holds "
-                               "blocks")
+                               "blocks, evict_blocks drops exactly the named keys, and "
+                               "take_events replays to the keys the pool holds")
     HIT = Invariant("HIT", "the prefix cache stats count each admitted lookup once, with its "
-                           "hit, and a reset; get_num_cached_tokens is the hit a lookup gets")
+                           "hit, and a reset; get_num_cached_tokens is the hit a lookup gets; "
+                           "estimate_cached_tokens is the prefix the request's keyed blocks "
+                           "serve")
     COMPUTED = Invariant("COMPUTED", "a hit is aligned to every group's block size, leaves the "
                                      "last token to compute and covers only computed KV")
     TABLE = Invariant("TABLE", "allocate_slots gives every group a block for each position to "

@@ -14,6 +14,9 @@ makes once per step: the stats it logs (``usage``; with ``log_stats``, ``make_pr
 and the block ids covering each running request's computed tokens
 (``get_block_ids_for_computed_tokens``, what a KV connector saves). ``Evict`` is a connector's
 failed load, whose blocks the scheduler evicts from the prefix cache (``evict_blocks``).
+With events on, ``TakeEvents`` follows each step (``take_events``, what the scheduler publishes
+to KV-aware routers); ``EndStep`` also estimates the cached tokens of each request whose prompt
+it completes (``estimate_cached_tokens``, the prefill stats of its first output).
 """
 
 from __future__ import annotations
@@ -111,9 +114,17 @@ class CommonPrefix(ROp):
     req: int
 
 
+@dataclass(frozen=True, slots=True)
+class TakeEvents(ROp):
+    """The KV events the manager queued since the last take (``take_events``): the
+    scheduler publishes them once per step, after the step's outputs."""
+
+    name: ClassVar[str] = "take_events"
+
+
 ROPS: dict[str, type[ROp]] = {c.name: c for c in (Add, Schedule, EndStep, Preempt, Abort,
                                                   ResetCache, Evict, CachedTokens,
-                                                  CommonPrefix)}
+                                                  CommonPrefix, TakeEvents)}
 
 
 def from_json(record: dict[str, Any]) -> ROp:

@@ -15,7 +15,7 @@ from typing import Any
 
 from models.core.invariants import Violation
 from models.families.v1 import ops
-from models.families.v1.events import Replay, external
+from models.families.v1.events import Replay, check_stored_tokens, external
 from models.families.v1.invariants import Family
 from models.families.v1.keys import check_keys
 from models.families.v1.pool_model import PoolConfig, PoolModel
@@ -173,50 +173,10 @@ class Executor(ProgramExecutor[ops.Op]):
         return got
 
     def _check_stored_tokens(self, events: Iterable[Any]) -> None:
-        """``BlockStored``: one ``block_size`` chunk of ``token_ids`` per hash, each chunk the
-        tokens that hash names (a router pairs them by position). With hash lookahead
-        (``PoolConfig.lookahead`` L) each hash's ``lookahead_token_ids`` entry is the L tokens
-        after its block, which its key covers too (without them a router cannot tell apart
-        two blocks of equal tokens and parent); without lookahead there are none."""
-        index: dict[object, tuple[int, int]] = {}
-        for r, hs in enumerate(self.hashes):
-            for i, h in enumerate(hs):
-                index.setdefault(h, (r, i))
-                index.setdefault(external(h), (r, i))
-        hbs, lookahead = self.config.hash_block_size, self.config.lookahead
-        for e in events:
-            if type(e).__name__ != "BlockStored":
-                continue
-            size, token_ids = e.block_size, list(e.token_ids)
-            if len(token_ids) != size * len(e.block_hashes):
-                raise Violation(Family.CACHE, "BlockStored: token_ids must hold block_size "
-                                "tokens per block hash", expected=size * len(e.block_hashes),
-                                observed=(len(token_ids), e))
-            ahead = getattr(e, "lookahead_token_ids", None)
-            if (ahead is None) != (lookahead == 0) or (
-                    ahead is not None and len(ahead) != len(e.block_hashes)):
-                raise Violation(Family.CACHE, "BlockStored: lookahead_token_ids holds one list "
-                                "per block hash with hash lookahead on, None without",
-                                expected=f"{len(e.block_hashes)} lists" if lookahead else None,
-                                observed=e)
-            for n, h in enumerate(e.block_hashes):
-                found = index.get(h)
-                if found is None:
-                    raise Violation(Family.CACHE, "BlockStored of a hash no request has",
-                                    observed=e)
-                r, i = found
-                end = (i + 1) * hbs
-                want = list(self.reqs[r].tokens[end - size:end])
-                got = token_ids[n * size:(n + 1) * size]
-                if got != want:
-                    raise Violation(Family.CACHE, f"BlockStored: chunk {n} of token_ids is not "
-                                    "the tokens its hash names", expected=want, observed=got)
-                if ahead is not None:
-                    want = list(self.reqs[r].tokens[end:end + lookahead])
-                    if list(ahead[n]) != want:
-                        raise Violation(Family.CACHE, f"BlockStored: lookahead_token_ids[{n}] "
-                                        "is not the lookahead tokens its hash covers",
-                                        expected=want, observed=list(ahead[n]))
+        """:func:`~models.families.v1.events.check_stored_tokens` over this program's
+        requests."""
+        check_stored_tokens(events, [r.tokens for r in self.reqs], self.hashes,
+                            self.config.hash_block_size, self.config.lookahead)
 
     # ---------------------------------------------------------------- state check
     def check(self) -> None:

@@ -49,12 +49,21 @@ def test_the_manager_builds_the_bundled_pool(target: Target) -> None:
 
 def test_manager_xfails_are_the_managers(target: Target,
                                          entries: list[ExpectedFailure]) -> None:
-    """Each manager deviation of the release reproduces with the bundled pool underneath."""
-    assert entries
+    """Each manager deviation of the release reproduces with the bundled pool underneath; an
+    entry that ``requires`` the release's own pool (a deviation of vLLM's ``BlockPool`` the
+    manager passes on, its per-copy event removals) does not apply here, and its program runs
+    clean on the bundled pool."""
+    own = [e for e in entries if e.applies(target.xfails_release, target.judges)]
+    assert own
     vocabulary = target.family_object.vocabulary
     for entry in entries:
         program = [vocabulary.op_from_json(r) for r in entry.program]
+        config = vocabulary.config(target, entry.config)
+        if entry not in own:
+            assert "release-pool" in entry.requires, entry.id
+            run_program(target, config, program)
+            continue
         with pytest.raises(Violation) as info:
-            run_program(target, vocabulary.config(target, entry.config), program)
+            run_program(target, config, program)
         history = program[: (info.value.step or 0) + 1]
         assert entry.matches(info.value, history), (entry.id, str(info.value))

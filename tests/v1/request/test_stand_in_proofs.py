@@ -84,3 +84,45 @@ def test_prefix_cache_stats_aggregate_as_upstreams(version: str) -> None:
         theirs.record(*args)
         ours.record(*args)
         assert dataclasses.asdict(theirs) == dataclasses.asdict(ours)
+
+
+@pytest.mark.parametrize("version", ["0.34.0", "0.33.0"])
+def test_manager_event_records_carry_upstreams_fields(version: str) -> None:
+    """The event records the manager's ``take_events`` returns (a store, a removal and a
+    reset, in a full and a sliding-window group) hold only fields upstream's structs declare,
+    the ones the manager annotates included, and every field they lack has a default there:
+    upstream's msgspec structs would carry the same values."""
+    from models.families.v1 import request_ops as ops
+    from properties.families.v1.request.executor import RequestExecutor
+    from properties.families.v1.request.target import ManagerConfig, ManagerTarget
+
+    wheel = _wheel(version)
+    declared: dict[str, dict[str, bool]] = {}  # class -> field -> has a default
+    for node in _tree(wheel, "vllm/distributed/kv_events.py").body:
+        if isinstance(node, ast.ClassDef) and node.name in (
+                "BlockStored", "BlockRemoved", "AllBlocksCleared"):
+            declared[node.name] = {
+                s.target.id: s.value is not None for s in node.body
+                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    from properties.families.v1.request.loader import load_manager
+
+    config = ManagerConfig(num_blocks=12, groups=(("full", 4), ("window", 4, 6)),
+                           hash_block_size=4, events=True)
+    ex = RequestExecutor(ManagerTarget("vllm", load_manager(version=version)), config)
+    events: list[Any] = []
+    for op in (ops.Add((0, 1, 2, 0, 1, 2, 0, 1, 2), (1,)), ops.Schedule(0, 9), ops.EndStep(),
+               ops.Evict(0, 1)):
+        ex.step(op)
+    events += ex.mgr.take_events()
+    ex.step(ops.Abort(0))
+    ex.step(ops.ResetCache())
+    events += ex.mgr.take_events()
+    seen = set()
+    for event in events:
+        name, fields = type(event).__name__, set(vars(event))
+        seen.add(name)
+        assert fields <= set(declared[name]), (name, fields - set(declared[name]))
+        assert all(default for f, default in declared[name].items() if f not in fields)
+        if name == "BlockStored":
+            assert {"kv_cache_spec_kind", "kv_cache_spec_sliding_window"} <= fields
+    assert seen == {"BlockStored", "BlockRemoved", "AllBlocksCleared"}, seen

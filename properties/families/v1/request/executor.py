@@ -14,7 +14,14 @@ the named blocks' keys and nothing else; at each step's end ``usage`` is the fra
 blocks not free, ``make_prefix_cache_stats`` returns exactly the lookups
 recorded (``record_prefix_cache_stats`` at each admission) and resets since its last call (None
 without ``log_stats``), and ``get_block_ids_for_computed_tokens`` lists one block per computed
-block of each running request, each holding its computed KV.
+block of each running request, each holding its computed KV. ``estimate_cached_tokens`` of a
+request at its first output (the prefill stats) is the prefix its own keyed blocks serve, the
+least over the groups, and only computed tokens. ``take_events`` (events on) returns exactly
+the pool's queued events, oldest first, and empties the queue; each ``BlockStored`` names its
+group's spec kind and window; replayed into a router's key set
+(:class:`models.families.v1.events.Replay`, the pool level's replay) they give exactly the keys
+the pool holds, each stored chunk the tokens its hash names; with Dynamo's wheel cached, its
+router fed the same events matches what the pool serves (:mod:`properties.families.v1.router`).
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from typing import Any
 
 from models.core.invariants import Violation
 from models.families.v1 import request_ops as ops
+from models.families.v1.events import Replay, check_stored_tokens, external
+from models.families.v1.pool_model import PoolConfig
 from models.families.v1.request_invariants import ManagerInvariants as Family
 from models.families.v1.request_model import (
     NULL,
@@ -40,6 +49,7 @@ from models.families.v1.request_model import (
 from properties.core.stepping import ProgramExecutor
 from properties.families.v1.request.stand_ins import ManagerRequest, RequestStatus
 from properties.families.v1.request.target import ManagerConfig, ManagerTarget
+from properties.families.v1.router import open_router
 from properties.families.v1.stand_ins import LoraRef
 
 Tables = tuple[tuple[int, ...], ...]
@@ -52,6 +62,9 @@ class Snapshot:
     hashes: tuple[bytes | None, ...]
     tables: dict[int, Tables]
 
+
+#: The spec kind a ``BlockStored`` of each group kind names (upstream's ``KVCacheSpecKind``).
+SPEC_KINDS = {"full": "full_attention", "window": "sliding_window"}
 
 #: The prefix cache stats fields the judge compares (connector hits by source aside).
 STATS_FIELDS = ("reset", "requests", "queries", "hits", "preempted_requests",
@@ -79,6 +92,17 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
         self.trace: list[str] | None = None  # the calls as script lines, when recording
         #: the prefix cache stats the manager must report at its next make_prefix_cache_stats
         self.stats: dict[str, int | bool] = self._fresh_stats()
+        #: a router's view of the pool, from the events taken so far (events on)
+        self.replay = Replay()
+        self.unannounceable: set[object] = set()  # hashes of null (never keyed) blocks
+        #: the pool's shape as the pool level's router judge reads it (group block sizes)
+        self.pool_shape = PoolConfig(config.num_blocks, config.hash_block_size,
+                                     config.block_sizes, events=config.events)
+        self.router = open_router(self.pool_shape)  # Dynamo's RadixTree, when its wheel is cached
+        self.first_output: set[int] = set()  # requests whose prefill stats were taken
+        #: whether the pool has held one key on two blocks (events on): from then on, vLLM's
+        #: per-copy removals may leave a key-set router behind (``duplicate_events``)
+        self.duplicated = False
 
     @staticmethod
     def _fresh_stats() -> dict[str, int | bool]:
@@ -129,6 +153,8 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
             return self._cached_tokens(op.req)
         if isinstance(op, ops.CommonPrefix):
             return self._common_prefix(op.req)
+        if isinstance(op, ops.TakeEvents):
+            return self._take_events()
         raise TypeError(f"unknown operation {op!r}")
 
     def _evict(self, i: int, start: int) -> list[int] | None:
@@ -271,6 +297,8 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
                 f"r{op.req}.status, r{op.req}.num_computed_tokens = RequestStatus.RUNNING, {end}")
         tables = self._tables(op.req)
         self._check_allocation(op.req, tables, hit_tables, start, end + op.lookahead)
+        if self.config.events:
+            self._null_hashes(op.req, tables)
         writes: dict[tuple[int, int], int] = {}
         for g, table in enumerate(tables):
             bs = self.geo.block_sizes[g]
@@ -292,6 +320,10 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
             r.scheduled, r.computed = None, end
             if end < len(r.tokens):
                 continue
+            if i not in self.first_output:  # its first output: the prefill stats
+                self.first_output.add(i)
+                if self.supports("estimate_cached_tokens"):
+                    self._estimate_cached_tokens(i)
             if r.outputs:
                 token = r.outputs.pop(0)
                 r.tokens.append(token)
@@ -306,6 +338,106 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
         for i, r in enumerate(self.reqs):
             if r.live and r.computed:
                 self._computed_block_ids(i)
+
+    def _estimate_cached_tokens(self, i: int) -> int:
+        """``estimate_cached_tokens`` of request ``i`` at its first output (the scheduler's
+        prefill stats: cache creation is the estimate less the hit): per group, the tokens
+        through the last block of its table keyed with its own key for that block; the least
+        over the groups (a hit needs every group); never more than the computed tokens."""
+        r, h = self.reqs[i], self.handles[i]
+        got = self._call(self.mgr.estimate_cached_tokens, h)
+        line = f"print('r{i} estimate_cached_tokens', mgr.estimate_cached_tokens(r{i}))"
+        hashes = [bytes(x) for x in h.block_hashes]
+        hbs = self.config.hash_block_size
+        covered = []
+        for g, table in enumerate(self._tables(i)):
+            bs = self.geo.block_sizes[g]
+            n = 0
+            for k in reversed(range(len(table))):
+                key = None if table[k] == NULL else self.pool.blocks[table[k]].block_hash
+                if key is None:
+                    continue
+                key = bytes(key)
+                own = [j for j in range(k * bs // hbs, min((k + 1) * bs // hbs, len(hashes)))
+                       if hashes[j] == key[:-4]]
+                if not own or int.from_bytes(key[-4:], "big") != g:
+                    self._t(line)
+                    raise Violation(Family.CONTENT, f"r{i}'s group {g} block {table[k]} "
+                                    f"(index {k}) is keyed for other tokens",
+                                    observed=key.hex())
+                n = (own[-1] + 1) * hbs
+                break
+            covered.append(n)
+        want = min(covered, default=0)
+        self._t(f"{line}  # {want}")
+        if got > r.computed:
+            raise Violation(Family.COMPUTED, f"estimate_cached_tokens(r{i}) counts only "
+                            "computed tokens", expected=f"<= {r.computed}", observed=got)
+        if got != want:
+            raise Violation(Family.HIT, f"estimate_cached_tokens(r{i}) is the prefix its own "
+                            "keyed blocks serve (per group through its last keyed block, the "
+                            "least over the groups)", expected=want, observed=got)
+        return int(got)
+
+    def _null_hashes(self, i: int, tables: Tables) -> None:
+        """The hashes of request ``i``'s null (window-skipped) blocks: no event can announce
+        them, so a stored block may name one as its parent."""
+        hashes = self.handles[i].block_hashes
+        for g, table in enumerate(tables):
+            scale = self.geo.block_sizes[g] // self.config.hash_block_size
+            for k, block in enumerate(table):
+                j = (k + 1) * scale - 1
+                if block == NULL and j < len(hashes):
+                    self.unannounceable.update((bytes(hashes[j]), external(hashes[j])))
+
+    def _pool_keys(self) -> dict[tuple[bytes, int], list[int]]:
+        """The keys the pool's blocks hold: ``(hash, group) -> block ids``."""
+        keys: dict[tuple[bytes, int], list[int]] = {}
+        for block in self.pool.blocks[1:]:
+            if block.block_hash is not None:
+                key = bytes(block.block_hash)
+                keys.setdefault((key[:-4], int.from_bytes(key[-4:], "big")), []).append(
+                    block.block_id)
+        return keys
+
+    def _take_events(self) -> list[Any]:
+        """``take_events``: exactly the pool's queued events, oldest first, the queue emptied;
+        each ``BlockStored`` annotated with its group's spec kind and window; the events
+        replayed into a router's key set give the pool's keys (CACHE)."""
+        queued = list(self.pool.kv_event_queue)
+        got = list(self._call(self.mgr.take_events))
+        self._t("for e in mgr.take_events():\n    print(e)")
+        if len(got) != len(queued) or any(a is not b for a, b in zip(got, queued, strict=False)):
+            raise Violation(Family.CACHE, "take_events() returns exactly the pool's queued "
+                            "events, oldest first", expected=queued, observed=got)
+        if self.pool.kv_event_queue:
+            raise Violation(Family.CACHE, "take_events() empties the pool's queue",
+                            observed=list(self.pool.kv_event_queue))
+        if not self.config.events:
+            if got:
+                raise Violation(Family.CACHE, "take_events() is empty with events off",
+                                observed=got)
+            return got
+        for e in got:
+            if type(e).__name__ != "BlockStored":
+                continue
+            g = getattr(e, "group_idx", None) or 0
+            want = (SPEC_KINDS[self.config.groups[g][0]], self.config.window(g))
+            seen = (getattr(e, "kv_cache_spec_kind", None),
+                    getattr(e, "kv_cache_spec_sliding_window", None))
+            if seen != want:
+                raise Violation(Family.CACHE, "BlockStored names its group's spec kind and "
+                                "sliding window", expected=want, observed=(seen, e))
+        keys = self._pool_keys()
+        hashes = [[bytes(x) for x in h.block_hashes] for h in self.handles]
+        self.replay.apply(got, self.unannounceable)
+        self.replay.check(keys)
+        check_stored_tokens(got, [r.tokens for r in self.reqs], hashes,
+                            self.config.hash_block_size)
+        if self.router is not None:  # after the model's own checks, as at the pool level
+            self.router.apply(got)
+            self.router.check(self.pool_shape, hashes, keys)
+        return got
 
     def _step_stats(self) -> None:
         """What the scheduler logs once per step: ``usage`` and the prefix cache stats since
@@ -432,6 +564,8 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
         if free != unreferenced:
             raise Violation(Family.LEAK, "the free queue holds exactly the unreferenced blocks",
                             expected=unreferenced, observed=free)
+        if self.config.events and not self.duplicated:
+            self.duplicated = any(len(blocks) > 1 for blocks in self._pool_keys().values())
         if self.pool.get_num_free_blocks() != len(free):
             raise Violation(Family.FREE, "get_num_free_blocks() counts the free queue",
                             expected=len(free), observed=self.pool.get_num_free_blocks())

@@ -44,6 +44,9 @@ from properties.families.v1.request.target import ManagerConfig, ManagerTarget
 __all__ = ["FAMILY", "ManagerFamily", "ManagerJudge", "OutOfContract", "check_program",
            "manager_of"]
 
+#: The judges of a manager on its release's own ``BlockPool`` (an xfails entry's ``requires``
+#: for a deviation of that pool's, such as its per-copy event removals).
+RELEASE_POOL = frozenset({"release-pool"})
 #: The default target: the newest supported release's manager, from the cached wheel.
 DEFAULT_SPEC = "properties.families.v1.request.target:vllm_v1_manager"
 #: Where a target is named when ``--allocator`` is not given.
@@ -176,7 +179,10 @@ class ManagerFamily:
         """The core target whose ``caps`` is ``manager`` (loaded by ``spec``). Its ``factory``
         is the release's ``KVCacheManager`` class (the judge builds managers through
         ``manager``), so the core tells an exception raised in the release's code (the
-        target's) from one raised in the suite's."""
+        target's) from one raised in the suite's. Its ``judges`` name ``release-pool`` when the
+        manager runs on the release's own ``BlockPool``: an xfails entry that ``requires`` it
+        is a deviation of that pool's (its events), not the manager's, and does not apply on
+        another pool."""
         pool = "" if manager.pool_cls is None else \
             f" on {manager.pool_cls.__module__}.{manager.pool_cls.__name__}"
         factory = manager.mods.kv_cache_manager.KVCacheManager
@@ -189,7 +195,8 @@ class ManagerFamily:
                       step_timeout=step_timeout_setting(step_timeout),
                       release=upstream.release_of(manager.version, MANAGER_VERSIONS) or "",
                       version_note=upstream.version_note(manager.version, origin,
-                                                         MANAGER_VERSIONS))
+                                                         MANAGER_VERSIONS),
+                      judges=RELEASE_POOL if manager.pool_cls is None else frozenset())
 
     def judge(self, target: Target, config: ManagerConfig) -> ManagerJudge:
         return ManagerJudge(target, config)

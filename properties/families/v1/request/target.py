@@ -63,9 +63,10 @@ WINDOW = ManagerConfig(num_blocks=10, groups=(("window", 4, 5),), hash_block_siz
 # Groups of different block sizes: hits must align to both (scheduler block size 8).
 HYBRID_MIXED = ManagerConfig(num_blocks=20, groups=(("full", 4), ("window", 8, 10)),
                              hash_block_size=4)
-# Full attention with the stats an engine logs (prefix cache stats, usage): honest metrics.
+# Full attention with the stats an engine logs (prefix cache stats, usage) and the KV events it
+# publishes (taken once per step, replayed into a router's view): honest metrics and routes.
 FULL_STATS = ManagerConfig(num_blocks=10, groups=(("full", 4),), hash_block_size=4,
-                           log_stats=True)
+                           events=True, log_stats=True)
 CONFIGS = {"full": FULL, "hybrid": HYBRID, "window": WINDOW, "hybrid_mixed": HYBRID_MIXED,
            "full_stats": FULL_STATS}
 
