@@ -67,8 +67,8 @@ from properties.families.v1.family import FAMILY
 from properties.families.v1.machine import bind, checked_avoid
 from properties.families.v1.targets import PoolTarget
 
-__all__ = ["CALLERS", "Counts", "config_label", "count_calls", "counting", "counting_class",
-           "main", "public_methods", "table"]
+__all__ = ["CALLERS", "Counts", "census_settings", "config_label", "count_calls", "counting",
+           "counting_class", "main", "public_methods", "table"]
 
 CALLERS = ("program", "misuse", "observe", "internal")
 
@@ -211,13 +211,10 @@ def counting(pool: PoolTarget, counts: Counts | None = None) -> tuple[PoolTarget
     return replace(pool, pool_cls=counting_class(cls, counts, _FRAMES)), counts
 
 
-def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None = None,
-                max_steps: int | None = None, avoid: Iterable[str] = (),
-                entries: Sequence[ExpectedFailure] = ()) -> Counts:
-    """Run the pool machine over ``pool`` (counted) under ``profile`` (optionally with fewer
-    examples or steps), leaving out ``avoid`` and ending an example at a violation one of
-    ``entries`` matches; the calls its programs made."""
-    counted, counts = counting(pool)
+def census_settings(profile: str, max_examples: int | None = None,
+                    max_steps: int | None = None) -> settings:
+    """``profile`` as a census runs it: no shrinking or explaining (a count, not a verdict),
+    optionally with fewer examples or steps."""
     base = settings.get_profile(profile)
     overrides: dict[str, Any] = {
         "phases": [p for p in base.phases if p not in (Phase.shrink, Phase.explain)]}
@@ -225,6 +222,17 @@ def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None 
         overrides["max_examples"] = max_examples
     if max_steps is not None:
         overrides["stateful_step_count"] = max_steps
+    return settings(base, **overrides)
+
+
+def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None = None,
+                max_steps: int | None = None, avoid: Iterable[str] = (),
+                entries: Sequence[ExpectedFailure] = ()) -> Counts:
+    """Run the pool machine over ``pool`` (counted) under ``profile`` (optionally with fewer
+    examples or steps), leaving out ``avoid`` and ending an example at a violation one of
+    ``entries`` matches; the calls its programs made."""
+    counted, counts = counting(pool)
+    run_settings = census_settings(profile, max_examples, max_steps)
     machine = bind(counted, avoid=checked_avoid(avoid), name="ApiCallsMachine")
     examples = 0
     init = machine.__init__
@@ -247,7 +255,7 @@ def count_calls(pool: PoolTarget, profile: str = "ci", max_examples: int | None 
         absorb(machine, entries, counts)
     try:
         with fixed_constants():
-            run_state_machine_as_test(machine, settings=settings(base, **overrides))
+            run_state_machine_as_test(machine, settings=run_settings)
     except Violation as v:
         counts.stopped = str(v).splitlines()[0]
     counts.examples = examples

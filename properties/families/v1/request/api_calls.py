@@ -33,7 +33,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 import properties.core.profiles  # noqa: F401  (registers the suite's profiles)
@@ -41,7 +40,14 @@ from models.core.invariants import Violation
 from properties.core import selection
 from properties.core.determinism import fixed_constants
 from properties.core.plugin import ExpectedFailure, load_expected
-from properties.families.v1.api_calls import Counts, absorb, counting_class, public_methods, table
+from properties.families.v1.api_calls import (
+    Counts,
+    absorb,
+    census_settings,
+    counting_class,
+    public_methods,
+    table,
+)
 from properties.families.v1.request.executor import RequestExecutor
 from properties.families.v1.request.family import DEFAULT_SPEC, FAMILY, manager_of
 from properties.families.v1.request.machine import bind, checked_avoid
@@ -90,13 +96,7 @@ def count_calls(manager: ManagerTarget, spec: str = DEFAULT_SPEC, profile: str =
     configuration name."""
     counted, counts = counting(manager)
     target = FAMILY.target_of(counted, spec)
-    base = settings.get_profile(profile)
-    overrides: dict[str, Any] = {
-        "phases": [p for p in base.phases if p not in (Phase.shrink, Phase.explain)]}
-    if max_examples is not None:
-        overrides["max_examples"] = max_examples
-    if max_steps is not None:
-        overrides["stateful_step_count"] = max_steps
+    run_settings = census_settings(profile, max_examples, max_steps)
     avoided = checked_avoid(avoid)
     for name, config in (configs or CONFIGS).items():
         machine = bind(config, name="ApiCallsMachine")
@@ -108,7 +108,7 @@ def count_calls(manager: ManagerTarget, spec: str = DEFAULT_SPEC, profile: str =
         try:
             with selection.kept(), fixed_constants():
                 selection.use(target)
-                run_state_machine_as_test(machine, settings=settings(base, **overrides))
+                run_state_machine_as_test(machine, settings=run_settings)
         except Violation as v:
             counts.stopped = f"{name}: {str(v).splitlines()[0]}"
             break
