@@ -52,14 +52,14 @@ STAND_INS: dict[str, tuple[str, str, dict[str, str]]] = {
         "MambaAttentionBackendEnum: a Mamba spec field's default",
         "no Mamba group is built", {}),
     "vllm.envs": (
-        "VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES, read when the pool builds an event (full_stats: "
-        "events on)",
+        "VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES, read when the pool builds an event (full_stats and "
+        "hybrid: events on)",
         "False: events carry the bytes keys, upstream's int form before its own conversion",
         {"VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES": "tests/v1/test_upstream_closure.py::"
                                                 "test_events_with_int_hashes_are_the_same_events"}),
     "vllm.distributed.kv_events": (
         "BlockStored, BlockRemoved, AllBlocksCleared: the pool builds them, the manager's "
-        "take_events annotates each BlockStored (full_stats: events on)",
+        "take_events annotates each BlockStored (full_stats and hybrid: events on)",
         "records of the keyword arguments upstream passes, and the attributes the manager sets, "
         "each a field upstream's struct declares",
         {name: "tests/v1/test_upstream_closure.py::test_event_records_carry_upstreams_fields, "

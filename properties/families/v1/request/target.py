@@ -58,7 +58,10 @@ class ManagerConfig:
 
 
 FULL = ManagerConfig(num_blocks=10, groups=(("full", 4),), hash_block_size=4)
-HYBRID = ManagerConfig(num_blocks=18, groups=(("full", 4), ("window", 4, 6)), hash_block_size=4)
+# Full attention beside a sliding window, with the KV events it publishes (taken once per step):
+# each BlockStored names its group's spec kind and window, and window tables hold null blocks.
+HYBRID = ManagerConfig(num_blocks=18, groups=(("full", 4), ("window", 4, 6)), hash_block_size=4,
+                       events=True)
 WINDOW = ManagerConfig(num_blocks=10, groups=(("window", 4, 5),), hash_block_size=4)
 # Groups of different block sizes: hits must align to both (scheduler block size 8).
 HYBRID_MIXED = ManagerConfig(num_blocks=20, groups=(("full", 4), ("window", 8, 10)),

@@ -111,6 +111,11 @@ ZOO: tuple[Broken, ...] = (
            ((_MGR, "        events = self.block_pool.take_events()",
              "        events = list(self.block_pool.kv_event_queue)"),),
            frozenset({Family.CACHE}), config="full_stats", method="take_events"),
+    Broken("events_drop_the_window", "take_events annotates a sliding-window group's "
+           "BlockStored without its window (kv_cache_spec_sliding_window None)",
+           ((_MGR, "                get_kv_cache_spec_sliding_window(group.kv_cache_spec),\n",
+             "                None,\n"),),
+           frozenset({Family.CACHE}), config="hybrid", method="take_events"),
 )
 
 
