@@ -27,8 +27,15 @@ def stand_in(index: int, req: Req) -> StandInRequest:
                           prompt_embeds=req.embeds)
 
 
+def key_parts(key: bytes) -> Key:
+    """A block key (``BlockHashWithGroupId``) as ``(block hash, group id)``: the hash's bytes
+    and the 4-byte big-endian group id that ends it."""
+    return bytes(key[:-4]), int.from_bytes(key[-4:], "big")
+
+
 def split_key(key: bytes | None) -> Key | None:
-    return None if key is None else (bytes(key[:-4]), int.from_bytes(key[-4:], "big"))
+    """:func:`key_parts` of a block's key, ``None`` for a block without one."""
+    return None if key is None else key_parts(key)
 
 
 class PoolAdapter:

@@ -21,7 +21,7 @@ from models.families.v1.keys import check_keys
 from models.families.v1.pool_model import PoolConfig, PoolModel
 from properties.core import robustness
 from properties.core.stepping import ProgramExecutor
-from properties.families.v1.adapter import PoolAdapter
+from properties.families.v1.adapter import PoolAdapter, split_key
 from properties.families.v1.router import open_router
 from properties.families.v1.targets import PoolTarget
 
@@ -128,8 +128,7 @@ class Executor(ProgramExecutor[ops.Op]):
                                              op.replace)
             got_key = self._call(a.cache_partial_block, op.req, op.id, op.num_tokens, op.group,
                                  op.replace)
-            got = None if got_key is None else (bytes(got_key[:-4]),
-                                                int.from_bytes(got_key[-4:], "big"))
+            got = split_key(got_key)
             if got != want_key:
                 raise Violation(Family.CACHE, "cache_partial_block's returned key",
                                 expected=want_key, observed=got)

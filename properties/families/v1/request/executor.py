@@ -47,6 +47,7 @@ from models.families.v1.request_model import (
     check_reads,
 )
 from properties.core.stepping import ProgramExecutor
+from properties.families.v1.adapter import key_parts
 from properties.families.v1.request.stand_ins import ManagerRequest, RequestStatus
 from properties.families.v1.request.target import ManagerConfig, ManagerTarget
 from properties.families.v1.router import open_router
@@ -358,9 +359,10 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
                 if key is None:
                     continue
                 key = bytes(key)
+                key_hash, group = key_parts(key)
                 own = [j for j in range(k * bs // hbs, min((k + 1) * bs // hbs, len(hashes)))
-                       if hashes[j] == key[:-4]]
-                if not own or int.from_bytes(key[-4:], "big") != g:
+                       if hashes[j] == key_hash]
+                if not own or group != g:
                     self._t(line)
                     raise Violation(Family.CONTENT, f"r{i}'s group {g} block {table[k]} "
                                     f"(index {k}) is keyed for other tokens",
@@ -395,9 +397,7 @@ class RequestExecutor(ProgramExecutor[ops.ROp]):
         keys: dict[tuple[bytes, int], list[int]] = {}
         for block in self.pool.blocks[1:]:
             if block.block_hash is not None:
-                key = bytes(block.block_hash)
-                keys.setdefault((key[:-4], int.from_bytes(key[-4:], "big")), []).append(
-                    block.block_id)
+                keys.setdefault(key_parts(block.block_hash), []).append(block.block_id)
         return keys
 
     def _take_events(self) -> list[Any]:
